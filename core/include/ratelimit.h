@@ -1,0 +1,247 @@
+/*
+ * ratelimit: distributed rate limiting and concurrency control on Redis.
+ *
+ * Every decision is one atomic Lua script run by Redis (see lua/ and
+ * docs/semantics.md). This header is the whole public C API.
+ *
+ * Conventions:
+ *   - functions return a status (RL_OK == 0, negative on error) and write
+ *     outputs through pointers; being denied is a result, never an error;
+ *   - times are milliseconds (int64_t);
+ *   - a message for the last error of the calling thread is rl_errmsg();
+ *   - one rl_client may be shared by any number of threads.
+ */
+#ifndef RATELIMIT_H
+#define RATELIMIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define RL_API __attribute__((visibility("default")))
+#else
+#define RL_API
+#endif
+
+#define RL_VERSION_MAJOR 0
+#define RL_VERSION_MINOR 1
+#define RL_VERSION_PATCH 0
+#define RL_VERSION_NUMBER (RL_VERSION_MAJOR * 10000 + RL_VERSION_MINOR * 100 + RL_VERSION_PATCH)
+
+/* The version of the library actually linked; bindings compare it with
+ * RL_VERSION_NUMBER from the header they were built against. */
+RL_API int rl_version_number(void);
+
+/* ---- status codes ---------------------------------------------------- */
+
+typedef enum {
+    RL_OK = 0,
+    RL_ERR_INVALID = -1,    /* bad argument: nothing was sent to Redis */
+    RL_ERR_CONNECTION = -2, /* cannot connect, or the connection broke */
+    RL_ERR_TIMEOUT = -3,    /* connect or command timeout */
+    RL_ERR_PROTOCOL = -4,   /* Redis answered something we cannot decode */
+    RL_ERR_REDIS = -5,      /* Redis returned an error (script error, ACL, OOM...) */
+    RL_ERR_NOMEM = -6,      /* out of memory */
+    RL_ERR_CLOSED = -7,     /* the client was closed */
+    RL_ERR_CANCELLED = -8   /* a blocking wait was cancelled by the caller */
+} rl_status;
+
+/* Static text for a status code; never NULL. */
+RL_API const char *rl_strerror(int status);
+
+/* The message of the last error raised on the calling thread (thread-local);
+ * "" when none. Valid until the next call on this thread. */
+RL_API const char *rl_errmsg(void);
+
+/* ---- client ------------------------------------------------------------ */
+
+typedef enum {
+    RL_ON_ERROR_RAISE = 0, /* return RL_ERR_CONNECTION / RL_ERR_TIMEOUT */
+    RL_ON_ERROR_ALLOW = 1, /* fail open: result.allowed = 1, result.fallback = 1 */
+    RL_ON_ERROR_DENY = 2   /* fail closed: result.allowed = 0, result.fallback = 1 */
+} rl_on_error;
+
+typedef struct {
+    int connect_timeout_ms; /* default 1000 */
+    int command_timeout_ms; /* default 1000 */
+    int pool_size;          /* connections shared by all threads; default 8 */
+    const char *key_prefix; /* default "rl"; copied by rl_client_open */
+    rl_on_error on_error;   /* applies to rate-limit decisions; default RAISE */
+} rl_options;
+
+#define RL_OPTIONS_INIT { 1000, 1000, 8, "rl", RL_ON_ERROR_RAISE }
+
+RL_API void rl_options_init(rl_options *options);
+
+typedef struct rl_client rl_client;
+
+/* url: redis://[[user]:password@]host[:port][/db] or unix:///path.sock[?db=N].
+ * options may be NULL (defaults). Connects one connection eagerly so a bad
+ * URL, password or dead server is reported here. */
+RL_API int rl_client_open(rl_client **out, const char *url, const rl_options *options);
+
+/* Closes all connections. NULL is a no-op. No call may be in flight. */
+RL_API void rl_client_close(rl_client *client);
+
+/* The key prefix in use (owned by the client). */
+RL_API const char *rl_client_prefix(const rl_client *client);
+
+/* ---- rate limiting ------------------------------------------------------ */
+
+typedef enum {
+    RL_FIXED_WINDOW = 0,
+    RL_SLIDING_LOG = 1,
+    RL_SLIDING_WINDOW = 2,
+    RL_TOKEN_BUCKET = 3,
+    RL_LEAKY_BUCKET = 4,
+    RL_GCRA = 5
+} rl_algorithm;
+
+#define RL_ALGORITHM_COUNT 6
+
+/* "fixed_window", "sliding_log", ... ; NULL for an unknown value. */
+RL_API const char *rl_algorithm_name(rl_algorithm algorithm);
+RL_API int rl_algorithm_parse(const char *name, rl_algorithm *out);
+
+typedef struct {
+    rl_algorithm algorithm;
+    int64_t limit;     /* permits per period (leaky_bucket: capacity) */
+    int64_t period_ms; /* window length; leaky_bucket: time to drain from full */
+    int64_t burst;     /* token_bucket / gcra capacity; 0 = limit. Must be 0 otherwise */
+} rl_spec;
+
+/* "10/s", "10/second", "100/minute", "5 per 30 seconds", "1000/hour",
+ * "10/day", "3/500ms". On error returns RL_ERR_INVALID and rl_errmsg()
+ * names the problem. */
+RL_API int rl_parse_rate(const char *text, int64_t *limit, int64_t *period_ms);
+
+typedef enum {
+    RL_OP_ACQUIRE = 0, /* consume permits if allowed */
+    RL_OP_PEEK = 1,    /* same answer, consumes and writes nothing */
+    RL_OP_RESERVE = 2  /* token_bucket, leaky_bucket, gcra: book the next slot */
+} rl_op;
+
+typedef struct {
+    const char *name; /* limiter name, non-empty */
+    const char *id;   /* limited entity (user, IP...), non-empty */
+    rl_spec spec;
+    int64_t permits;  /* >= 1 */
+    rl_op op;
+    int64_t max_wait_ms; /* RESERVE only: do not book a slot further away */
+    int64_t now_ms;      /* 0: Redis TIME (normal use); > 0: explicit clock (tests) */
+} rl_request;
+
+typedef struct {
+    int allowed;            /* 1 admitted (or booked), 0 denied */
+    int64_t limit;          /* the most the limiter can hold */
+    int64_t remaining;      /* permits still available right now */
+    int64_t retry_after_ms; /* -1 when allowed; else when this request could pass */
+    int64_t reset_after_ms; /* time until the limiter is back to full */
+    int64_t wait_ms;        /* RESERVE: how long to wait before acting; else 0 */
+    int fallback;           /* 1: Redis unreachable, on_error policy decided */
+} rl_result;
+
+/* One decision, one round trip. */
+RL_API int rl_acquire(rl_client *client, const char *name, const char *id,
+                      const rl_spec *spec, int64_t permits, rl_result *out);
+RL_API int rl_peek(rl_client *client, const char *name, const char *id,
+                   const rl_spec *spec, int64_t permits, rl_result *out);
+/* Deletes the entity's state for spec->algorithm. */
+RL_API int rl_reset(rl_client *client, const char *name, const char *id, const rl_spec *spec);
+
+/* General form: any mix of requests, pipelined in one round trip. Every
+ * request is validated first; if one is invalid nothing is sent and
+ * RL_ERR_INVALID is returned. results must hold n entries. */
+RL_API int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_result *results);
+
+/* Blocking waits. cancel (may be NULL) is polled at least every 100 ms while
+ * waiting; a nonzero return stops the wait with RL_ERR_CANCELLED. */
+typedef int (*rl_cancel_fn)(void *ctx);
+
+typedef struct {
+    int64_t timeout_ms; /* 0: do not wait */
+    rl_cancel_fn cancel;
+    void *cancel_ctx;
+} rl_wait;
+
+/* Acquire, sleeping retry_after between attempts, never past the deadline.
+ * On timeout returns RL_OK with the last denied result. */
+RL_API int rl_acquire_wait(rl_client *client, const rl_request *request,
+                           const rl_wait *wait, rl_result *out);
+
+/* ---- semaphore and lock ---------------------------------------------- */
+
+#define RL_PERMIT_ID_SIZE 48
+
+typedef struct {
+    int acquired;                 /* 0: not acquired within the timeout */
+    char id[RL_PERMIT_ID_SIZE];   /* unique permit / owner token, NUL-terminated */
+    int64_t fencing_token;        /* strictly increasing per name */
+    int64_t lease_ms;
+} rl_permit;
+
+/* A fair (FIFO) counting semaphore whose permits expire after lease_ms
+ * unless refreshed. permits_max may change between calls. */
+RL_API int rl_semaphore_acquire(rl_client *client, const char *name, int64_t permits_max,
+                                int64_t lease_ms, const rl_wait *wait, rl_permit *out);
+/* *released = 0 when the permit is unknown or already expired. */
+RL_API int rl_semaphore_release(rl_client *client, const char *name, const char *permit_id,
+                                int *released);
+RL_API int rl_semaphore_refresh(rl_client *client, const char *name, const char *permit_id,
+                                int64_t lease_ms, int *refreshed);
+RL_API int rl_semaphore_available(rl_client *client, const char *name, int64_t permits_max,
+                                  int64_t *available);
+RL_API int rl_semaphore_holders(rl_client *client, const char *name, int64_t *holders);
+
+/* A mutual-exclusion lock with owner tokens and fencing tokens. */
+RL_API int rl_lock_acquire(rl_client *client, const char *name, int64_t lease_ms,
+                           const rl_wait *wait, rl_permit *out);
+RL_API int rl_lock_release(rl_client *client, const char *name, const char *token, int *released);
+RL_API int rl_lock_extend(rl_client *client, const char *name, const char *token,
+                          int64_t lease_ms, int *extended);
+
+/* ---- delay queue --------------------------------------------------------- */
+
+typedef struct {
+    size_t count;
+    char **items;   /* each NUL-terminated; lengths in lens (messages may hold NUL) */
+    size_t *lens;
+} rl_messages;
+
+RL_API void rl_messages_free(rl_messages *messages);
+
+/* Schedules message for delivery after delay_ms. A message already queued is
+ * left as it is (*added = 0): producers may retry safely. */
+RL_API int rl_queue_push(rl_client *client, const char *queue, const char *message,
+                         size_t message_len, int64_t delay_ms, int *added);
+/* Atomically takes up to max due messages; no two consumers get the same one. */
+RL_API int rl_queue_pop_ready(rl_client *client, const char *queue, size_t max, rl_messages *out);
+/* Like pop_ready, but waits (blocking in Redis, no polling) until a message is
+ * due or the wait times out (then out->count == 0). */
+RL_API int rl_queue_pop_wait(rl_client *client, const char *queue, size_t max,
+                             const rl_wait *wait, rl_messages *out);
+RL_API int rl_queue_size(rl_client *client, const char *queue, int64_t *size);
+RL_API int rl_queue_remove(rl_client *client, const char *queue, const char *message,
+                           size_t message_len, int *removed);
+
+/* ---- introspection ----------------------------------------------------- */
+
+/* The embedded scripts: name ("gcra", "semaphore_acquire"...) and SHA1 hex. */
+RL_API size_t rl_script_count(void);
+RL_API int rl_script_info(size_t index, const char **name, const char **sha1);
+
+/* Builds the Redis key holding an entity's state for an algorithm, as the
+ * library names it; writes at most size bytes including the NUL and returns
+ * the full length (like snprintf), or a negative status. */
+RL_API int rl_key(const rl_client *client, const char *name, const char *id,
+                  rl_algorithm algorithm, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,478 @@
+/* Semaphore, lock and delay queue: the waiting side of the library. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "internal.h"
+
+#define RL_MAX_PERMITS 1000000
+/* A waiter checks in at least every WAITER_TTL / 3; one that stops (crashed)
+ * leaves the queue after WAITER_TTL so it cannot block those behind it. */
+#define WAITER_TTL_MS 3000
+#define QUEUE_POP_MAX 10000
+
+size_t rl_script_count(void)
+{
+    return RL_SCRIPT_COUNT;
+}
+
+int rl_script_info(size_t index, const char **name, const char **sha1)
+{
+    if (index >= RL_SCRIPT_COUNT) return rl_fail(RL_ERR_INVALID, "no script %zu", index);
+    if (name) *name = rl_scripts[index].name;
+    if (sha1) *sha1 = rl_scripts[index].sha1;
+    return RL_OK;
+}
+
+static int new_id(char *out)
+{
+    unsigned char raw[16];
+    size_t got = 0;
+    while (got < sizeof raw) {
+        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+        if (n < 0 && errno != EINTR) return rl_fail(RL_ERR_CONNECTION, "getrandom failed: %s", strerror(errno));
+        if (n > 0) got += (size_t)n;
+    }
+    for (size_t i = 0; i < sizeof raw; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    return RL_OK;
+}
+
+/* Waits up to ms for a message on a subscribed connection. Returns 1 when one
+ * arrived, 0 on timeout, or a negative status. */
+static int wait_message(redisContext *sub, int64_t ms, const rl_wait *wait)
+{
+    int64_t end = rl_monotonic_ms() + ms;
+    for (;;) {
+        if (wait && wait->cancel && wait->cancel(wait->cancel_ctx))
+            return rl_fail(RL_ERR_CANCELLED, "wait cancelled");
+        int64_t left = end - rl_monotonic_ms();
+        if (left <= 0) return 0;
+        struct pollfd pfd = {sub->fd, POLLIN, 0};
+        int n = poll(&pfd, 1, (int)(left < 100 ? left : 100));
+        if (n < 0 && errno != EINTR) return rl_fail(RL_ERR_CONNECTION, "poll: %s", strerror(errno));
+        if (n <= 0) continue;
+        void *reply = NULL;
+        if (redisGetReply(sub, &reply) != REDIS_OK) return rl_conn_error(sub, "wait for wake-up");
+        freeReplyObject(reply);
+        /* several wake-ups read at once count as one: we retry right away */
+        while (redisReaderGetReply(sub->reader, &reply) == REDIS_OK && reply) freeReplyObject(reply);
+        return 1;
+    }
+}
+
+static int subscribe(rl_client *client, const char *channel, redisContext **out)
+{
+    const char *argv[2] = {"SUBSCRIBE", channel};
+    redisContext *sub;
+    redisReply *r;
+    int rc;
+    if ((rc = rl_conn_open_dedicated(client, &sub))) return rc;
+    r = redisCommandArgv(sub, 2, argv, NULL);
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        rc = r ? rl_fail(RL_ERR_REDIS, "SUBSCRIBE failed: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply")
+               : rl_conn_error(sub, "SUBSCRIBE");
+        if (r) freeReplyObject(r);
+        redisFree(sub);
+        return rc;
+    }
+    freeReplyObject(r);
+    *out = sub;
+    return RL_OK;
+}
+
+static int64_t wait_timeout(const rl_wait *wait)
+{
+    return wait ? wait->timeout_ms : 0;
+}
+
+/* ---- semaphore and lock ------------------------------------------------ */
+
+typedef struct {
+    int granted;
+    int64_t fence;
+    int64_t first_lease_end; /* ms until the earliest lease ends, -1 none */
+} sem_reply;
+
+static char *channel_prefix(const rl_client *client, const char *kind, const char *name)
+{
+    size_t len = strlen(client->prefix) + strlen(name) + strlen(kind) + 16;
+    char *s = malloc(len);
+    if (s) snprintf(s, len, "%s:{%s}:%s:wake:", client->prefix, name, kind);
+    return s;
+}
+
+static int sem_call(rl_client *client, const char *kind, const char *name, const char *op, const char *id,
+                    int64_t max, int64_t lease, int enqueue, redisReply **reply)
+{
+    char suffix[4][32];
+    rl_cmd cmd;
+    char *channel = channel_prefix(client, kind, name);
+    int rc;
+    if (!channel) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    snprintf(suffix[0], sizeof suffix[0], "%s", kind);
+    snprintf(suffix[1], sizeof suffix[1], "%s:queue", kind);
+    snprintf(suffix[2], sizeof suffix[2], "%s:waiters", kind);
+    snprintf(suffix[3], sizeof suffix[3], "%s:meta", kind);
+    rl_cmd_init(&cmd);
+    rl_cmd_script(&cmd, RL_SCRIPT_SEMAPHORE, 4);
+    for (int i = 0; i < 4; i++) rl_cmd_key(&cmd, client, name, suffix[i]);
+    rl_cmd_cstr(&cmd, op);
+    rl_cmd_cstr(&cmd, id ? id : "");
+    rl_cmd_int(&cmd, max);
+    rl_cmd_int(&cmd, lease);
+    rl_cmd_int(&cmd, enqueue);
+    rl_cmd_int(&cmd, WAITER_TTL_MS);
+    rl_cmd_cstr(&cmd, channel);
+    rc = rl_run(client, &cmd, 1, reply);
+    rl_cmd_free(&cmd);
+    free(channel);
+    return rc;
+}
+
+static int sem_try(rl_client *client, const char *kind, const char *name, const char *id, int64_t max,
+                   int64_t lease, int enqueue, sem_reply *out)
+{
+    redisReply *r;
+    int64_t granted;
+    int rc = sem_call(client, kind, name, "acquire", id, max, lease, enqueue, &r);
+    if (rc) return rc;
+    if (!(rc = rl_reply_int(r, 0, &granted)) && !(rc = rl_reply_int(r, 1, &out->fence)))
+        rc = rl_reply_int(r, 3, &out->first_lease_end);
+    out->granted = granted == 1;
+    freeReplyObject(r);
+    return rc;
+}
+
+static int sem_simple(rl_client *client, const char *kind, const char *name, const char *op, const char *id,
+                      int64_t lease, int *done)
+{
+    redisReply *r;
+    int64_t v = 0;
+    int rc = sem_call(client, kind, name, op, id, 1, lease, 0, &r);
+    if (rc) return rc;
+    rc = rl_reply_int(r, 0, &v);
+    freeReplyObject(r);
+    if (done) *done = v == 1;
+    return rc;
+}
+
+static int sem_acquire(rl_client *client, const char *kind, const char *name, int64_t max, int64_t lease,
+                       const rl_wait *wait, rl_permit *out)
+{
+    int64_t timeout = wait_timeout(wait), deadline;
+    redisContext *sub = NULL;
+    char *channel = NULL;
+    sem_reply reply;
+    int rc;
+
+    rl_clear_error();
+    if (!client || !out) return rl_fail(RL_ERR_INVALID, "client and out must not be NULL");
+    memset(out, 0, sizeof *out);
+    if ((rc = rl_check_name("name", name)) || (rc = rl_check_range("permits", max, 1, RL_MAX_PERMITS)) ||
+        (rc = rl_check_range("lease_ms", lease, 1, RL_MAX_EXACT / 1000 / 4)) ||
+        (rc = rl_check_range("timeout_ms", timeout, 0, RL_MAX_EXACT / 1000 / 4)) || (rc = new_id(out->id)))
+        return rc;
+    out->lease_ms = lease;
+    deadline = rl_monotonic_ms() + timeout;
+    if ((rc = sem_try(client, kind, name, out->id, max, lease, 0, &reply))) return rc;
+    if (reply.granted || timeout == 0) goto done;
+
+    /* Subscribe before queueing: a release between our try and our wait
+     * then still reaches us. */
+    size_t len = strlen(client->prefix) + strlen(name) + strlen(kind) + RL_PERMIT_ID_SIZE + 16;
+    if (!(channel = malloc(len))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    snprintf(channel, len, "%s:{%s}:%s:wake:%s", client->prefix, name, kind, out->id);
+    if ((rc = subscribe(client, channel, &sub))) goto cleanup;
+    for (;;) {
+        if ((rc = sem_try(client, kind, name, out->id, max, lease, 1, &reply)) || reply.granted) break;
+        int64_t left = deadline - rl_monotonic_ms();
+        if (left <= 0) break;
+        int64_t nap = WAITER_TTL_MS / 3;
+        if (reply.first_lease_end >= 0 && reply.first_lease_end + 1 < nap) nap = reply.first_lease_end + 1;
+        if (left < nap) nap = left;
+        if ((rc = wait_message(sub, nap, wait)) < 0) break;
+        rc = RL_OK;
+    }
+    if (!reply.granted) {
+        /* leave the queue so those behind us move up; keep the first error */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", rl_errmsg());
+        sem_simple(client, kind, name, "leave", out->id, 0, NULL);
+        if (rc) rl_fail(rc, "%s", msg);
+    }
+cleanup:
+    if (sub) redisFree(sub);
+    free(channel);
+    if (rc) return rc;
+done:
+    out->acquired = reply.granted;
+    out->fencing_token = reply.granted ? reply.fence : 0;
+    if (!reply.granted) out->id[0] = '\0';
+    return RL_OK;
+}
+
+static int check_permit_call(rl_client *client, const char *name, const char *id)
+{
+    int rc;
+    rl_clear_error();
+    if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
+    if ((rc = rl_check_name("name", name)) || (rc = rl_check_name("permit id", id))) return rc;
+    if (strlen(id) >= RL_PERMIT_ID_SIZE) return rl_fail(RL_ERR_INVALID, "permit id is too long");
+    return RL_OK;
+}
+
+int rl_semaphore_acquire(rl_client *client, const char *name, int64_t permits_max, int64_t lease_ms,
+                         const rl_wait *wait, rl_permit *out)
+{
+    return sem_acquire(client, "semaphore", name, permits_max, lease_ms, wait, out);
+}
+
+int rl_semaphore_release(rl_client *client, const char *name, const char *permit_id, int *released)
+{
+    int rc = check_permit_call(client, name, permit_id);
+    return rc ? rc : sem_simple(client, "semaphore", name, "release", permit_id, 0, released);
+}
+
+int rl_semaphore_refresh(rl_client *client, const char *name, const char *permit_id, int64_t lease_ms,
+                         int *refreshed)
+{
+    int rc = check_permit_call(client, name, permit_id);
+    if (!rc) rc = rl_check_range("lease_ms", lease_ms, 1, RL_MAX_EXACT / 1000 / 4);
+    return rc ? rc : sem_simple(client, "semaphore", name, "refresh", permit_id, lease_ms, refreshed);
+}
+
+static int sem_info(rl_client *client, const char *name, int64_t *holders, int64_t *waiters)
+{
+    redisReply *r;
+    int rc;
+    rl_clear_error();
+    if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
+    if ((rc = rl_check_name("name", name))) return rc;
+    if ((rc = sem_call(client, "semaphore", name, "info", NULL, 1, 1, 0, &r))) return rc;
+    if (!(rc = rl_reply_int(r, 0, holders))) rc = rl_reply_int(r, 1, waiters);
+    freeReplyObject(r);
+    return rc;
+}
+
+int rl_semaphore_available(rl_client *client, const char *name, int64_t permits_max, int64_t *available)
+{
+    int64_t holders, waiters;
+    int rc = rl_check_range("permits", permits_max, 1, RL_MAX_PERMITS);
+    if (!rc && !available) rc = rl_fail(RL_ERR_INVALID, "available must not be NULL");
+    if (rc || (rc = sem_info(client, name, &holders, &waiters))) return rc;
+    *available = permits_max > holders ? permits_max - holders : 0;
+    return RL_OK;
+}
+
+int rl_semaphore_holders(rl_client *client, const char *name, int64_t *holders)
+{
+    int64_t waiters;
+    if (!holders) return rl_fail(RL_ERR_INVALID, "holders must not be NULL");
+    return sem_info(client, name, holders, &waiters);
+}
+
+int rl_lock_acquire(rl_client *client, const char *name, int64_t lease_ms, const rl_wait *wait, rl_permit *out)
+{
+    return sem_acquire(client, "lock", name, 1, lease_ms, wait, out);
+}
+
+int rl_lock_release(rl_client *client, const char *name, const char *token, int *released)
+{
+    int rc = check_permit_call(client, name, token);
+    return rc ? rc : sem_simple(client, "lock", name, "release", token, 0, released);
+}
+
+int rl_lock_extend(rl_client *client, const char *name, const char *token, int64_t lease_ms, int *extended)
+{
+    int rc = check_permit_call(client, name, token);
+    if (!rc) rc = rl_check_range("lease_ms", lease_ms, 1, RL_MAX_EXACT / 1000 / 4);
+    return rc ? rc : sem_simple(client, "lock", name, "refresh", token, lease_ms, extended);
+}
+
+/* ---- delay queue ------------------------------------------------------------ */
+
+void rl_messages_free(rl_messages *messages)
+{
+    if (!messages) return;
+    for (size_t i = 0; i < messages->count; i++) free(messages->items[i]);
+    free(messages->items);
+    free(messages->lens);
+    memset(messages, 0, sizeof *messages);
+}
+
+static void queue_cmd(rl_cmd *cmd, rl_client *client, const char *queue, const char *command)
+{
+    rl_cmd_init(cmd);
+    rl_cmd_cstr(cmd, command);
+    rl_cmd_key(cmd, client, queue, "delay_queue");
+}
+
+static char *queue_channel(const rl_client *client, const char *queue)
+{
+    size_t len = strlen(client->prefix) + strlen(queue) + 32;
+    char *s = malloc(len);
+    if (s) snprintf(s, len, "%s:{%s}:delay_queue:wake", client->prefix, queue);
+    return s;
+}
+
+static int check_queue_call(rl_client *client, const char *queue)
+{
+    rl_clear_error();
+    if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
+    return rl_check_name("queue", queue);
+}
+
+static int check_message(const char *message, size_t len)
+{
+    if (!message || len == 0) return rl_fail(RL_ERR_INVALID, "message must not be empty");
+    if (len > 64 * 1024 * 1024) return rl_fail(RL_ERR_INVALID, "message is larger than 64 MiB");
+    return RL_OK;
+}
+
+int rl_queue_push(rl_client *client, const char *queue, const char *message, size_t message_len,
+                  int64_t delay_ms, int *added)
+{
+    rl_cmd cmd;
+    redisReply *r;
+    char *channel;
+    int rc;
+    if ((rc = check_queue_call(client, queue)) || (rc = check_message(message, message_len)) ||
+        (rc = rl_check_range("delay_ms", delay_ms, 0, RL_MAX_EXACT / 1000 / 4)))
+        return rc;
+    if (!(channel = queue_channel(client, queue))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    rl_cmd_init(&cmd);
+    rl_cmd_script(&cmd, RL_SCRIPT_DELAY_QUEUE, 1);
+    rl_cmd_key(&cmd, client, queue, "delay_queue");
+    rl_cmd_cstr(&cmd, "push");
+    rl_cmd_str(&cmd, message, message_len);
+    rl_cmd_int(&cmd, delay_ms);
+    rl_cmd_cstr(&cmd, channel);
+    rc = rl_run(client, &cmd, 1, &r);
+    rl_cmd_free(&cmd);
+    free(channel);
+    if (rc) return rc;
+    if (r->type != REDIS_REPLY_INTEGER) rc = rl_fail(RL_ERR_PROTOCOL, "delay_queue push: unexpected reply");
+    else if (added) *added = r->integer == 1;
+    freeReplyObject(r);
+    return rc;
+}
+
+/* One pop; *next_in = ms until the next message is due, -1 if none. */
+static int pop_once(rl_client *client, const char *queue, size_t max, rl_messages *out, int64_t *next_in)
+{
+    rl_cmd cmd;
+    redisReply *r;
+    int rc;
+    rl_cmd_init(&cmd);
+    rl_cmd_script(&cmd, RL_SCRIPT_DELAY_QUEUE, 1);
+    rl_cmd_key(&cmd, client, queue, "delay_queue");
+    rl_cmd_cstr(&cmd, "pop");
+    rl_cmd_int(&cmd, (int64_t)max);
+    rc = rl_run(client, &cmd, 1, &r);
+    rl_cmd_free(&cmd);
+    if (rc) return rc;
+    if ((rc = rl_reply_int(r, 0, next_in))) goto out;
+    size_t n = r->elements - 1;
+    if (n) {
+        out->items = calloc(n, sizeof *out->items);
+        out->lens = calloc(n, sizeof *out->lens);
+        if (!out->items || !out->lens) {
+            rc = rl_fail(RL_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        redisReply *m = r->element[i + 1];
+        if (m->type != REDIS_REPLY_STRING) {
+            rc = rl_fail(RL_ERR_PROTOCOL, "delay_queue pop: unexpected reply");
+            goto out;
+        }
+        if (!(out->items[i] = malloc(m->len + 1))) {
+            rc = rl_fail(RL_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        memcpy(out->items[i], m->str, m->len);
+        out->items[i][m->len] = '\0';
+        out->lens[i] = m->len;
+        out->count = i + 1;
+    }
+out:
+    /* messages already taken from Redis are handed over even on a later error */
+    freeReplyObject(r);
+    return rc;
+}
+
+int rl_queue_pop_ready(rl_client *client, const char *queue, size_t max, rl_messages *out)
+{
+    int64_t next_in;
+    int rc;
+    if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
+    memset(out, 0, sizeof *out);
+    if ((rc = check_queue_call(client, queue)) || (rc = rl_check_range("max", (int64_t)max, 1, QUEUE_POP_MAX)))
+        return rc;
+    return pop_once(client, queue, max, out, &next_in);
+}
+
+int rl_queue_pop_wait(rl_client *client, const char *queue, size_t max, const rl_wait *wait, rl_messages *out)
+{
+    int64_t timeout = wait_timeout(wait), deadline, next_in;
+    redisContext *sub = NULL;
+    char *channel;
+    int rc;
+    if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
+    memset(out, 0, sizeof *out);
+    if ((rc = check_queue_call(client, queue)) || (rc = rl_check_range("max", (int64_t)max, 1, QUEUE_POP_MAX)) ||
+        (rc = rl_check_range("timeout_ms", timeout, 0, RL_MAX_EXACT / 1000 / 4)))
+        return rc;
+    deadline = rl_monotonic_ms() + timeout;
+    if ((rc = pop_once(client, queue, max, out, &next_in)) || out->count || timeout == 0) return rc;
+    if (!(channel = queue_channel(client, queue))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    rc = subscribe(client, channel, &sub);
+    free(channel);
+    while (rc == RL_OK) {
+        /* subscribed first, so a push between this pop and the wait wakes us */
+        if ((rc = pop_once(client, queue, max, out, &next_in)) || out->count) break;
+        int64_t left = deadline - rl_monotonic_ms();
+        if (left <= 0) break;
+        if (next_in >= 0 && next_in < left) left = next_in;
+        rc = wait_message(sub, left, wait);
+        if (rc > 0) rc = RL_OK;
+    }
+    if (sub) redisFree(sub);
+    return rc;
+}
+
+int rl_queue_size(rl_client *client, const char *queue, int64_t *size)
+{
+    rl_cmd cmd;
+    redisReply *r;
+    int rc;
+    if ((rc = check_queue_call(client, queue))) return rc;
+    if (!size) return rl_fail(RL_ERR_INVALID, "size must not be NULL");
+    queue_cmd(&cmd, client, queue, "ZCARD");
+    rc = rl_run(client, &cmd, 1, &r);
+    rl_cmd_free(&cmd);
+    if (rc) return rc;
+    *size = r->integer;
+    freeReplyObject(r);
+    return RL_OK;
+}
+
+int rl_queue_remove(rl_client *client, const char *queue, const char *message, size_t message_len, int *removed)
+{
+    rl_cmd cmd;
+    redisReply *r;
+    int rc;
+    if ((rc = check_queue_call(client, queue)) || (rc = check_message(message, message_len))) return rc;
+    queue_cmd(&cmd, client, queue, "ZREM");
+    rl_cmd_str(&cmd, message, message_len);
+    rc = rl_run(client, &cmd, 1, &r);
+    rl_cmd_free(&cmd);
+    if (rc) return rc;
+    if (removed) *removed = r->integer == 1;
+    freeReplyObject(r);
+    return RL_OK;
+}
