@@ -1,0 +1,183 @@
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int test_failures;
+int test_checks;
+
+int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+static int free_port(void)
+{
+    struct sockaddr_in addr;
+    socklen_t len = sizeof addr;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) || getsockname(fd, (struct sockaddr *)&addr, &len)) {
+        perror("free_port");
+        exit(2);
+    }
+    close(fd);
+    return ntohs(addr.sin_port);
+}
+
+static void spawn(test_redis *r)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", r->port);
+    r->pid = fork();
+    if (r->pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) dup2(devnull, 1);
+        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
+               "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning", (char *)NULL);
+        perror("exec redis-server");
+        _exit(127);
+    }
+    for (int i = 0; i < 500; i++) {
+        redisContext *c = redisConnect("127.0.0.1", r->port);
+        if (c && !c->err) {
+            redisReply *reply = redisCommand(c, "PING");
+            int ok = reply && reply->type == REDIS_REPLY_STATUS;
+            if (reply) freeReplyObject(reply);
+            redisFree(c);
+            if (ok) return;
+        } else if (c) {
+            redisFree(c);
+        }
+        sleep_ms(10);
+    }
+    fprintf(stderr, "redis-server did not start on port %d\n", r->port);
+    exit(2);
+}
+
+void redis_start(test_redis *r)
+{
+    signal(SIGPIPE, SIG_IGN);
+    r->port = free_port();
+    snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d", r->port);
+    spawn(r);
+}
+
+void redis_restart(test_redis *r)
+{
+    spawn(r);
+}
+
+void redis_kill(test_redis *r)
+{
+    if (r->pid > 0) {
+        kill(r->pid, SIGKILL);
+        waitpid(r->pid, NULL, 0);
+        r->pid = 0;
+    }
+}
+
+void redis_pause(test_redis *r)
+{
+    kill(r->pid, SIGSTOP);
+}
+
+void redis_resume(test_redis *r)
+{
+    kill(r->pid, SIGCONT);
+}
+
+void redis_stop(test_redis *r)
+{
+    if (r->pid > 0) {
+        kill(r->pid, SIGCONT);
+        kill(r->pid, SIGTERM);
+        waitpid(r->pid, NULL, 0);
+        r->pid = 0;
+    }
+}
+
+redisContext *redis_raw(const test_redis *r)
+{
+    redisContext *c = redisConnect("127.0.0.1", r->port);
+    if (!c || c->err) {
+        fprintf(stderr, "cannot connect to test redis\n");
+        exit(2);
+    }
+    return c;
+}
+
+long long redis_int(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *reply = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    long long v = -999999;
+    if (reply && reply->type == REDIS_REPLY_INTEGER) v = reply->integer;
+    if (reply) freeReplyObject(reply);
+    return v;
+}
+
+long long redis_dbsize(const test_redis *r)
+{
+    redisContext *c = redis_raw(r);
+    long long n = redis_int(c, "DBSIZE");
+    redisFree(c);
+    return n;
+}
+
+long long redis_live_keys(const test_redis *r)
+{
+    redisContext *c = redis_raw(r);
+    redisReply *reply = redisCommand(c, "KEYS *");
+    long long n = reply && reply->type == REDIS_REPLY_ARRAY ? (long long)reply->elements : -1;
+    if (reply) freeReplyObject(reply);
+    redisFree(c);
+    return n;
+}
+
+void redis_flush(const test_redis *r)
+{
+    redisContext *c = redis_raw(r);
+    redisReply *reply = redisCommand(c, "FLUSHALL");
+    if (reply) freeReplyObject(reply);
+    redisFree(c);
+}
+
+rl_client *open_client(const test_redis *r, const rl_options *options)
+{
+    rl_client *client = NULL;
+    int rc = rl_client_open(&client, r->url, options);
+    if (rc) {
+        fprintf(stderr, "rl_client_open(%s): %s: %s\n", r->url, rl_strerror(rc), rl_errmsg());
+        exit(2);
+    }
+    return client;
+}
+
+int test_summary(const char *name)
+{
+    printf("%s: %d passed, %d failed\n", name, test_checks - test_failures, test_failures);
+    return test_failures ? 1 : 0;
+}

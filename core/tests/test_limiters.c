@@ -1,1 +1,368 @@
-int main(void){return 0;}
+/* Every algorithm against a real redis-server, with explicit clocks so the
+ * expected numbers are exact (docs/semantics.md works the same examples). */
+#include <string.h>
+
+#include "harness.h"
+
+static test_redis redis;
+static rl_client *client;
+
+#define T0 1700000000000LL
+
+static rl_result run(const char *id, rl_spec spec, int64_t permits, rl_op op, int64_t max_wait, int64_t now)
+{
+    rl_request req = {"test", id, spec, permits, op, max_wait, now};
+    rl_result res;
+    memset(&res, 0xff, sizeof res);
+    int rc = rl_execute(client, &req, 1, &res);
+    if (rc) {
+        fprintf(stderr, "rl_execute(%s @%lld): %s\n", id, (long long)(now - T0), rl_errmsg());
+        test_failures++;
+    }
+    return res;
+}
+
+#define EXPECT(res, a, rem, retry, reset)           \
+    do {                                            \
+        rl_result r_ = (res);                       \
+        CHECK_EQ(r_.allowed, a);                    \
+        CHECK_EQ(r_.remaining, rem);                \
+        CHECK_EQ(r_.retry_after_ms, retry);         \
+        CHECK_EQ(r_.reset_after_ms, reset);         \
+    } while (0)
+
+static long long pttl(const char *key)
+{
+    redisContext *c = redis_raw(&redis);
+    long long v = redis_int(c, "PTTL %s", key);
+    redisFree(c);
+    return v;
+}
+
+static void test_fixed_window(void)
+{
+    rl_spec s = {RL_FIXED_WINDOW, 3, 1000, 0};
+    EXPECT(run("fw", s, 1, RL_OP_ACQUIRE, 0, T0), 1, 2, -1, 1000);
+    CHECK(pttl("rl:{test:fw}:fixed_window") > 900);
+    EXPECT(run("fw", s, 2, RL_OP_ACQUIRE, 0, T0 + 100), 1, 0, -1, 900);
+    EXPECT(run("fw", s, 1, RL_OP_ACQUIRE, 0, T0 + 200), 0, 0, 800, 800);
+    EXPECT(run("fw", s, 1, RL_OP_PEEK, 0, T0 + 999), 0, 0, 1, 1);
+    /* a new window opens at the first hit after the old one closed */
+    EXPECT(run("fw", s, 1, RL_OP_ACQUIRE, 0, T0 + 1000), 1, 2, -1, 1000);
+    EXPECT(run("fw", s, 2, RL_OP_ACQUIRE, 0, T0 + 1999), 1, 0, -1, 1);
+    /* the boundary burst fixed windows allow: 3 more right after */
+    EXPECT(run("fw", s, 3, RL_OP_ACQUIRE, 0, T0 + 2000), 1, 0, -1, 1000);
+    EXPECT(run("fw", s, 1, RL_OP_PEEK, 0, T0 + 2001), 0, 0, 999, 999);
+    EXPECT(run("fw-fresh", s, 1, RL_OP_PEEK, 0, T0), 1, 3, -1, 0);
+}
+
+static void test_sliding_log(void)
+{
+    rl_spec s = {RL_SLIDING_LOG, 3, 1000, 0};
+    EXPECT(run("sl", s, 1, RL_OP_ACQUIRE, 0, T0), 1, 2, -1, 1000);
+    EXPECT(run("sl", s, 1, RL_OP_ACQUIRE, 0, T0 + 100), 1, 1, -1, 1000);
+    EXPECT(run("sl", s, 1, RL_OP_ACQUIRE, 0, T0 + 200), 1, 0, -1, 1000);
+    EXPECT(run("sl", s, 1, RL_OP_ACQUIRE, 0, T0 + 300), 0, 0, 700, 900);
+    /* exact at the boundary: the permit from T0 stops counting at T0+1000 */
+    EXPECT(run("sl", s, 1, RL_OP_ACQUIRE, 0, T0 + 999), 0, 0, 1, 201);
+    EXPECT(run("sl", s, 1, RL_OP_ACQUIRE, 0, T0 + 1000), 1, 0, -1, 1000);
+    EXPECT(run("sl", s, 2, RL_OP_ACQUIRE, 0, T0 + 1000), 0, 0, 200, 1000);
+    EXPECT(run("sl", s, 2, RL_OP_PEEK, 0, T0 + 1200), 1, 2, -1, 800);
+    /* permits > 1 add one member each, all with readable names */
+    EXPECT(run("sl", s, 2, RL_OP_ACQUIRE, 0, T0 + 1200), 1, 0, -1, 1000);
+    redisContext *c = redis_raw(&redis);
+    CHECK_EQ(redis_int(c, "ZCARD rl:{test:sl}:sliding_log"), 3);
+    CHECK_EQ(redis_int(c, "ZSCORE rl:{test:sl}:sliding_log %lld-1", (long long)(T0 + 1200)), -999999);
+    redisReply *r = redisCommand(c, "ZRANGE rl:{test:sl}:sliding_log 0 -1");
+    CHECK(r && r->elements == 3 && !strcmp(r->element[2]->str, "1700000001200-1"));
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+static void test_sliding_window(void)
+{
+    rl_spec s = {RL_SLIDING_WINDOW, 10, 1000, 0};
+    EXPECT(run("sw", s, 5, RL_OP_ACQUIRE, 0, T0), 1, 5, -1, 2000);
+    EXPECT(run("sw", s, 5, RL_OP_ACQUIRE, 0, T0 + 500), 1, 0, -1, 1500);
+    EXPECT(run("sw", s, 1, RL_OP_ACQUIRE, 0, T0 + 600), 0, 0, 500, 1400);
+    /* next window: the previous 10 weigh 90%, so exactly one more fits */
+    EXPECT(run("sw", s, 1, RL_OP_ACQUIRE, 0, T0 + 1100), 1, 0, -1, 1900);
+    EXPECT(run("sw", s, 1, RL_OP_ACQUIRE, 0, T0 + 1200), 1, 0, -1, 1800);
+    EXPECT(run("sw", s, 1, RL_OP_ACQUIRE, 0, T0 + 1250), 0, 0, 50, 1750);
+    EXPECT(run("sw", s, 1, RL_OP_ACQUIRE, 0, T0 + 1300), 1, 0, -1, 1700);
+    EXPECT(run("sw", s, 10, RL_OP_ACQUIRE, 0, T0 + 3000), 1, 0, -1, 2000);
+    CHECK(pttl("rl:{test:sw}:sliding_window") > 1900);
+}
+
+static void test_token_bucket(void)
+{
+    rl_spec s = {RL_TOKEN_BUCKET, 10, 1000, 5};
+    EXPECT(run("tb", s, 5, RL_OP_ACQUIRE, 0, T0), 1, 0, -1, 500);
+    EXPECT(run("tb", s, 1, RL_OP_ACQUIRE, 0, T0 + 50), 0, 0, 50, 450);
+    EXPECT(run("tb", s, 1, RL_OP_ACQUIRE, 0, T0 + 100), 1, 0, -1, 500);
+    EXPECT(run("tb", s, 1, RL_OP_PEEK, 0, T0 + 1000), 1, 5, -1, 0);
+    EXPECT(run("tb", s, 3, RL_OP_ACQUIRE, 0, T0 + 1000), 1, 2, -1, 300);
+    rl_result r = run("tb", s, 5, RL_OP_RESERVE, 1000, T0 + 1000);
+    EXPECT(r, 1, 0, -1, 800);
+    CHECK_EQ(r.wait_ms, 300);
+    EXPECT(run("tb", s, 1, RL_OP_ACQUIRE, 0, T0 + 1000), 0, 0, 400, 800);
+    EXPECT(run("tb", s, 5, RL_OP_RESERVE, 100, T0 + 1000), 0, 0, 700, 800);
+    CHECK_EQ(run("tb", s, 1, RL_OP_ACQUIRE, 0, T0 + 1000).limit, 5);
+    /* burst defaults to limit */
+    rl_spec d = {RL_TOKEN_BUCKET, 4, 1000, 0};
+    EXPECT(run("tb-default", d, 4, RL_OP_ACQUIRE, 0, T0), 1, 0, -1, 1000);
+    /* 1/3 s refill is exact: 3 tokens after 1000 ms, not 2.999 */
+    rl_spec third = {RL_TOKEN_BUCKET, 3, 1000, 3};
+    EXPECT(run("tb-third", third, 3, RL_OP_ACQUIRE, 0, T0), 1, 0, -1, 1000);
+    EXPECT(run("tb-third", third, 1, RL_OP_ACQUIRE, 0, T0 + 333), 0, 0, 1, 667);
+    EXPECT(run("tb-third", third, 1, RL_OP_ACQUIRE, 0, T0 + 334), 1, 0, -1, 1000);
+    EXPECT(run("tb-third", third, 2, RL_OP_ACQUIRE, 0, T0 + 1000), 1, 0, -1, 1000);
+}
+
+static void test_leaky_bucket(void)
+{
+    rl_spec s = {RL_LEAKY_BUCKET, 4, 2000, 0};
+    EXPECT(run("lb", s, 1, RL_OP_ACQUIRE, 0, T0), 1, 3, -1, 500);
+    EXPECT(run("lb", s, 3, RL_OP_ACQUIRE, 0, T0), 1, 0, -1, 2000);
+    EXPECT(run("lb", s, 1, RL_OP_ACQUIRE, 0, T0 + 100), 0, 0, 400, 1900);
+    EXPECT(run("lb", s, 1, RL_OP_ACQUIRE, 0, T0 + 500), 1, 0, -1, 2000);
+    CHECK(pttl("rl:{test:lb}:leaky_bucket") > 1900);
+    /* reserve: a FIFO queue draining one permit per 500 ms */
+    int64_t waits[4] = {0, 500, 1000, 1500};
+    for (int i = 0; i < 4; i++) {
+        rl_result r = run("lbq", s, 1, RL_OP_RESERVE, 10000, T0);
+        CHECK_EQ(r.allowed, 1);
+        CHECK_EQ(r.wait_ms, waits[i]);
+    }
+    EXPECT(run("lbq", s, 1, RL_OP_RESERVE, 10000, T0), 0, 0, 500, 2000);
+    EXPECT(run("lbq", s, 1, RL_OP_RESERVE, 10000, T0 + 500), 1, 0, -1, 2000);
+    /* a wait longer than max_wait is refused without booking */
+    run("lbw", s, 1, RL_OP_RESERVE, 700, T0);
+    run("lbw", s, 1, RL_OP_RESERVE, 700, T0);
+    EXPECT(run("lbw", s, 1, RL_OP_RESERVE, 700, T0), 0, 2, 300, 1000);
+}
+
+static void test_gcra(void)
+{
+    /* go-redis redis_rate: PerSecond(10) */
+    rl_spec s = {RL_GCRA, 10, 1000, 10};
+    EXPECT(run("g", s, 1, RL_OP_ACQUIRE, 0, T0), 1, 9, -1, 100);
+    EXPECT(run("g", s, 2, RL_OP_ACQUIRE, 0, T0), 1, 7, -1, 300);
+    EXPECT(run("g", s, 7, RL_OP_ACQUIRE, 0, T0), 1, 0, -1, 1000);
+    EXPECT(run("g", s, 1, RL_OP_ACQUIRE, 0, T0), 0, 0, 100, 1000);
+    EXPECT(run("g", s, 1, RL_OP_ACQUIRE, 0, T0 + 100), 1, 0, -1, 1000);
+    rl_result r = run("g", s, 1, RL_OP_RESERVE, 500, T0 + 100);
+    EXPECT(r, 1, 0, -1, 1100);
+    CHECK_EQ(r.wait_ms, 100);
+    /* redis-cell README: CL.THROTTLE user123 15 30 60 */
+    rl_spec cell = {RL_GCRA, 30, 60000, 16};
+    r = run("user123", cell, 1, RL_OP_ACQUIRE, 0, T0);
+    EXPECT(r, 1, 15, -1, 2000);
+    CHECK_EQ(r.limit, 16);
+    char key[128];
+    CHECK(rl_key(client, "test", "user123", RL_GCRA, key, sizeof key) > 0);
+    CHECK(!strcmp(key, "rl:{test:user123}:gcra"));
+    CHECK(pttl(key) > 1900 && pttl(key) <= 2000);
+}
+
+static void test_peek_writes_nothing(void)
+{
+    for (int a = 0; a < RL_ALGORITHM_COUNT; a++) {
+        rl_spec s = {(rl_algorithm)a, 5, 1000, 0};
+        redis_flush(&redis);
+        rl_result r = run("peek", s, 2, RL_OP_PEEK, 0, 0);
+        CHECK_EQ(r.allowed, 1);
+        CHECK_EQ(r.remaining, 5);
+        CHECK_EQ(redis_dbsize(&redis), 0);
+        CHECK_OK(rl_acquire(client, "test", "peek", &s, 2, &r));
+        CHECK_EQ(r.remaining, 3);
+        redisContext *c = redis_raw(&redis);
+        redisReply *before = redisCommand(c, "DUMP rl:{test:peek}:%s", rl_algorithm_name(s.algorithm));
+        CHECK_OK(rl_peek(client, "test", "peek", &s, 5, &r));
+        CHECK_EQ(r.allowed, 0);
+        redisReply *after = redisCommand(c, "DUMP rl:{test:peek}:%s", rl_algorithm_name(s.algorithm));
+        CHECK(before && after && before->len == after->len && !memcmp(before->str, after->str, before->len));
+        freeReplyObject(before);
+        freeReplyObject(after);
+        /* reset deletes the state: full again */
+        CHECK_OK(rl_reset(client, "test", "peek", &s));
+        CHECK_EQ(redis_dbsize(&redis), 0);
+        CHECK_OK(rl_acquire(client, "test", "peek", &s, 5, &r));
+        CHECK_EQ(r.allowed, 1);
+        redisFree(c);
+    }
+}
+
+static void test_server_time_and_expiry(void)
+{
+    for (int a = 0; a < RL_ALGORITHM_COUNT; a++) {
+        rl_spec s = {(rl_algorithm)a, 3, 300, 0};
+        rl_result r;
+        redis_flush(&redis);
+        int admitted = 0;
+        for (int i = 0; i < 5; i++) {
+            CHECK_OK(rl_acquire(client, "exp", "x", &s, 1, &r));
+            admitted += r.allowed;
+        }
+        CHECK_EQ(admitted, 3);
+        CHECK(r.retry_after_ms > 0 && r.retry_after_ms <= (a == RL_SLIDING_WINDOW ? 600 : 300));
+        CHECK_EQ(redis_dbsize(&redis), 1);
+        /* every key carries a TTL: an idle entity leaves nothing behind */
+        sleep_ms(a == RL_SLIDING_WINDOW ? 650 : 350);
+        CHECK_EQ(redis_live_keys(&redis), 0);
+        CHECK_OK(rl_acquire(client, "exp", "x", &s, 3, &r));
+        CHECK_EQ(r.allowed, 1);
+    }
+}
+
+static void test_script_flush(void)
+{
+    rl_spec s = {RL_GCRA, 5, 1000, 0};
+    rl_result r;
+    redis_flush(&redis);
+    CHECK_OK(rl_acquire(client, "flush", "x", &s, 1, &r));
+    redisContext *c = redis_raw(&redis);
+    freeReplyObject(redisCommand(c, "SCRIPT FLUSH"));
+    CHECK_OK(rl_acquire(client, "flush", "x", &s, 1, &r));
+    CHECK_EQ(r.remaining, 3);
+    freeReplyObject(redisCommand(c, "SCRIPT FLUSH"));
+    /* a batch after a flush: every call runs exactly once */
+    rl_request reqs[3] = {{"flush", "x", s, 1, RL_OP_ACQUIRE, 0, 0},
+                          {"flush", "y", s, 1, RL_OP_ACQUIRE, 0, 0},
+                          {"flush", "x", s, 1, RL_OP_ACQUIRE, 0, 0}};
+    rl_result rs[3];
+    CHECK_OK(rl_execute(client, reqs, 3, rs));
+    CHECK_EQ(rs[0].remaining + rs[2].remaining, 2 + 1);
+    CHECK_EQ(rs[1].remaining, 4);
+    redisFree(c);
+}
+
+static void test_batch(void)
+{
+    rl_spec fw = {RL_FIXED_WINDOW, 2, 1000, 0}, tb = {RL_TOKEN_BUCKET, 3, 1000, 0};
+    rl_request reqs[4] = {{"b", "u1", fw, 1, RL_OP_ACQUIRE, 0, T0},
+                          {"b", "u2", tb, 3, RL_OP_ACQUIRE, 0, T0},
+                          {"b", "u1", fw, 2, RL_OP_ACQUIRE, 0, T0},
+                          {"b", "u2", tb, 1, RL_OP_PEEK, 0, T0}};
+    rl_result rs[4];
+    redis_flush(&redis);
+    CHECK_OK(rl_execute(client, reqs, 4, rs));
+    CHECK_EQ(rs[0].allowed, 1);
+    CHECK_EQ(rs[1].allowed, 1);
+    CHECK_EQ(rs[2].allowed, 0);
+    CHECK_EQ(rs[3].allowed, 0);
+    CHECK_EQ(rs[3].retry_after_ms, 334);
+}
+
+static void test_invalid_input_writes_nothing(void)
+{
+    rl_spec good = {RL_TOKEN_BUCKET, 10, 1000, 0};
+    rl_result r;
+    struct {
+        rl_request req;
+        const char *mentions;
+    } cases[] = {
+        {{"n", "i", {RL_TOKEN_BUCKET, 0, 1000, 0}, 1, 0, 0, 0}, "limit"},
+        {{"n", "i", {RL_TOKEN_BUCKET, -5, 1000, 0}, 1, 0, 0, 0}, "limit"},
+        {{"n", "i", {RL_GCRA, 10, 0, 0}, 1, 0, 0, 0}, "period_ms"},
+        {{"n", "i", {RL_GCRA, 10, -1, 0}, 1, 0, 0, 0}, "period_ms"},
+        {{"n", "i", {RL_GCRA, 10, 1000, -2}, 1, 0, 0, 0}, "burst"},
+        {{"n", "i", {RL_FIXED_WINDOW, 10, 1000, 20}, 1, 0, 0, 0}, "burst"},
+        {{"n", "i", good, 0, 0, 0, 0}, "permits"},
+        {{"n", "i", good, -1, 0, 0, 0}, "permits"},
+        {{"n", "i", good, 11, 0, 0, 0}, "exceed"},
+        {{"n", "i", {RL_GCRA, 10, 1000, 20}, 21, 0, 0, 0}, "exceed"},
+        {{"", "i", good, 1, 0, 0, 0}, "name"},
+        {{"n", "", good, 1, 0, 0, 0}, "id"},
+        {{NULL, "i", good, 1, 0, 0, 0}, "name"},
+        {{"n", "i", {(rl_algorithm)9, 10, 1000, 0}, 1, 0, 0, 0}, "algorithm"},
+        {{"n", "i", {RL_FIXED_WINDOW, 10, 1000, 0}, 1, RL_OP_RESERVE, 10, 0}, "reserve"},
+        {{"n", "i", good, 1, RL_OP_ACQUIRE, 10, 0}, "max_wait"},
+        {{"n", "i", good, 1, (rl_op)7, 0, 0}, "operation"},
+        {{"n", "i", good, 1, 0, 0, -5}, "now_ms"},
+        {{"n", "i", {RL_TOKEN_BUCKET, INT64_MAX, 1000, 0}, 1, 0, 0, 0}, "limit"},
+        {{"n", "i", {RL_SLIDING_WINDOW, (int64_t)1 << 50, (int64_t)1 << 20, 0}, 1, 0, 0, 0}, "too large"},
+        {{"n", "i", {RL_SLIDING_LOG, 2000000, 1000, 0}, 1, 0, 0, 0}, "sliding_log"},
+        {{"n", "i", {RL_GCRA, 10, INT64_MAX, 0}, 1, 0, 0, 0}, "period_ms"},
+    };
+    redis_flush(&redis);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = rl_execute(client, &cases[i].req, 1, &r);
+        CHECK_EQ(rc, RL_ERR_INVALID);
+        if (!strstr(rl_errmsg(), cases[i].mentions)) {
+            fprintf(stderr, "case %zu: message '%s' does not mention '%s'\n", i, rl_errmsg(), cases[i].mentions);
+            test_failures++;
+        }
+    }
+    /* one bad request in a batch: nothing at all is sent */
+    rl_request batch[2] = {{"n", "ok", good, 1, 0, 0, 0}, {"n", "bad", good, 0, 0, 0, 0}};
+    rl_result rs[2];
+    CHECK_EQ(rl_execute(client, batch, 2, rs), RL_ERR_INVALID);
+    CHECK(strstr(rl_errmsg(), "request 1") != NULL);
+    CHECK_EQ(rl_acquire(client, "n", "i", NULL, 1, &r), RL_ERR_INVALID);
+    CHECK_EQ(rl_reset(client, "", "i", &good), RL_ERR_INVALID);
+    CHECK_EQ(rl_acquire(NULL, "n", "i", &good, 1, &r), RL_ERR_INVALID);
+    CHECK_EQ(redis_dbsize(&redis), 0);
+}
+
+static void test_urls(void)
+{
+    rl_client *c = NULL;
+    const char *bad[] = {"", "http://x", "redis://", "redis://host:notaport", "redis://host:70000",
+                         "redis://host/db", "rediss://host", "unix://relative", "unix:///x?db=z",
+                         "redis://[::1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_EQ(rl_client_open(&c, bad[i], NULL), RL_ERR_INVALID);
+        CHECK(c == NULL);
+    }
+    CHECK_EQ(rl_client_open(&c, NULL, NULL), RL_ERR_INVALID);
+    rl_options o = RL_OPTIONS_INIT;
+    o.pool_size = 0;
+    CHECK_EQ(rl_client_open(&c, redis.url, &o), RL_ERR_INVALID);
+    o = (rl_options)RL_OPTIONS_INIT;
+    o.key_prefix = "";
+    CHECK_EQ(rl_client_open(&c, redis.url, &o), RL_ERR_INVALID);
+    /* nothing listens on port 1 */
+    CHECK_EQ(rl_client_open(&c, "redis://127.0.0.1:1", NULL), RL_ERR_CONNECTION);
+    /* a wrong password is a Redis error at open */
+    char url[128];
+    snprintf(url, sizeof url, "redis://:secret@127.0.0.1:%d", redis.port);
+    CHECK_EQ(rl_client_open(&c, url, NULL), RL_ERR_REDIS);
+    /* db selection and a custom prefix */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", redis.port);
+    o = (rl_options)RL_OPTIONS_INIT;
+    o.key_prefix = "app";
+    CHECK_OK(rl_client_open(&c, url, &o));
+    rl_spec s = {RL_FIXED_WINDOW, 1, 1000, 0};
+    rl_result r;
+    redis_flush(&redis);
+    CHECK_OK(rl_acquire(c, "n", "i", &s, 1, &r));
+    redisContext *raw = redis_raw(&redis);
+    freeReplyObject(redisCommand(raw, "SELECT 3"));
+    CHECK_EQ(redis_int(raw, "EXISTS app:{n:i}:fixed_window"), 1);
+    redisFree(raw);
+    CHECK_EQ(redis_dbsize(&redis), 0); /* db 0 untouched */
+    rl_client_close(c);
+    rl_client_close(NULL);
+}
+
+int main(void)
+{
+    redis_start(&redis);
+    client = open_client(&redis, NULL);
+    test_fixed_window();
+    test_sliding_log();
+    test_sliding_window();
+    test_token_bucket();
+    test_leaky_bucket();
+    test_gcra();
+    test_peek_writes_nothing();
+    test_batch();
+    test_script_flush();
+    test_invalid_input_writes_nothing();
+    test_urls();
+    test_server_time_and_expiry();
+    rl_client_close(client);
+    redis_stop(&redis);
+    return test_summary("limiters");
+}
