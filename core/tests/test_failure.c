@@ -1,1 +1,145 @@
-int main(void){return 0;}
+/* Redis dies, hangs, restarts: calls fail fast with the right status, never
+ * crash, and work again once Redis is back. */
+#include <pthread.h>
+#include <string.h>
+
+#include "harness.h"
+
+static test_redis redis;
+
+static const rl_spec spec = {RL_TOKEN_BUCKET, 1000000, 1000, 0};
+
+typedef struct {
+    rl_client *client;
+    volatile int stop;
+    long ok, failed, wrong_status;
+    int64_t slowest_failure_ms;
+} hammer;
+
+static void *hammer_run(void *arg)
+{
+    hammer *h = arg;
+    rl_result r;
+    while (!h->stop) {
+        int64_t t = now_ms();
+        int rc = rl_acquire(h->client, "fail", "x", &spec, 1, &r);
+        t = now_ms() - t;
+        if (rc == RL_OK) {
+            __atomic_add_fetch(&h->ok, 1, __ATOMIC_RELAXED);
+        } else {
+            __atomic_add_fetch(&h->failed, 1, __ATOMIC_RELAXED);
+            if (rc != RL_ERR_CONNECTION && rc != RL_ERR_TIMEOUT) __atomic_add_fetch(&h->wrong_status, 1, __ATOMIC_RELAXED);
+            if (t > h->slowest_failure_ms) h->slowest_failure_ms = t;
+            sleep_ms(5);
+        }
+    }
+    return NULL;
+}
+
+static void test_killed_mid_run(void)
+{
+    rl_options o = RL_OPTIONS_INIT;
+    o.connect_timeout_ms = 300;
+    o.command_timeout_ms = 300;
+    o.pool_size = 4;
+    hammer h;
+    memset(&h, 0, sizeof h);
+    h.client = open_client(&redis, &o);
+    pthread_t threads[8];
+    for (int i = 0; i < 8; i++) pthread_create(&threads[i], NULL, hammer_run, &h);
+    sleep_ms(300);
+    long ok_before = h.ok;
+    redis_kill(&redis);
+    sleep_ms(500);
+    long failed_while_down = h.failed;
+    redis_restart(&redis); /* empty: scripts must be loaded again, invisibly */
+    sleep_ms(500);
+    long ok_after_restart = h.ok;
+    h.stop = 1;
+    for (int i = 0; i < 8; i++) pthread_join(threads[i], NULL);
+    CHECK(ok_before > 0);
+    CHECK(failed_while_down > 0);
+    CHECK_EQ(h.wrong_status, 0);
+    CHECK(h.slowest_failure_ms <= 300 + 300 + 200);
+    CHECK(h.ok > ok_after_restart - 1 && ok_after_restart > ok_before);
+    rl_result r;
+    CHECK_OK(rl_acquire(h.client, "fail", "x", &spec, 1, &r));
+    printf("  killed mid-run: %ld ok, %ld failed, slowest failure %lld ms\n", h.ok, h.failed,
+           (long long)h.slowest_failure_ms);
+    rl_client_close(h.client);
+}
+
+static void test_hung_redis_times_out(void)
+{
+    rl_options o = RL_OPTIONS_INIT;
+    o.command_timeout_ms = 400;
+    rl_client *c = open_client(&redis, &o);
+    rl_result r;
+    CHECK_OK(rl_acquire(c, "hang", "x", &spec, 1, &r));
+    redis_pause(&redis);
+    int64_t t = now_ms();
+    CHECK_EQ(rl_acquire(c, "hang", "x", &spec, 1, &r), RL_ERR_TIMEOUT);
+    t = now_ms() - t;
+    CHECK(t >= 350 && t < 1000);
+    redis_resume(&redis);
+    /* the timed-out connection is dropped, not reused with a stale reply */
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(rl_acquire(c, "hang", "x", &spec, 1, &r));
+        CHECK_EQ(r.allowed, 1);
+    }
+    rl_client_close(c);
+}
+
+static void test_fail_open_and_closed(void)
+{
+    rl_options o = RL_OPTIONS_INIT;
+    o.connect_timeout_ms = 200;
+    o.command_timeout_ms = 200;
+    o.on_error = RL_ON_ERROR_ALLOW;
+    rl_client *open_c = open_client(&redis, &o);
+    o.on_error = RL_ON_ERROR_DENY;
+    rl_client *closed_c = open_client(&redis, &o);
+    rl_result r;
+    CHECK_OK(rl_acquire(open_c, "fo", "x", &spec, 1, &r));
+    CHECK_EQ(r.fallback, 0);
+    redis_kill(&redis);
+    CHECK_OK(rl_acquire(open_c, "fo", "x", &spec, 1, &r));
+    CHECK_EQ(r.allowed, 1);
+    CHECK_EQ(r.fallback, 1);
+    CHECK(strlen(rl_errmsg()) > 0);
+    CHECK_OK(rl_acquire(closed_c, "fo", "x", &spec, 1, &r));
+    CHECK_EQ(r.allowed, 0);
+    CHECK_EQ(r.fallback, 1);
+    /* invalid input is still an error: the policy covers Redis only */
+    CHECK_EQ(rl_acquire(open_c, "fo", "", &spec, 1, &r), RL_ERR_INVALID);
+    redis_restart(&redis);
+    CHECK_OK(rl_acquire(closed_c, "fo", "x", &spec, 1, &r));
+    CHECK_EQ(r.allowed, 1);
+    CHECK_EQ(r.fallback, 0);
+    rl_client_close(open_c);
+    rl_client_close(closed_c);
+}
+
+static void test_dead_at_open(void)
+{
+    rl_client *c = NULL;
+    rl_options o = RL_OPTIONS_INIT;
+    o.connect_timeout_ms = 200;
+    redis_kill(&redis);
+    int64_t t = now_ms();
+    CHECK_EQ(rl_client_open(&c, redis.url, &o), RL_ERR_CONNECTION);
+    CHECK(now_ms() - t < 500);
+    CHECK(c == NULL);
+    redis_restart(&redis);
+}
+
+int main(void)
+{
+    redis_start(&redis);
+    test_hung_redis_times_out();
+    test_fail_open_and_closed();
+    test_dead_at_open();
+    test_killed_mid_run();
+    redis_stop(&redis);
+    return test_summary("failure");
+}
