@@ -1,0 +1,699 @@
+/*
+ * JNI glue between io.ratelimit.Native and the C core. Thin on purpose: it
+ * copies arguments in, calls one rl_* function, and wraps the answer. All
+ * validation, keys and defaults live in the core.
+ *
+ * Conventions:
+ *   - strings arrive as UTF-8 byte[] (never modified UTF-8), so keys match
+ *     what other bindings build; Java has already rejected embedded NULs in
+ *     names;
+ *   - on failure throw_status() raises the Java exception and the caller
+ *     returns at once;
+ *   - no JNI critical regions: arrays are copied before any Redis I/O;
+ *   - natives are bound with RegisterNatives, so only JNI_OnLoad/OnUnload
+ *     are exported and a stale library fails loudly at load time.
+ */
+#include <jni.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ratelimit.h"
+
+#define RLJ_JNI_VERSION JNI_VERSION_1_8
+
+static jclass g_native;      /* io.ratelimit.Native */
+static jclass g_result;      /* io.ratelimit.Result */
+static jclass g_permit;      /* io.ratelimit.NativePermit */
+static jclass g_byte_array;  /* byte[] */
+static jmethodID g_exception;    /* static RuntimeException Native.exception(int, byte[]) */
+static jmethodID g_result_init;  /* Result(boolean, long, long, long, long, long, boolean) */
+static jmethodID g_permit_init;  /* NativePermit(String, long, long) */
+static jmethodID g_cancel;       /* boolean ClientHandle.cancelRequested() */
+
+/* ---- errors --------------------------------------------------------------- */
+
+/* Raises the Java exception for a core status, with the core's message for
+ * this thread (read here, on the calling thread, before anything else can
+ * overwrite it). An exception already pending (from a callback or an
+ * allocation) wins. */
+static void throw_status(JNIEnv *env, int status)
+{
+    if ((*env)->ExceptionCheck(env)) return;
+    const char *msg = rl_errmsg();
+    if (!msg || !*msg) msg = rl_strerror(status);
+    jsize len = (jsize)strlen(msg);
+    jbyteArray bytes = (*env)->NewByteArray(env, len);
+    if (!bytes) return; /* OutOfMemoryError pending */
+    (*env)->SetByteArrayRegion(env, bytes, 0, len, (const jbyte *)msg);
+    jobject ex = (*env)->CallStaticObjectMethod(env, g_native, g_exception, (jint)status, bytes);
+    (*env)->DeleteLocalRef(env, bytes);
+    if (ex && !(*env)->ExceptionCheck(env)) (*env)->Throw(env, (jthrowable)ex);
+    if (ex) (*env)->DeleteLocalRef(env, ex);
+}
+
+static void throw_oom(JNIEnv *env)
+{
+    jclass c = (*env)->FindClass(env, "java/lang/OutOfMemoryError");
+    if (c) (*env)->ThrowNew(env, c, "ratelimit: native allocation failed");
+}
+
+/* ---- arguments ------------------------------------------------------------- */
+
+/* Copies a byte[] into a malloc'd NUL-terminated buffer. A null array gives
+ * NULL (the core reports a missing argument itself). Returns 0, or -1 with an
+ * exception pending. */
+static int copy_bytes(JNIEnv *env, jbyteArray array, char **out, size_t *len)
+{
+    *out = NULL;
+    if (len) *len = 0;
+    if (!array) return 0;
+    jsize n = (*env)->GetArrayLength(env, array);
+    char *buf = malloc((size_t)n + 1);
+    if (!buf) {
+        throw_oom(env);
+        return -1;
+    }
+    (*env)->GetByteArrayRegion(env, array, 0, n, (jbyte *)buf);
+    buf[n] = '\0';
+    *out = buf;
+    if (len) *len = (size_t)n;
+    return 0;
+}
+
+static jclient_ok(void);
+
+typedef rl_client *client_ptr;
+
+static rl_client *client_of(jlong handle)
+{
+    return (rl_client *)(intptr_t)handle;
+}
+
+/* ---- cancellation -------------------------------------------------------- */
+
+/* Polled by the core while it waits, on the thread that called in, so env is
+ * valid. Asks the Java handle whether the thread was interrupted or the
+ * client is closing. */
+typedef struct {
+    JNIEnv *env;
+    jobject handle;
+} cancel_ctx;
+
+static int cancel_requested(void *p)
+{
+    cancel_ctx *ctx = p;
+    JNIEnv *env = ctx->env;
+    if ((*env)->ExceptionCheck(env)) return 1;
+    jboolean stop = (*env)->CallBooleanMethod(env, ctx->handle, g_cancel);
+    if ((*env)->ExceptionCheck(env)) return 1;
+    return stop ? 1 : 0;
+}
+
+static void init_wait(rl_wait *wait, cancel_ctx *ctx, JNIEnv *env, jobject handle, jlong timeout_ms)
+{
+    ctx->env = env;
+    ctx->handle = handle;
+    wait->timeout_ms = timeout_ms;
+    wait->cancel = handle ? cancel_requested : NULL;
+    wait->cancel_ctx = handle ? ctx : NULL;
+}
+
+/* ---- results ---------------------------------------------------------------- */
+
+static jobject new_result(JNIEnv *env, const rl_result *r)
+{
+    return (*env)->NewObject(env, g_result, g_result_init, (jboolean)(r->allowed != 0), (jlong)r->limit,
+                             (jlong)r->remaining, (jlong)r->retry_after_ms, (jlong)r->reset_after_ms,
+                             (jlong)r->wait_ms, (jboolean)(r->fallback != 0));
+}
+
+static jobjectArray new_messages(JNIEnv *env, const rl_messages *m)
+{
+    if (m->count > INT32_MAX) {
+        throw_oom(env);
+        return NULL;
+    }
+    jobjectArray out = (*env)->NewObjectArray(env, (jsize)m->count, g_byte_array, NULL);
+    if (!out) return NULL;
+    for (size_t i = 0; i < m->count; i++) {
+        if (m->lens[i] > INT32_MAX) {
+            throw_oom(env);
+            return NULL;
+        }
+        jbyteArray b = (*env)->NewByteArray(env, (jsize)m->lens[i]);
+        if (!b) return NULL;
+        (*env)->SetByteArrayRegion(env, b, 0, (jsize)m->lens[i], (const jbyte *)m->items[i]);
+        (*env)->SetObjectArrayElement(env, out, (jsize)i, b);
+        (*env)->DeleteLocalRef(env, b);
+    }
+    return out;
+}
+
+/* ---- natives: library --------------------------------------------------------- */
+
+static jint n_version(JNIEnv *env, jclass cls)
+{
+    (void)env;
+    (void)cls;
+    return rl_version_number();
+}
+
+static jstring n_strerror(JNIEnv *env, jclass cls, jint status)
+{
+    (void)cls;
+    return (*env)->NewStringUTF(env, rl_strerror(status));
+}
+
+static jlongArray n_parse_rate(JNIEnv *env, jclass cls, jbyteArray text)
+{
+    (void)cls;
+    char *s;
+    int64_t limit = 0, period = 0;
+    if (copy_bytes(env, text, &s, NULL)) return NULL;
+    int rc = rl_parse_rate(s, &limit, &period);
+    free(s);
+    if (rc) {
+        throw_status(env, rc);
+        return NULL;
+    }
+    jlongArray out = (*env)->NewLongArray(env, 2);
+    if (!out) return NULL;
+    jlong v[2] = {(jlong)limit, (jlong)period};
+    (*env)->SetLongArrayRegion(env, out, 0, 2, v);
+    return out;
+}
+
+static jstring n_algorithm_name(JNIEnv *env, jclass cls, jint algorithm)
+{
+    (void)cls;
+    const char *name = rl_algorithm_name((rl_algorithm)algorithm);
+    return name ? (*env)->NewStringUTF(env, name) : NULL;
+}
+
+static jint n_algorithm_parse(JNIEnv *env, jclass cls, jbyteArray name)
+{
+    (void)cls;
+    char *s;
+    rl_algorithm a = RL_FIXED_WINDOW;
+    if (copy_bytes(env, name, &s, NULL)) return -1;
+    int rc = rl_algorithm_parse(s, &a);
+    free(s);
+    if (rc) {
+        throw_status(env, rc);
+        return -1;
+    }
+    return (jint)a;
+}
+
+/* ---- natives: client ------------------------------------------------------------ */
+
+/* Long.MIN_VALUE / Integer.MIN_VALUE mean "not set": the core's default stays. */
+static int set_int_option(const char *what, jlong value, int *field)
+{
+    if (value == INT64_MIN) return 0;
+    if (value < INT_MIN || value > INT_MAX) {
+        (void)what;
+        return -1;
+    }
+    *field = (int)value;
+    return 0;
+}
+
+static jlong n_open(JNIEnv *env, jclass cls, jbyteArray url, jbyteArray prefix, jlong connect_ms, jlong command_ms,
+                    jint pool_size, jint on_error)
+{
+    (void)cls;
+    rl_options options;
+    rl_client *client = NULL;
+    char *curl, *cprefix;
+    int rc;
+
+    rl_options_init(&options);
+    /* out-of-int values become -1, which the core rejects with its own message */
+    if (set_int_option("connect timeout", connect_ms, &options.connect_timeout_ms))
+        options.connect_timeout_ms = -1;
+    if (set_int_option("command timeout", command_ms, &options.command_timeout_ms))
+        options.command_timeout_ms = -1;
+    if (pool_size != INT32_MIN) options.pool_size = pool_size;
+    if (on_error != INT32_MIN) options.on_error = (rl_on_error)on_error;
+    if (copy_bytes(env, url, &curl, NULL)) return 0;
+    if (copy_bytes(env, prefix, &cprefix, NULL)) {
+        free(curl);
+        return 0;
+    }
+    if (cprefix) options.key_prefix = cprefix;
+    rc = rl_client_open(&client, curl, &options);
+    free(curl);
+    free(cprefix); /* rl_client_open copied it */
+    if (rc) {
+        throw_status(env, rc);
+        return 0;
+    }
+    return (jlong)(intptr_t)client;
+}
+
+static void n_close(JNIEnv *env, jclass cls, jlong handle)
+{
+    (void)env;
+    (void)cls;
+    rl_client_close(client_of(handle));
+}
+
+static jstring n_prefix(JNIEnv *env, jclass cls, jlong handle)
+{
+    (void)cls;
+    return (*env)->NewStringUTF(env, rl_client_prefix(client_of(handle)));
+}
+
+static jstring n_key(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jbyteArray id, jint algorithm)
+{
+    (void)cls;
+    char *cname, *cid, small[256], *buf = small;
+    jstring out = NULL;
+    if (copy_bytes(env, name, &cname, NULL)) return NULL;
+    if (copy_bytes(env, id, &cid, NULL)) {
+        free(cname);
+        return NULL;
+    }
+    int n = rl_key(client_of(handle), cname, cid, (rl_algorithm)algorithm, small, sizeof small);
+    if (n >= (int)sizeof small) {
+        if (!(buf = malloc((size_t)n + 1))) {
+            throw_oom(env);
+            goto done;
+        }
+        n = rl_key(client_of(handle), cname, cid, (rl_algorithm)algorithm, buf, (size_t)n + 1);
+    }
+    if (n < 0) {
+        throw_status(env, n);
+        goto done;
+    }
+    /* keys embed user bytes: hand them back as UTF-8 bytes via Java */
+    jbyteArray bytes = (*env)->NewByteArray(env, n);
+    if (!bytes) goto done;
+    (*env)->SetByteArrayRegion(env, bytes, 0, n, (const jbyte *)buf);
+    out = (jstring)bytes;
+done:
+    if (buf != small) free(buf);
+    free(cname);
+    free(cid);
+    return out;
+}
+
+/* ---- natives: rate limiting ------------------------------------------------------ */
+
+/* Fills a request; name and id are malloc'd (free with free_request). */
+static int make_request(JNIEnv *env, rl_request *req, jbyteArray name, jbyteArray id, jint algorithm, jlong limit,
+                        jlong period_ms, jlong burst, jlong permits, jint op, jlong max_wait_ms)
+{
+    char *cname, *cid;
+    memset(req, 0, sizeof *req);
+    if (copy_bytes(env, name, &cname, NULL)) return -1;
+    if (copy_bytes(env, id, &cid, NULL)) {
+        free(cname);
+        return -1;
+    }
+    req->name = cname;
+    req->id = cid;
+    req->spec.algorithm = (rl_algorithm)algorithm;
+    req->spec.limit = limit;
+    req->spec.period_ms = period_ms;
+    req->spec.burst = burst;
+    req->permits = permits;
+    req->op = (rl_op)op;
+    req->max_wait_ms = max_wait_ms;
+    return 0;
+}
+
+static void free_request(rl_request *req)
+{
+    free((char *)req->name);
+    free((char *)req->id);
+    req->name = req->id = NULL;
+}
+
+static jobject n_decide(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jbyteArray id, jint algorithm,
+                        jlong limit, jlong period_ms, jlong burst, jlong permits, jint op, jlong max_wait_ms)
+{
+    (void)cls;
+    rl_request req;
+    rl_result result;
+    if (make_request(env, &req, name, id, algorithm, limit, period_ms, burst, permits, op, max_wait_ms)) return NULL;
+    int rc = rl_execute(client_of(handle), &req, 1, &result);
+    free_request(&req);
+    if (rc) {
+        throw_status(env, rc);
+        return NULL;
+    }
+    return new_result(env, &result);
+}
+
+static jobject n_acquire_wait(JNIEnv *env, jclass cls, jlong handle, jobject cancel, jbyteArray name, jbyteArray id,
+                              jint algorithm, jlong limit, jlong period_ms, jlong burst, jlong permits,
+                              jlong timeout_ms)
+{
+    (void)cls;
+    rl_request req;
+    rl_result result;
+    rl_wait wait;
+    cancel_ctx ctx;
+    if (make_request(env, &req, name, id, algorithm, limit, period_ms, burst, permits, RL_OP_ACQUIRE, 0)) return NULL;
+    init_wait(&wait, &ctx, env, cancel, timeout_ms);
+    int rc = rl_acquire_wait(client_of(handle), &req, &wait, &result);
+    free_request(&req);
+    if (rc) {
+        throw_status(env, rc);
+        return NULL;
+    }
+    return new_result(env, &result);
+}
+
+static void n_reset(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jbyteArray id, jint algorithm)
+{
+    (void)cls;
+    rl_request req;
+    if (make_request(env, &req, name, id, algorithm, 0, 0, 0, 0, 0, 0)) return;
+    int rc = rl_reset(client_of(handle), req.name, req.id, &req.spec);
+    free_request(&req);
+    if (rc) throw_status(env, rc);
+}
+
+/* Reads element i of a primitive array argument into *out (bounds already checked). */
+#define GET_AT(kind, type, array, i, out)                                    \
+    do {                                                                     \
+        type v_;                                                             \
+        (*env)->Get##kind##ArrayRegion(env, array, (jsize)(i), 1, &v_);      \
+        *(out) = v_;                                                         \
+    } while (0)
+
+static jobjectArray n_execute(JNIEnv *env, jclass cls, jlong handle, jobjectArray names, jobjectArray ids,
+                              jintArray algorithms, jlongArray limits, jlongArray periods, jlongArray bursts,
+                              jlongArray permits, jintArray ops, jlongArray max_waits)
+{
+    (void)cls;
+    jsize n = (*env)->GetArrayLength(env, names);
+    rl_request *reqs = calloc((size_t)n + 1, sizeof *reqs);
+    rl_result *results = calloc((size_t)n + 1, sizeof *results);
+    jobjectArray out = NULL;
+    jsize built = 0;
+    int rc;
+
+    if (!reqs || !results) {
+        throw_oom(env);
+        goto done;
+    }
+    for (; built < n; built++) {
+        jint algorithm, op;
+        jlong limit, period, burst, count, max_wait;
+        jbyteArray name = (*env)->GetObjectArrayElement(env, names, built);
+        jbyteArray id = (*env)->GetObjectArrayElement(env, ids, built);
+        GET_AT(Int, jint, algorithms, built, &algorithm);
+        GET_AT(Long, jlong, limits, built, &limit);
+        GET_AT(Long, jlong, periods, built, &period);
+        GET_AT(Long, jlong, bursts, built, &burst);
+        GET_AT(Long, jlong, permits, built, &count);
+        GET_AT(Int, jint, ops, built, &op);
+        GET_AT(Long, jlong, max_waits, built, &max_wait);
+        rc = (*env)->ExceptionCheck(env) ? -1
+                                         : make_request(env, &reqs[built], name, id, algorithm, limit, period, burst,
+                                                        count, op, max_wait);
+        if (name) (*env)->DeleteLocalRef(env, name);
+        if (id) (*env)->DeleteLocalRef(env, id);
+        if (rc) goto done;
+    }
+    rc = rl_execute(client_of(handle), reqs, (size_t)n, results);
+    if (rc) {
+        throw_status(env, rc);
+        goto done;
+    }
+    if (!(out = (*env)->NewObjectArray(env, n, g_result, NULL))) goto done;
+    for (jsize i = 0; i < n; i++) {
+        jobject r = new_result(env, &results[i]);
+        if (!r) {
+            out = NULL;
+            goto done;
+        }
+        (*env)->SetObjectArrayElement(env, out, i, r);
+        (*env)->DeleteLocalRef(env, r);
+    }
+done:
+    for (jsize i = 0; reqs && i < built; i++) free_request(&reqs[i]);
+    free(reqs);
+    free(results);
+    return out;
+}
+
+/* ---- natives: semaphore and lock ---------------------------------------------------- */
+
+static jobject n_sem_acquire(JNIEnv *env, jclass cls, jlong handle, jobject cancel, jboolean lock, jbyteArray name,
+                             jlong max, jlong lease_ms, jlong timeout_ms)
+{
+    (void)cls;
+    char *cname;
+    rl_permit permit;
+    rl_wait wait;
+    cancel_ctx ctx;
+    int rc;
+    if (copy_bytes(env, name, &cname, NULL)) return NULL;
+    init_wait(&wait, &ctx, env, cancel, timeout_ms);
+    rc = lock ? rl_lock_acquire(client_of(handle), cname, lease_ms, &wait, &permit)
+              : rl_semaphore_acquire(client_of(handle), cname, max, lease_ms, &wait, &permit);
+    free(cname);
+    if (rc) {
+        throw_status(env, rc);
+        return NULL;
+    }
+    if (!permit.acquired) return NULL;
+    jstring id = (*env)->NewStringUTF(env, permit.id);
+    if (!id) return NULL;
+    jobject out = (*env)->NewObject(env, g_permit, g_permit_init, id, (jlong)permit.fencing_token,
+                                    (jlong)permit.lease_ms);
+    (*env)->DeleteLocalRef(env, id);
+    return out;
+}
+
+/* release (lease_ms < 0) or refresh/extend a permit */
+static jboolean sem_update(JNIEnv *env, jlong handle, jboolean lock, jbyteArray name, jbyteArray id, jlong lease_ms)
+{
+    char *cname, *cid;
+    int done = 0, rc;
+    if (copy_bytes(env, name, &cname, NULL)) return JNI_FALSE;
+    if (copy_bytes(env, id, &cid, NULL)) {
+        free(cname);
+        return JNI_FALSE;
+    }
+    rl_client *c = client_of(handle);
+    if (lease_ms == INT64_MIN)
+        rc = lock ? rl_lock_release(c, cname, cid, &done) : rl_semaphore_release(c, cname, cid, &done);
+    else
+        rc = lock ? rl_lock_extend(c, cname, cid, lease_ms, &done) : rl_semaphore_refresh(c, cname, cid, lease_ms, &done);
+    free(cname);
+    free(cid);
+    if (rc) {
+        throw_status(env, rc);
+        return JNI_FALSE;
+    }
+    return done ? JNI_TRUE : JNI_FALSE;
+}
+
+static jboolean n_sem_release(JNIEnv *env, jclass cls, jlong handle, jboolean lock, jbyteArray name, jbyteArray id)
+{
+    (void)cls;
+    return sem_update(env, handle, lock, name, id, INT64_MIN);
+}
+
+static jboolean n_sem_refresh(JNIEnv *env, jclass cls, jlong handle, jboolean lock, jbyteArray name, jbyteArray id,
+                              jlong lease_ms)
+{
+    (void)cls;
+    /* INT64_MIN is the release marker; the core rejects any lease below 1 anyway */
+    return sem_update(env, handle, lock, name, id, lease_ms == INT64_MIN ? -1 : lease_ms);
+}
+
+static jlong n_sem_available(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jlong max)
+{
+    (void)cls;
+    char *cname;
+    int64_t available = 0;
+    if (copy_bytes(env, name, &cname, NULL)) return 0;
+    int rc = rl_semaphore_available(client_of(handle), cname, max, &available);
+    free(cname);
+    if (rc) throw_status(env, rc);
+    return (jlong)available;
+}
+
+static jlong n_sem_holders(JNIEnv *env, jclass cls, jlong handle, jbyteArray name)
+{
+    (void)cls;
+    char *cname;
+    int64_t holders = 0;
+    if (copy_bytes(env, name, &cname, NULL)) return 0;
+    int rc = rl_semaphore_holders(client_of(handle), cname, &holders);
+    free(cname);
+    if (rc) throw_status(env, rc);
+    return (jlong)holders;
+}
+
+/* ---- natives: delay queue -------------------------------------------------------------- */
+
+static jboolean n_queue_push(JNIEnv *env, jclass cls, jlong handle, jbyteArray queue, jbyteArray message,
+                             jlong delay_ms)
+{
+    (void)cls;
+    char *cqueue, *cmsg;
+    size_t len;
+    int added = 0;
+    if (copy_bytes(env, queue, &cqueue, NULL)) return JNI_FALSE;
+    if (copy_bytes(env, message, &cmsg, &len)) {
+        free(cqueue);
+        return JNI_FALSE;
+    }
+    int rc = rl_queue_push(client_of(handle), cqueue, cmsg, len, delay_ms, &added);
+    free(cqueue);
+    free(cmsg);
+    if (rc) {
+        throw_status(env, rc);
+        return JNI_FALSE;
+    }
+    return added ? JNI_TRUE : JNI_FALSE;
+}
+
+/* cancel == null: pop_ready (no wait); else pop_wait with the timeout */
+static jobjectArray n_queue_pop(JNIEnv *env, jclass cls, jlong handle, jobject cancel, jbyteArray queue, jlong max,
+                                jlong timeout_ms)
+{
+    (void)cls;
+    char *cqueue;
+    rl_messages messages;
+    rl_wait wait;
+    cancel_ctx ctx;
+    int rc;
+    if (copy_bytes(env, queue, &cqueue, NULL)) return NULL;
+    /* negative max must reach the core's range check, not wrap to a huge size_t */
+    size_t cmax = max < 0 ? 0 : (size_t)max;
+    if (cancel) {
+        init_wait(&wait, &ctx, env, cancel, timeout_ms);
+        rc = rl_queue_pop_wait(client_of(handle), cqueue, cmax, &wait, &messages);
+    } else {
+        rc = rl_queue_pop_ready(client_of(handle), cqueue, cmax, &messages);
+    }
+    free(cqueue);
+    /* messages taken from Redis are delivered even when a later step failed:
+     * dropping them would lose them for good */
+    jobjectArray out = NULL;
+    if (messages.count > 0 || rc == RL_OK) out = new_messages(env, &messages);
+    rl_messages_free(&messages);
+    if (rc && messages.count == 0) throw_status(env, rc);
+    return out;
+}
+
+static jlong n_queue_size(JNIEnv *env, jclass cls, jlong handle, jbyteArray queue)
+{
+    (void)cls;
+    char *cqueue;
+    int64_t size = 0;
+    if (copy_bytes(env, queue, &cqueue, NULL)) return 0;
+    int rc = rl_queue_size(client_of(handle), cqueue, &size);
+    free(cqueue);
+    if (rc) throw_status(env, rc);
+    return (jlong)size;
+}
+
+static jboolean n_queue_remove(JNIEnv *env, jclass cls, jlong handle, jbyteArray queue, jbyteArray message)
+{
+    (void)cls;
+    char *cqueue, *cmsg;
+    size_t len;
+    int removed = 0;
+    if (copy_bytes(env, queue, &cqueue, NULL)) return JNI_FALSE;
+    if (copy_bytes(env, message, &cmsg, &len)) {
+        free(cqueue);
+        return JNI_FALSE;
+    }
+    int rc = rl_queue_remove(client_of(handle), cqueue, cmsg, len, &removed);
+    free(cqueue);
+    free(cmsg);
+    if (rc) {
+        throw_status(env, rc);
+        return JNI_FALSE;
+    }
+    return removed ? JNI_TRUE : JNI_FALSE;
+}
+
+/* ---- registration ------------------------------------------------------------------------ */
+
+#define B "[B"
+#define RESULT "Lio/ratelimit/Result;"
+#define HANDLE "Lio/ratelimit/ClientHandle;"
+
+static const JNINativeMethod methods[] = {
+    {"version", "()I", (void *)n_version},
+    {"strerror", "(I)Ljava/lang/String;", (void *)n_strerror},
+    {"parseRate", "(" B ")[J", (void *)n_parse_rate},
+    {"algorithmName", "(I)Ljava/lang/String;", (void *)n_algorithm_name},
+    {"algorithmParse", "(" B ")I", (void *)n_algorithm_parse},
+    {"open", "(" B B "JJII)J", (void *)n_open},
+    {"close", "(J)V", (void *)n_close},
+    {"prefix", "(J)Ljava/lang/String;", (void *)n_prefix},
+    {"key", "(J" B B "I)[B", (void *)n_key},
+    {"decide", "(J" B B "IJJJJIJ)" RESULT, (void *)n_decide},
+    {"acquireWait", "(J" HANDLE B B "IJJJJJ)" RESULT, (void *)n_acquire_wait},
+    {"reset", "(J" B B "I)V", (void *)n_reset},
+    {"execute", "(J[[B[[B[I[J[J[J[J[I[J)[" RESULT, (void *)n_execute},
+    {"semAcquire", "(J" HANDLE "Z" B "JJJ)Lio/ratelimit/NativePermit;", (void *)n_sem_acquire},
+    {"semRelease", "(JZ" B B ")Z", (void *)n_sem_release},
+    {"semRefresh", "(JZ" B B "J)Z", (void *)n_sem_refresh},
+    {"semAvailable", "(J" B "J)J", (void *)n_sem_available},
+    {"semHolders", "(J" B ")J", (void *)n_sem_holders},
+    {"queuePush", "(J" B B "J)Z", (void *)n_queue_push},
+    {"queuePop", "(J" HANDLE B "JJ)[[B", (void *)n_queue_pop},
+    {"queueSize", "(J" B ")J", (void *)n_queue_size},
+    {"queueRemove", "(J" B B ")Z", (void *)n_queue_remove},
+};
+
+static jclass global_class(JNIEnv *env, const char *name)
+{
+    jclass local = (*env)->FindClass(env, name);
+    if (!local) return NULL;
+    jclass global = (*env)->NewGlobalRef(env, local);
+    (*env)->DeleteLocalRef(env, local);
+    return global;
+}
+
+JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved)
+{
+    JNIEnv *env;
+    jclass handle;
+    (void)reserved;
+    if ((*vm)->GetEnv(vm, (void **)&env, RLJ_JNI_VERSION) != JNI_OK) return JNI_ERR;
+    /* the core is linked in statically, so this only fails if the build
+     * mixed a header and sources from different versions */
+    if (rl_version_number() != RL_VERSION_NUMBER) return JNI_ERR;
+    if (!(g_native = global_class(env, "io/ratelimit/Native")) ||
+        !(g_result = global_class(env, "io/ratelimit/Result")) ||
+        !(g_permit = global_class(env, "io/ratelimit/NativePermit")) || !(g_byte_array = global_class(env, "[B")) ||
+        !(handle = (*env)->FindClass(env, "io/ratelimit/ClientHandle")))
+        return JNI_ERR;
+    g_exception = (*env)->GetStaticMethodID(env, g_native, "exception", "(I[B)Ljava/lang/RuntimeException;");
+    g_result_init = (*env)->GetMethodID(env, g_result, "<init>", "(ZJJJJJZ)V");
+    g_permit_init = (*env)->GetMethodID(env, g_permit, "<init>", "(Ljava/lang/String;JJ)V");
+    g_cancel = (*env)->GetMethodID(env, handle, "cancelRequested", "()Z");
+    (*env)->DeleteLocalRef(env, handle);
+    if (!g_exception || !g_result_init || !g_permit_init || !g_cancel) return JNI_ERR;
+    if ((*env)->RegisterNatives(env, g_native, methods, (jint)(sizeof methods / sizeof methods[0])) != JNI_OK)
+        return JNI_ERR;
+    return RLJ_JNI_VERSION;
+}
+
+JNIEXPORT void JNICALL JNI_OnUnload(JavaVM *vm, void *reserved)
+{
+    JNIEnv *env;
+    (void)reserved;
+    if ((*vm)->GetEnv(vm, (void **)&env, RLJ_JNI_VERSION) != JNI_OK) return;
+    jclass *refs[] = {&g_native, &g_result, &g_permit, &g_byte_array};
+    for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
+        if (*refs[i]) (*env)->DeleteGlobalRef(env, *refs[i]);
+        *refs[i] = NULL;
+    }
+}
