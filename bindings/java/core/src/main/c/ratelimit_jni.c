@@ -82,10 +82,6 @@ static int copy_bytes(JNIEnv *env, jbyteArray array, char **out, size_t *len)
     return 0;
 }
 
-static jclient_ok(void);
-
-typedef rl_client *client_ptr;
-
 static rl_client *client_of(jlong handle)
 {
     return (rl_client *)(intptr_t)handle;
@@ -209,16 +205,12 @@ static jint n_algorithm_parse(JNIEnv *env, jclass cls, jbyteArray name)
 
 /* ---- natives: client ------------------------------------------------------------ */
 
-/* Long.MIN_VALUE / Integer.MIN_VALUE mean "not set": the core's default stays. */
-static int set_int_option(const char *what, jlong value, int *field)
+/* Long.MIN_VALUE means "not set": the core's default stays. Values that do
+ * not fit an int become -1, which the core rejects with its own message. */
+static void set_int_option(jlong value, int *field)
 {
-    if (value == INT64_MIN) return 0;
-    if (value < INT_MIN || value > INT_MAX) {
-        (void)what;
-        return -1;
-    }
-    *field = (int)value;
-    return 0;
+    if (value == INT64_MIN) return;
+    *field = value < INT_MIN || value > INT_MAX ? -1 : (int)value;
 }
 
 static jlong n_open(JNIEnv *env, jclass cls, jbyteArray url, jbyteArray prefix, jlong connect_ms, jlong command_ms,
@@ -231,11 +223,8 @@ static jlong n_open(JNIEnv *env, jclass cls, jbyteArray url, jbyteArray prefix, 
     int rc;
 
     rl_options_init(&options);
-    /* out-of-int values become -1, which the core rejects with its own message */
-    if (set_int_option("connect timeout", connect_ms, &options.connect_timeout_ms))
-        options.connect_timeout_ms = -1;
-    if (set_int_option("command timeout", command_ms, &options.command_timeout_ms))
-        options.command_timeout_ms = -1;
+    set_int_option(connect_ms, &options.connect_timeout_ms);
+    set_int_option(command_ms, &options.command_timeout_ms);
     if (pool_size != INT32_MIN) options.pool_size = pool_size;
     if (on_error != INT32_MIN) options.on_error = (rl_on_error)on_error;
     if (copy_bytes(env, url, &curl, NULL)) return 0;
@@ -267,11 +256,11 @@ static jstring n_prefix(JNIEnv *env, jclass cls, jlong handle)
     return (*env)->NewStringUTF(env, rl_client_prefix(client_of(handle)));
 }
 
-static jstring n_key(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jbyteArray id, jint algorithm)
+static jbyteArray n_key(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jbyteArray id, jint algorithm)
 {
     (void)cls;
     char *cname, *cid, small[256], *buf = small;
-    jstring out = NULL;
+    jbyteArray out = NULL;
     if (copy_bytes(env, name, &cname, NULL)) return NULL;
     if (copy_bytes(env, id, &cid, NULL)) {
         free(cname);
@@ -289,11 +278,9 @@ static jstring n_key(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jby
         throw_status(env, n);
         goto done;
     }
-    /* keys embed user bytes: hand them back as UTF-8 bytes via Java */
-    jbyteArray bytes = (*env)->NewByteArray(env, n);
-    if (!bytes) goto done;
-    (*env)->SetByteArrayRegion(env, bytes, 0, n, (const jbyte *)buf);
-    out = (jstring)bytes;
+    /* keys embed user bytes: hand them back as UTF-8 for Java to decode */
+    if (!(out = (*env)->NewByteArray(env, n))) goto done;
+    (*env)->SetByteArrayRegion(env, out, 0, n, (const jbyte *)buf);
 done:
     if (buf != small) free(buf);
     free(cname);

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs every test: the C core (gcc, clang, ASan+UBSan, valgrind), the Python
+# and Java bindings, and the cross-language tests. Installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+scripts/deps.sh
+jobs=2
+step() { printf '\n==> %s\n' "$*"; }
+
+step "C core, gcc, -Werror"
+cmake -S . -B build -G Ninja -DCMAKE_C_COMPILER=gcc >/dev/null
+cmake --build build -j $jobs
+ctest --test-dir build --output-on-failure -j $jobs
+
+step "C core, clang, -Werror"
+cmake -S . -B build-clang -G Ninja -DCMAKE_C_COMPILER=clang >/dev/null
+cmake --build build-clang -j $jobs
+
+step "C core under ASan + UBSan"
+cmake -S . -B build-asan -G Ninja -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debug \
+  -DRL_SANITIZE=address,undefined >/dev/null
+cmake --build build-asan -j $jobs
+ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j 1
+
+step "C core under valgrind"
+for t in rate limiters sync; do
+  valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+    build/core/tests/test_$t
+done
+
+if [ -f setup.py ] && [ -d bindings/python/tests ]; then
+  step "Python binding"
+  python3 -m venv build/venv
+  build/venv/bin/pip install -q --upgrade pip
+  build/venv/bin/pip install -q . pytest
+  (cd bindings/python && "$root/build/venv/bin/python" -m pytest -q tests)
+fi
+
+if [ -f bindings/java/pom.xml ]; then
+  step "Java binding"
+  mvn -B -q -f bindings/java install
+fi
+
+if [ -d tests ] && [ -f tests/run.sh ]; then
+  step "Cross-language tests"
+  tests/run.sh
+fi
+step "all tests passed"
