@@ -3,13 +3,13 @@ package io.ratelimit;
 import java.time.Duration;
 
 /** Thrown only where the caller asked to throw on denial (e.g. {@link Limiter#acquireOrThrow}). */
-public class RateLimitExceededException extends RuntimeException {
+public class RateLimitExceededException extends RateLimitException {
     private static final long serialVersionUID = 1L;
     private final transient Result result;
     private final Duration retryAfter;
 
     public RateLimitExceededException(String message, Duration retryAfter, Result result) {
-        super(message);
+        super(Status.DENIED, message);
         this.retryAfter = retryAfter;
         this.result = result;
     }

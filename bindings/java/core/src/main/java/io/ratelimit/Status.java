@@ -10,6 +10,8 @@ public enum Status {
     NOMEM(-6),
     CLOSED(-7),
     CANCELLED(-8),
+    /** Not a C code: a denial the caller asked to throw ({@link RateLimitExceededException}). */
+    DENIED(1),
     /** A code this binding does not know (a newer core). */
     UNKNOWN(Integer.MIN_VALUE);
 

@@ -1,0 +1,136 @@
+package io.ratelimit;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+
+/**
+ * The JNI entry points (bound by RegisterNatives in JNI_OnLoad) and the
+ * conversions at the boundary: strings go down as UTF-8 bytes, durations as
+ * milliseconds. Validation, keys and defaults stay in the C core.
+ */
+final class Native {
+    /** RL_VERSION_NUMBER of the core this Java code was written against. */
+    static final int CORE_VERSION = 100;
+
+    /** Options left at Long.MIN_VALUE / Integer.MIN_VALUE keep the core's default. */
+    static final long UNSET = Long.MIN_VALUE;
+
+    static {
+        NativeLoader.load();
+        int v = version();
+        if (v / 100 != CORE_VERSION / 100) {
+            throw new UnsatisfiedLinkError("ratelimit: native core version " + v + " does not match the Java API ("
+                    + CORE_VERSION + "); loaded from " + NativeLoader.loadedFrom());
+        }
+    }
+
+    private Native() {}
+
+    /** Forces loading (and the version check) now. */
+    static void init() {}
+
+    // ---- called from C -------------------------------------------------
+
+    static RuntimeException exception(int status, byte[] message) {
+        return RateLimitException.of(Status.fromCode(status), new String(message, StandardCharsets.UTF_8));
+    }
+
+    // ---- conversions ------------------------------------------------------
+
+    /** UTF-8 bytes of a name or id; null stays null (the core reports it). */
+    static byte[] name(String what, String value) {
+        if (value == null) {
+            return null;
+        }
+        if (value.indexOf('\0') >= 0) {
+            // C strings end at NUL: a truncated name would be another entity's key
+            throw new InvalidArgumentException(what + " must not contain NUL characters");
+        }
+        return value.getBytes(StandardCharsets.UTF_8);
+    }
+
+    /** UTF-8 bytes of a payload (may hold NUL). */
+    static byte[] bytes(String value) {
+        return value == null ? null : value.getBytes(StandardCharsets.UTF_8);
+    }
+
+    static String string(byte[] bytes) {
+        return new String(bytes, StandardCharsets.UTF_8);
+    }
+
+    /** Milliseconds, rounded up so a tiny positive wait never becomes "do not wait". */
+    static long millis(String what, Duration d) {
+        if (d == null) {
+            throw new InvalidArgumentException(what + " must not be null");
+        }
+        try {
+            long ms = d.toMillis();
+            if (!d.isNegative() && d.compareTo(Duration.ofMillis(ms)) > 0) {
+                ms++;
+            }
+            return ms;
+        } catch (ArithmeticException e) {
+            // far out of any accepted range: let the core reject it with its message
+            return d.isNegative() ? -1 : Long.MAX_VALUE;
+        }
+    }
+
+    static <T> T notNull(String what, T value) {
+        if (value == null) {
+            throw new InvalidArgumentException(what + " must not be null");
+        }
+        return value;
+    }
+
+    // ---- natives ------------------------------------------------------------
+
+    static native int version();
+
+    static native String strerror(int status);
+
+    static native long[] parseRate(byte[] text);
+
+    static native String algorithmName(int algorithm);
+
+    static native int algorithmParse(byte[] name);
+
+    static native long open(byte[] url, byte[] prefix, long connectTimeoutMs, long commandTimeoutMs, int poolSize,
+            int onError);
+
+    static native void close(long client);
+
+    static native String prefix(long client);
+
+    static native byte[] key(long client, byte[] name, byte[] id, int algorithm);
+
+    static native Result decide(long client, byte[] name, byte[] id, int algorithm, long limit, long periodMs,
+            long burst, long permits, int op, long maxWaitMs);
+
+    static native Result acquireWait(long client, ClientHandle cancel, byte[] name, byte[] id, int algorithm,
+            long limit, long periodMs, long burst, long permits, long timeoutMs);
+
+    static native void reset(long client, byte[] name, byte[] id, int algorithm);
+
+    static native Result[] execute(long client, byte[][] names, byte[][] ids, int[] algorithms, long[] limits,
+            long[] periods, long[] bursts, long[] permits, int[] ops, long[] maxWaits);
+
+    static native NativePermit semAcquire(long client, ClientHandle cancel, boolean lock, byte[] name, long max,
+            long leaseMs, long timeoutMs);
+
+    static native boolean semRelease(long client, boolean lock, byte[] name, byte[] id);
+
+    static native boolean semRefresh(long client, boolean lock, byte[] name, byte[] id, long leaseMs);
+
+    static native long semAvailable(long client, byte[] name, long max);
+
+    static native long semHolders(long client, byte[] name);
+
+    static native boolean queuePush(long client, byte[] queue, byte[] message, long delayMs);
+
+    /** cancel == null: pop what is due now; else wait up to timeoutMs. */
+    static native byte[][] queuePop(long client, ClientHandle cancel, byte[] queue, long max, long timeoutMs);
+
+    static native long queueSize(long client, byte[] queue);
+
+    static native boolean queueRemove(long client, byte[] queue, byte[] message);
+}

@@ -1,0 +1,68 @@
+package io.ratelimit;
+
+import java.time.Duration;
+
+/** One rate-limit decision (the core's rl_result). */
+public final class Result {
+    private final boolean allowed;
+    private final long limit;
+    private final long remaining;
+    private final long retryAfterMs;
+    private final long resetAfterMs;
+    private final long waitMs;
+    private final boolean fallback;
+
+    // built by the JNI layer
+    Result(boolean allowed, long limit, long remaining, long retryAfterMs, long resetAfterMs, long waitMs,
+            boolean fallback) {
+        this.allowed = allowed;
+        this.limit = limit;
+        this.remaining = remaining;
+        this.retryAfterMs = retryAfterMs;
+        this.resetAfterMs = resetAfterMs;
+        this.waitMs = waitMs;
+        this.fallback = fallback;
+    }
+
+    /** Admitted (or, for a reservation, booked). */
+    public boolean allowed() {
+        return allowed;
+    }
+
+    /** The most the limiter can hold. */
+    public long limit() {
+        return limit;
+    }
+
+    /** Permits still available right now. */
+    public long remaining() {
+        return remaining;
+    }
+
+    /** When a denied request could pass; zero when allowed. */
+    public Duration retryAfter() {
+        return Duration.ofMillis(Math.max(0, retryAfterMs));
+    }
+
+    /** Time until the limiter is back to full. */
+    public Duration resetAfter() {
+        return Duration.ofMillis(Math.max(0, resetAfterMs));
+    }
+
+    /** For a reservation: how long to wait before acting; else zero. */
+    public Duration waitTime() {
+        return Duration.ofMillis(Math.max(0, waitMs));
+    }
+
+    /** Redis was unreachable and the client's {@link OnRedisError} policy decided. */
+    public boolean fallback() {
+        return fallback;
+    }
+
+    @Override
+    public String toString() {
+        return "Result{allowed=" + allowed + ", limit=" + limit + ", remaining=" + remaining + ", retryAfterMs="
+                + retryAfterMs + ", resetAfterMs=" + resetAfterMs + ", waitMs=" + waitMs
+                + (fallback ? ", fallback" : "") + "}";
+    }
+}
