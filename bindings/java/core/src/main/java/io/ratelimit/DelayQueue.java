@@ -1,0 +1,68 @@
+package io.ratelimit;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Messages delivered after a delay; each message is its own id (pushing one
+ * already queued changes nothing) and no two consumers ever get the same one.
+ * Thread-safe.
+ */
+public final class DelayQueue {
+    private final RateLimitClient client;
+    private final String name;
+    private final byte[] nameBytes;
+
+    DelayQueue(RateLimitClient client, String name) {
+        this.client = client;
+        this.name = name;
+        this.nameBytes = Native.name("queue", name);
+    }
+
+    /** Schedules {@code message} after {@code delay}; false if it was already queued. */
+    public boolean push(String message, Duration delay) {
+        byte[] bytes = Native.bytes(message);
+        long ms = Native.millis("delay", delay);
+        return client.handle.call(ptr -> Native.queuePush(ptr, nameBytes, bytes, ms));
+    }
+
+    /** Takes up to {@code max} messages that are due now. */
+    public List<String> popReady(int max) {
+        return strings(client.handle.call(ptr -> Native.queuePop(ptr, null, nameBytes, max, 0)));
+    }
+
+    /**
+     * Takes up to {@code max} due messages, waiting up to {@code timeout} for
+     * one (blocking in Redis, no polling); empty if none came. An interrupt
+     * stops the wait with {@link CancelledException}.
+     */
+    public List<String> pop(int max, Duration timeout) {
+        long ms = Native.millis("timeout", timeout);
+        ClientHandle h = client.handle;
+        return strings(h.call(ptr -> Native.queuePop(ptr, h, nameBytes, max, ms)));
+    }
+
+    /** Messages queued, due or not. */
+    public long size() {
+        return client.handle.call(ptr -> Native.queueSize(ptr, nameBytes));
+    }
+
+    /** Removes a queued message; false if it was not there. */
+    public boolean remove(String message) {
+        byte[] bytes = Native.bytes(message);
+        return client.handle.call(ptr -> Native.queueRemove(ptr, nameBytes, bytes));
+    }
+
+    public String name() {
+        return name;
+    }
+
+    private static List<String> strings(byte[][] messages) {
+        List<String> out = new ArrayList<>(messages.length);
+        for (byte[] m : messages) {
+            out.add(Native.string(m));
+        }
+        return out;
+    }
+}

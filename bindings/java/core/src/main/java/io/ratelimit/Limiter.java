@@ -1,0 +1,138 @@
+package io.ratelimit;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A named rate limit; each id (user, IP...) has its own state in Redis.
+ * Immutable and thread-safe; cheap to create.
+ */
+public final class Limiter {
+    private final RateLimitClient client;
+    private final String name;
+    private final byte[] nameBytes;
+    private final Rate rate;
+    private final Algorithm algorithm;
+
+    Limiter(RateLimitClient client, String name, Rate rate, Algorithm algorithm) {
+        this.client = client;
+        this.name = name;
+        this.nameBytes = Native.name("name", name);
+        this.rate = rate;
+        this.algorithm = algorithm;
+    }
+
+    public Result acquire(String id) {
+        return acquire(id, 1);
+    }
+
+    /** Takes {@code permits} if allowed; a denial is a result, not an exception. */
+    public Result acquire(String id, long permits) {
+        return decide(id, permits, Request.Op.ACQUIRE, 0);
+    }
+
+    /** Like {@link #acquire(String, long)} but throws {@link RateLimitExceededException} when denied. */
+    public Result acquireOrThrow(String id, long permits) {
+        Result r = acquire(id, permits);
+        if (!r.allowed()) {
+            throw new RateLimitExceededException("rate limit '" + name + "' exceeded for '" + id + "'; retry after "
+                    + r.retryAfter().toMillis() + " ms", r.retryAfter(), r);
+        }
+        return r;
+    }
+
+    /**
+     * Acquires, sleeping between attempts, for up to {@code timeout}; returns
+     * the last (denied) result if it runs out. If the thread is interrupted
+     * the wait stops within ~100 ms with {@link CancelledException} and the
+     * interrupt flag stays set.
+     */
+    public Result tryAcquire(String id, long permits, Duration timeout) {
+        byte[] idBytes = Native.name("id", id);
+        long timeoutMs = Native.millis("timeout", timeout);
+        ClientHandle h = client.handle;
+        return h.call(ptr -> Native.acquireWait(ptr, h, nameBytes, idBytes, algorithm.code(), rate.limit(),
+                rate.periodMs(), rate.burst(), permits, timeoutMs));
+    }
+
+    public Result peek(String id) {
+        return peek(id, 1);
+    }
+
+    /** The answer acquire would give, consuming nothing. */
+    public Result peek(String id, long permits) {
+        return decide(id, permits, Request.Op.PEEK, 0);
+    }
+
+    /** Deletes the state of {@code id}: it starts again with a full limit. */
+    public void reset(String id) {
+        byte[] idBytes = Native.name("id", id);
+        client.handle.call(ptr -> {
+            Native.reset(ptr, nameBytes, idBytes, algorithm.code());
+            return null;
+        });
+    }
+
+    /** One acquire per id, pipelined in a single round trip; results in the same order. */
+    public List<Result> acquireMany(List<String> ids, long permits) {
+        Native.notNull("ids", ids);
+        List<Request> requests = new ArrayList<>(ids.size());
+        for (String id : ids) {
+            requests.add(Request.acquire(this, id, permits));
+        }
+        return client.execute(requests);
+    }
+
+    /**
+     * Books the next slot (token_bucket, leaky_bucket, gcra) and returns how
+     * long to wait before acting (zero if now). Throws
+     * {@link RateLimitExceededException} when the slot would be more than
+     * {@code maxWait} away; nothing is booked then.
+     */
+    public Duration reserve(String id, long permits, Duration maxWait) {
+        Result r = decide(id, permits, Request.Op.RESERVE, Native.millis("maxWait", maxWait));
+        if (!r.allowed()) {
+            throw new RateLimitExceededException("rate limit '" + name + "': no slot for '" + id + "' within "
+                    + maxWait.toMillis() + " ms", r.retryAfter(), r);
+        }
+        return r.waitTime();
+    }
+
+    /** The Redis key holding the state of {@code id}, as the core names it. */
+    public String key(String id) {
+        byte[] idBytes = Native.name("id", id);
+        return Native.string(client.handle.call(ptr -> Native.key(ptr, nameBytes, idBytes, algorithm.code())));
+    }
+
+    private Result decide(String id, long permits, Request.Op op, long maxWaitMs) {
+        byte[] idBytes = Native.name("id", id);
+        return client.handle.call(ptr -> Native.decide(ptr, nameBytes, idBytes, algorithm.code(), rate.limit(),
+                rate.periodMs(), rate.burst(), permits, op.ordinal(), maxWaitMs));
+    }
+
+    public String name() {
+        return name;
+    }
+
+    public Rate rate() {
+        return rate;
+    }
+
+    public Algorithm algorithm() {
+        return algorithm;
+    }
+
+    RateLimitClient client() {
+        return client;
+    }
+
+    byte[] nameBytes() {
+        return nameBytes;
+    }
+
+    @Override
+    public String toString() {
+        return "Limiter{" + name + ", " + rate + ", " + algorithm + "}";
+    }
+}

@@ -1,0 +1,122 @@
+package io.ratelimit;
+
+import java.lang.ref.Cleaner;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * A connection pool to one Redis, shared by any number of threads. Close it
+ * when done (a Cleaner frees it if it is forgotten). Closing while other
+ * threads are calling is safe: waits stop, later calls throw a
+ * {@link RateLimitException} with {@link Status#CLOSED}.
+ */
+public final class RateLimitClient implements AutoCloseable {
+    private static final Cleaner CLEANER = Cleaner.create();
+
+    final ClientHandle handle;
+    private final Cleaner.Cleanable cleanable;
+    private final String prefix;
+
+    private RateLimitClient(ClientHandle handle) {
+        this.handle = handle;
+        this.cleanable = CLEANER.register(this, handle);
+        this.prefix = handle.call(Native::prefix);
+    }
+
+    /** Connects with the core's default options. */
+    public static RateLimitClient connect(String url) {
+        return connect(url, ClientOptions.defaults());
+    }
+
+    /**
+     * Connects to {@code redis://[[user]:password@]host[:port][/db]} or
+     * {@code unix:///path.sock[?db=N]}; one connection is opened now, so a bad
+     * URL or a dead server fails here.
+     */
+    public static RateLimitClient connect(String url, ClientOptions options) {
+        Native.notNull("options", options);
+        long ptr = Native.open(Native.name("url", url), Native.name("prefix", options.prefix()),
+                options.connectTimeoutMs(), options.commandTimeoutMs(), options.poolSizeOrUnset(),
+                options.onErrorOrUnset());
+        return new RateLimitClient(new ClientHandle(ptr));
+    }
+
+    public Limiter limiter(String name, Rate rate, Algorithm algorithm) {
+        return new Limiter(this, name, Native.notNull("rate", rate), Native.notNull("algorithm", algorithm));
+    }
+
+    /** Shorthand for {@code limiter(name, Rate.parse(rate), algorithm)}. */
+    public Limiter limiter(String name, String rate, Algorithm algorithm) {
+        return limiter(name, Rate.parse(rate), algorithm);
+    }
+
+    /** A fair counting semaphore of {@code permits} whose leases expire after {@code lease} unless refreshed. */
+    public Semaphore semaphore(String name, long permits, Duration lease) {
+        return new Semaphore(this, name, permits, lease);
+    }
+
+    /** A mutual-exclusion lock with fencing tokens; the lease expires unless extended. */
+    public DistributedLock lock(String name, Duration lease) {
+        return new DistributedLock(this, name, lease);
+    }
+
+    public DelayQueue delayQueue(String name) {
+        return new DelayQueue(this, name);
+    }
+
+    /** Any mix of decisions, pipelined in one round trip; all validated before anything is sent. */
+    public List<Result> execute(List<Request> requests) {
+        Native.notNull("requests", requests);
+        int n = requests.size();
+        byte[][] names = new byte[n][];
+        byte[][] ids = new byte[n][];
+        int[] algorithms = new int[n];
+        long[] limits = new long[n];
+        long[] periods = new long[n];
+        long[] bursts = new long[n];
+        long[] permits = new long[n];
+        int[] ops = new int[n];
+        long[] maxWaits = new long[n];
+        for (int i = 0; i < n; i++) {
+            Request r = Native.notNull("request", requests.get(i));
+            Limiter l = r.limiter();
+            if (l.client() != this) {
+                throw new InvalidArgumentException("request " + i + ": its limiter belongs to another client");
+            }
+            names[i] = l.nameBytes();
+            ids[i] = Native.name("id", r.id());
+            algorithms[i] = l.algorithm().code();
+            limits[i] = l.rate().limit();
+            periods[i] = l.rate().periodMs();
+            bursts[i] = l.rate().burst();
+            permits[i] = r.permits();
+            ops[i] = r.op().ordinal();
+            maxWaits[i] = r.maxWaitMs();
+        }
+        Result[] results = handle.call(ptr -> Native.execute(ptr, names, ids, algorithms, limits, periods, bursts,
+                permits, ops, maxWaits));
+        return new ArrayList<>(Arrays.asList(results));
+    }
+
+    /** The key prefix in use. */
+    public String prefix() {
+        return prefix;
+    }
+
+    public boolean isClosed() {
+        return handle.isClosed();
+    }
+
+    /** The version of the C core in use (e.g. 100 for 0.1.0). */
+    public static int coreVersion() {
+        return Native.version();
+    }
+
+    /** Frees the client, once; waits for calls in flight (blocking waits stop promptly). */
+    @Override
+    public void close() {
+        cleanable.clean();
+    }
+}
