@@ -381,7 +381,7 @@ typedef struct {
 static rl_client *client_enter(rl_state *st, ClientObject *c)
 {
     if (!c->rl || c->closing) {
-        raise_code(st, RL_ERR_CLOSED, c->rl || c->closing ? "the client is closed" : "the client is not open");
+        raise_code(st, RL_ERR_CLOSED, c->closing ? "the client is closed" : "the client is not open");
         return NULL;
     }
     c->inflight++;
@@ -631,7 +631,7 @@ static PyObject *sync_simple(ClientObject *self, PyObject *args, int lock, int w
     rl_state *st = STATE(self);
     const char *name_s, *id_s;
     int64_t lease_ms = 0;
-    int done = 0, rc;
+    int done = 0, rc = 0;
     char err[ERRBUF];
 
     if (!st) return NULL;
@@ -685,7 +685,7 @@ static PyObject *sem_info(ClientObject *self, PyObject *args, int with_max)
     const char *name_s;
     int64_t max = 0, value = 0;
     char err[ERRBUF];
-    int rc;
+    int rc = 0;
 
     if (!st) return NULL;
     if (!PyArg_ParseTuple(args, with_max ? "OO" : "O", &name, &permits)) return NULL;
@@ -721,7 +721,7 @@ static PyObject *client_queue_push(ClientObject *self, PyObject *args)
     const char *q, *m;
     Py_ssize_t mlen;
     int64_t delay_ms;
-    int added = 0, rc;
+    int added = 0, rc = 0;
     char err[ERRBUF];
 
     if (!st) return NULL;
@@ -799,18 +799,14 @@ static PyObject *queue_pop(ClientObject *self, PyObject *args, PyObject *kw, int
     PyEval_RestoreThread(cc.ts);
     client_leave(self);
     Py_DECREF(keep);
-    /* messages already taken from Redis are returned even if the wait then
-     * failed: losing them would be worse than a late error */
-    if (msgs.count) {
-        if (rc && !PyErr_Occurred()) PyErr_Clear();
-        PyObject *list = messages_list(&msgs);
-        if (list && PyErr_Occurred()) PyErr_Clear();
-        return list;
+    if (PyErr_Occurred()) { /* KeyboardInterrupt or cancel() raised while waiting */
+        rl_messages_free(&msgs);
+        return NULL;
     }
-    rl_messages_free(&msgs);
-    if (PyErr_Occurred()) return NULL;
-    if (rc) return raise_code(st, rc, err);
-    return PyList_New(0);
+    /* messages already taken from Redis are handed over even if a later step
+     * failed: losing them would be worse than a missed error */
+    if (msgs.count || rc == RL_OK) return messages_list(&msgs);
+    return raise_code(st, rc, err);
 }
 
 static PyObject *client_queue_pop_ready(ClientObject *self, PyObject *args, PyObject *kw)
@@ -829,7 +825,7 @@ static PyObject *client_queue_size(ClientObject *self, PyObject *args)
     const char *q;
     int64_t size = 0;
     char err[ERRBUF];
-    int rc;
+    int rc = 0;
 
     if (!st) return NULL;
     if (!PyArg_ParseTuple(args, "O:_queue_size", &queue)) return NULL;
@@ -854,7 +850,7 @@ static PyObject *client_queue_remove(ClientObject *self, PyObject *args)
     rl_state *st = STATE(self);
     const char *q, *m;
     Py_ssize_t mlen;
-    int removed = 0, rc;
+    int removed = 0, rc = 0;
     char err[ERRBUF];
 
     if (!st) return NULL;
@@ -1174,7 +1170,7 @@ static PyObject *limiter_reset(LimiterObject *self, PyObject *id)
     PyObject *keep = NULL;
     const char *id_s;
     char err[ERRBUF];
-    int rc;
+    int rc = 0;
 
     if (!st || limiter_ready(st, self) < 0) return NULL;
     if (conv_text(st, id, "id", 0, &keep, &id_s, NULL) < 0) return NULL;
@@ -1340,13 +1336,17 @@ static PyObject *limiter_get_burst(LimiterObject *self, void *c)
 static PyObject *limiter_repr(LimiterObject *self)
 {
     const char *alg = rl_algorithm_name(self->spec.algorithm);
+    PyObject *period, *out;
     if (!self->name_str) return PyUnicode_FromFormat("<%s (uninitialized)>", Py_TYPE(self)->tp_name);
+    if (!(period = ms_to_seconds(self->spec.period_ms))) return NULL;
     if (self->spec.burst)
-        return PyUnicode_FromFormat("<%s %R: %lld per %R s, %s, burst %lld>", Py_TYPE(self)->tp_name, self->name_str,
-                                    (long long)self->spec.limit, ms_to_seconds(self->spec.period_ms), alg,
-                                    (long long)self->spec.burst);
-    return PyUnicode_FromFormat("<%s %R: %lld per %S s, %s>", Py_TYPE(self)->tp_name, self->name_str,
-                                (long long)self->spec.limit, ms_to_seconds(self->spec.period_ms), alg);
+        out = PyUnicode_FromFormat("<%s %R: %lld per %S s, %s, burst %lld>", Py_TYPE(self)->tp_name, self->name_str,
+                                   (long long)self->spec.limit, period, alg, (long long)self->spec.burst);
+    else
+        out = PyUnicode_FromFormat("<%s %R: %lld per %S s, %s>", Py_TYPE(self)->tp_name, self->name_str,
+                                   (long long)self->spec.limit, period, alg);
+    Py_DECREF(period);
+    return out;
 }
 
 static PyMethodDef limiter_methods[] = {
@@ -1451,6 +1451,17 @@ static PyMethodDef module_methods[] = {
 
 /* ---- module init ---------------------------------------------------------------- */
 
+/* PyModule_AddObjectRef is 3.10+ */
+static int add_ref(PyObject *module, const char *name, PyObject *obj)
+{
+    Py_INCREF(obj);
+    if (PyModule_AddObject(module, name, obj) < 0) {
+        Py_DECREF(obj);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *new_exception(PyObject *module, const char *name, const char *doc, PyObject *bases, int code)
 {
     char qualified[100];
@@ -1460,7 +1471,7 @@ static PyObject *new_exception(PyObject *module, const char *name, const char *d
     PyObject *exc = PyErr_NewExceptionWithDoc(qualified, doc, bases, dict);
     Py_DECREF(dict);
     if (!exc) return NULL;
-    if (PyModule_AddObjectRef(module, name, exc) < 0) {
+    if (add_ref(module, name, exc) < 0) {
         Py_DECREF(exc);
         return NULL;
     }
@@ -1519,11 +1530,11 @@ static int module_exec(PyObject *module)
 #if PY_VERSION_HEX < 0x030A0000
     st->ResultType->tp_new = NULL; /* made only by the library */
 #endif
-    if (PyModule_AddObjectRef(module, "Result", (PyObject *)st->ResultType) < 0) return -1;
+    if (add_ref(module, "Result", (PyObject *)st->ResultType) < 0) return -1;
     st->ClientType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &client_spec, NULL);
-    if (!st->ClientType || PyModule_AddObjectRef(module, "Client", (PyObject *)st->ClientType) < 0) return -1;
+    if (!st->ClientType || add_ref(module, "Client", (PyObject *)st->ClientType) < 0) return -1;
     st->LimiterType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &limiter_spec, NULL);
-    if (!st->LimiterType || PyModule_AddObjectRef(module, "Limiter", (PyObject *)st->LimiterType) < 0) return -1;
+    if (!st->LimiterType || add_ref(module, "Limiter", (PyObject *)st->LimiterType) < 0) return -1;
 
     PyObject *algorithms = PyTuple_New(RL_ALGORITHM_COUNT);
     if (!algorithms) return -1;
@@ -1590,9 +1601,6 @@ static void module_free(void *module)
 
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, module_exec},
-#if PY_VERSION_HEX >= 0x030C0000
-    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
-#endif
     {0, NULL}};
 
 PyDoc_STRVAR(module_doc, "The C core of ratelimit. Import ratelimit instead.");

@@ -1,0 +1,477 @@
+"""Distributed rate limiting and concurrency control on Redis.
+
+Every decision is one atomic Lua script run by Redis; this package is a thin
+binding of the C core, which validates arguments, builds keys and runs the
+scripts. Times are seconds (floats) here.
+
+    import ratelimit
+    client = ratelimit.Client("redis://127.0.0.1:6379/0")
+    sms = client.limiter("sms", "10/minute", algorithm="gcra")
+    if sms.acquire("user-42"):
+        send()
+
+    with client.semaphore("db", permits=10, lease=30.0).acquire(timeout=5.0) as permit:
+        ...
+    with client.lock("nightly-job", lease=10.0).acquire(timeout=1.0) as held:
+        ...
+    q = client.delay_queue("jobs"); q.push("m1", delay=5.0); q.pop(max=10, timeout=2.0)
+
+See ratelimit.aio for the asyncio flavour.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, Iterable, List, Optional, Tuple, TypeVar, Union
+
+from . import _ratelimit
+from ._ratelimit import (
+    ALGORITHMS,
+    Cancelled,
+    ClientClosed,
+    ConnectionError,
+    InvalidArgument,
+    ProtocolError,
+    RateLimitError,
+    RateLimitExceeded,
+    RedisError,
+    Result,
+    Timeout,
+    parse_rate,
+    scripts,
+)
+
+__all__ = [
+    "ALGORITHMS",
+    "Cancelled",
+    "Client",
+    "ClientClosed",
+    "ConnectionError",
+    "DelayQueue",
+    "HeldLock",
+    "InvalidArgument",
+    "Limiter",
+    "Lock",
+    "Permit",
+    "ProtocolError",
+    "RateLimitError",
+    "RateLimitExceeded",
+    "RedisError",
+    "Result",
+    "Semaphore",
+    "Timeout",
+    "parse_rate",
+    "scripts",
+]
+
+__version__ = "%d.%d.%d" % (
+    _ratelimit.VERSION_NUMBER // 10000,
+    _ratelimit.VERSION_NUMBER // 100 % 100,
+    _ratelimit.VERSION_NUMBER % 100,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+Seconds = Union[int, float]
+Text = Union[str, bytes]
+
+# A wait with no timeout runs as successive waits of this length: the core
+# takes a finite timeout, and a day is far beyond any useful single wait.
+_FOREVER_SLICE = 86400.0
+
+
+def _exceeded(result: Result, message: str) -> RateLimitExceeded:
+    exc = RateLimitExceeded(message)
+    exc.retry_after = result.retry_after
+    exc.result = result
+    return exc
+
+
+def _init_exceeded(self: RateLimitExceeded, retry_after: Optional[float] = None, *args: Any) -> None:
+    """RateLimitExceeded(retry_after=None, message=None): the message defaults
+    to one naming retry_after."""
+    if isinstance(retry_after, str) and not args:
+        message, retry_after = retry_after, None
+    else:
+        message = args[0] if args else (
+            "rate limit exceeded" if retry_after is None
+            else "rate limit exceeded; retry after %.3f s" % retry_after)
+    Exception.__init__(self, message)
+    self.retry_after = retry_after
+    self.result = None
+
+
+RateLimitExceeded.__init__ = _init_exceeded  # type: ignore[misc]
+RateLimitExceeded.retry_after = None  # type: ignore[attr-defined]
+RateLimitExceeded.result = None  # type: ignore[attr-defined]
+
+
+class Limiter(_ratelimit.Limiter):
+    """A named rate limit applied per id (user, IP, API key...).
+
+    Made by Client.limiter(name, rate, algorithm=..., burst=...). Methods:
+    acquire(), peek(), reset(), acquire_many(), reserve(), and the limit()
+    decorator. Each decision is one atomic script run by Redis, so any
+    number of threads and processes share the limit exactly.
+    """
+
+    def reserve(self, id: Text, permits: int = 1, *, max_wait: Seconds = 0.0,
+                now: Optional[Seconds] = None) -> float:
+        """Book the next slot for id and return how long to wait for it.
+
+        For token_bucket, leaky_bucket and gcra: the permits are booked even
+        if they only become available later (up to max_wait seconds ahead);
+        the caller then sleeps the returned number of seconds (0.0: go now)
+        and proceeds without asking again. Raises RateLimitExceeded (with
+        retry_after) if the slot lies beyond max_wait; nothing is booked then.
+        """
+        result = self._reserve(id, permits, max_wait=max_wait, now=now)
+        if not result.allowed:
+            retry = result.retry_after
+            raise _exceeded(result, "%s: cannot book %d permit(s) within %.3f s (retry after %.3f s)"
+                            % (self.name, permits, float(max_wait), retry if retry is not None else 0.0))
+        return result.wait
+
+    def limit(self, key: Union[Callable[..., Text], Text, None] = None, *, permits: int = 1,
+              timeout: Optional[Seconds] = None) -> Callable[[F], F]:
+        """Decorator: acquire before each call, raise RateLimitExceeded if denied.
+
+        key: a callable receiving the decorated function's arguments and
+        returning the id to limit (e.g. ``key=lambda request: request.user``),
+        or a fixed id; None limits all calls together under the id "*".
+        timeout: seconds to wait for permits before giving up.
+        Coroutine functions are supported; the blocking call then runs in
+        the event loop's default executor.
+        """
+        def decorate(func: F) -> F:
+            def identity(args: Tuple[Any, ...], kwargs: Any) -> Text:
+                if key is None:
+                    return "*"
+                if callable(key):
+                    return key(*args, **kwargs)
+                return key
+
+            def check(ident: Text) -> None:
+                result = self.acquire(ident, permits, timeout=timeout)
+                if not result.allowed:
+                    raise _exceeded(result, "%s: rate limit exceeded for %r; retry after %.3f s"
+                                    % (self.name, ident, result.retry_after or 0.0))
+
+            if inspect.iscoroutinefunction(func):
+                @functools.wraps(func)
+                async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                    import asyncio
+                    ident = identity(args, kwargs)
+                    await asyncio.get_running_loop().run_in_executor(None, check, ident)
+                    return await func(*args, **kwargs)
+                return async_wrapper  # type: ignore[return-value]
+
+            @functools.wraps(func)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                check(identity(args, kwargs))
+                return func(*args, **kwargs)
+            return wrapper  # type: ignore[return-value]
+        return decorate
+
+
+class Permit:
+    """A semaphore permit; a context manager that releases it on exit.
+
+    id: the permit's unique id; fencing_token: strictly increasing per
+    semaphore name (pass it to the resource you guard so it can refuse a
+    holder whose lease already expired); lease: seconds the permit lasts
+    unless refreshed.
+    """
+
+    __slots__ = ("semaphore", "id", "fencing_token", "lease", "released")
+
+    def __init__(self, semaphore: "Semaphore", id: str, fencing_token: int, lease: float) -> None:
+        self.semaphore = semaphore
+        self.id = id
+        self.fencing_token = fencing_token
+        self.lease = lease
+        self.released = False
+
+    def refresh(self, lease: Optional[Seconds] = None) -> bool:
+        """Extend the lease to lease seconds from now (default: the
+        semaphore's lease). False if the permit had already expired."""
+        if lease is None:
+            lease = self.semaphore.lease
+        ok = self.semaphore.client._semaphore_refresh(self.semaphore.name, self.id, lease)
+        if ok:
+            self.lease = float(lease)
+        return ok
+
+    def release(self) -> bool:
+        """Give the permit back. False if it had expired (or was released)."""
+        if self.released:
+            return False
+        self.released = True
+        return self.semaphore.client._semaphore_release(self.semaphore.name, self.id)
+
+    def __enter__(self) -> "Permit":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return "<Permit %s of %r fencing_token=%d>" % (self.id, self.semaphore.name, self.fencing_token)
+
+
+class Semaphore:
+    """A fair (FIFO) distributed counting semaphore with expiring leases.
+
+    Made by Client.semaphore(name, permits, lease). At most `permits`
+    holders at once across all processes; a permit not released or
+    refreshed within `lease` seconds expires, so a crashed holder cannot
+    block the others forever.
+    """
+
+    def __init__(self, client: "Client", name: str, permits: int, lease: Seconds) -> None:
+        self.client = client
+        self.name = name
+        self.permits = permits
+        self.lease = lease
+
+    def acquire(self, timeout: Optional[Seconds] = None, *,
+                cancel: Optional[Callable[[], bool]] = None) -> Permit:
+        """Wait up to timeout seconds (None: indefinitely) for a permit.
+
+        Returns a Permit (use it in a with block to release it). Raises
+        Timeout if none was granted in time. Waiters are served in arrival
+        order; Ctrl-C or a true cancel() stops the wait.
+        """
+        while True:
+            got = self.client._semaphore_acquire(self.name, self.permits, self.lease,
+                                                 _FOREVER_SLICE if timeout is None else timeout, cancel)
+            if got is not None:
+                return Permit(self, *got)
+            if timeout is not None:
+                raise Timeout("semaphore %r: no permit within %s s" % (self.name, timeout))
+
+    def try_acquire(self) -> Optional[Permit]:
+        """A permit if one is free right now, else None (no waiting)."""
+        got = self.client._semaphore_acquire(self.name, self.permits, self.lease, 0)
+        return Permit(self, *got) if got is not None else None
+
+    def available(self) -> int:
+        """Permits free right now (permits minus live holders)."""
+        return self.client._semaphore_available(self.name, self.permits)
+
+    def holders(self) -> int:
+        """Live (unexpired) holders right now."""
+        return self.client._semaphore_holders(self.name)
+
+    def __repr__(self) -> str:
+        return "<Semaphore %r permits=%d lease=%s>" % (self.name, self.permits, self.lease)
+
+
+class HeldLock:
+    """A held lock; a context manager that releases it on exit.
+
+    token: the owner token (only its holder can release or extend);
+    fencing_token: strictly increasing per lock name; lease: seconds.
+    """
+
+    __slots__ = ("lock", "token", "fencing_token", "lease", "released")
+
+    def __init__(self, lock: "Lock", token: str, fencing_token: int, lease: float) -> None:
+        self.lock = lock
+        self.token = token
+        self.fencing_token = fencing_token
+        self.lease = lease
+        self.released = False
+
+    @property
+    def id(self) -> str:
+        """Same as token."""
+        return self.token
+
+    def extend(self, lease: Optional[Seconds] = None) -> bool:
+        """Make the lease end lease seconds from now (default: the lock's
+        lease). False if the lock was lost (lease expired)."""
+        if lease is None:
+            lease = self.lock.lease
+        ok = self.lock.client._lock_extend(self.lock.name, self.token, lease)
+        if ok:
+            self.lease = float(lease)
+        return ok
+
+    def release(self) -> bool:
+        """Unlock. False if the lease had already expired."""
+        if self.released:
+            return False
+        self.released = True
+        return self.lock.client._lock_release(self.lock.name, self.token)
+
+    def __enter__(self) -> "HeldLock":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return "<HeldLock %r fencing_token=%d>" % (self.lock.name, self.fencing_token)
+
+
+class Lock:
+    """A distributed mutual-exclusion lock with owner and fencing tokens.
+
+    Made by Client.lock(name, lease). The lease (seconds) bounds how long a
+    crashed holder keeps it; extend it for long work.
+    """
+
+    def __init__(self, client: "Client", name: str, lease: Seconds) -> None:
+        self.client = client
+        self.name = name
+        self.lease = lease
+
+    def acquire(self, timeout: Optional[Seconds] = None, *,
+                cancel: Optional[Callable[[], bool]] = None) -> HeldLock:
+        """Wait up to timeout seconds (None: indefinitely) for the lock.
+        Returns a HeldLock (a context manager); raises Timeout if not
+        acquired in time."""
+        while True:
+            got = self.client._lock_acquire(self.name, self.lease,
+                                            _FOREVER_SLICE if timeout is None else timeout, cancel)
+            if got is not None:
+                return HeldLock(self, *got)
+            if timeout is not None:
+                raise Timeout("lock %r: not acquired within %s s" % (self.name, timeout))
+
+    def try_acquire(self) -> Optional[HeldLock]:
+        """The lock if it is free right now, else None."""
+        got = self.client._lock_acquire(self.name, self.lease, 0)
+        return HeldLock(self, *got) if got is not None else None
+
+    def __repr__(self) -> str:
+        return "<Lock %r lease=%s>" % (self.name, self.lease)
+
+
+class DelayQueue:
+    """A queue of messages delivered after a delay, each to one consumer.
+
+    Made by Client.delay_queue(name). A message is its own id: pushing one
+    already queued changes nothing, so producers may retry. Messages are
+    returned as str (UTF-8; undecodable bytes survive as surrogate escapes
+    and push back unchanged), or as bytes with decode=False. push() and
+    remove() accept str or bytes.
+    """
+
+    def __init__(self, client: "Client", name: str, decode: bool = True) -> None:
+        self.client = client
+        self.name = name
+        self.decode = decode
+
+    def _out(self, items: List[bytes]) -> List[Any]:
+        if not self.decode:
+            return items
+        return [m.decode("utf-8", "surrogateescape") for m in items]
+
+    def push(self, message: Text, delay: Seconds = 0.0) -> bool:
+        """Schedule message for delivery after delay seconds. False if it
+        was already queued (then it keeps its original due time)."""
+        return self.client._queue_push(self.name, message, delay)
+
+    def pop_ready(self, max: int = 1) -> List[Any]:
+        """Take up to max messages that are due now (maybe none)."""
+        return self._out(self.client._queue_pop_ready(self.name, max))
+
+    def pop(self, max: int = 1, timeout: Optional[Seconds] = None, *,
+            cancel: Optional[Callable[[], bool]] = None) -> List[Any]:
+        """Like pop_ready, but wait up to timeout seconds (None:
+        indefinitely) for a message to become due; [] on timeout. The wait
+        blocks in Redis (pub/sub), no polling."""
+        while True:
+            got = self.client._queue_pop_wait(self.name, max,
+                                              _FOREVER_SLICE if timeout is None else timeout, cancel)
+            if got or timeout is not None:
+                return self._out(got)
+
+    def size(self) -> int:
+        """Messages queued, due or not."""
+        return self.client._queue_size(self.name)
+
+    def remove(self, message: Text) -> bool:
+        """Drop a queued message. False if it was not queued."""
+        return self.client._queue_remove(self.name, message)
+
+    def __repr__(self) -> str:
+        return "<DelayQueue %r>" % (self.name,)
+
+
+class Client(_ratelimit.Client):
+    """A connection pool to one Redis server, shared by all threads.
+
+    Client(url, *, prefix=None, timeout=None, connect_timeout=None,
+           pool_size=None, on_redis_error=None)
+
+    url: "redis://[[user]:password@]host[:port][/db]" or
+        "unix:///path.sock[?db=N]". One connection is made at once, so a
+        bad URL, password or dead server raises here.
+    prefix: the first part of every Redis key (core default "rl").
+    timeout: seconds a Redis command may take (core default 1.0).
+    connect_timeout: seconds to connect (core default 1.0).
+    pool_size: connections shared by all threads (core default 8).
+    on_redis_error: what a rate-limit decision does when Redis cannot be
+        reached: "raise" (ConnectionError / Timeout; the default), "allow"
+        (fail open) or "deny" (fail closed); the Result then has
+        fallback=True.
+
+    Thread-safe, and fork-safe: a child process opens its own connections
+    on first use. Closing (close() or a with block) waits for no call: the
+    connections go when the last running call returns.
+    """
+
+    def __init__(self, url: str, *, prefix: Optional[str] = None, timeout: Optional[Seconds] = None,
+                 connect_timeout: Optional[Seconds] = None, pool_size: Optional[int] = None,
+                 on_redis_error: Optional[str] = None) -> None:
+        super().__init__(url, prefix=prefix, timeout=timeout, connect_timeout=connect_timeout,
+                         pool_size=pool_size, on_redis_error=on_redis_error)
+
+    def limiter(self, name: str, rate: Union[str, Tuple[int, Seconds]], *, algorithm: str = "gcra",
+                burst: Optional[int] = None) -> Limiter:
+        """A rate limiter named name.
+
+        rate: "10/second", "100/minute", "5 per 30 seconds", "3/500ms"... or
+            (limit, period_seconds).
+        algorithm: fixed_window, sliding_log, sliding_window, token_bucket,
+            leaky_bucket or gcra (see ratelimit.ALGORITHMS).
+        burst: token_bucket/gcra capacity (None: the limit).
+        """
+        return Limiter(self, name, rate, algorithm=algorithm, burst=burst)
+
+    def semaphore(self, name: str, permits: int, lease: Seconds) -> Semaphore:
+        """A fair distributed semaphore of `permits` permits, each lasting
+        `lease` seconds unless refreshed."""
+        _check_name(name)
+        return Semaphore(self, name, permits, lease)
+
+    def lock(self, name: str, lease: Seconds) -> Lock:
+        """A distributed lock whose holder keeps it at most `lease` seconds
+        unless extended."""
+        _check_name(name)
+        return Lock(self, name, lease)
+
+    def delay_queue(self, name: str, *, decode: bool = True) -> DelayQueue:
+        """A delay queue named name (messages returned as str unless
+        decode=False)."""
+        _check_name(name)
+        return DelayQueue(self, name, decode)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "<ratelimit.Client prefix=%r%s>" % (self.prefix, " closed" if self.closed else "")
+
+
+def _check_name(name: Any) -> None:
+    # the core validates names on every call; this only catches a wrong type
+    # at construction, naming the parameter
+    if not isinstance(name, str):
+        raise TypeError("name must be str, not %s" % type(name).__name__)
+
