@@ -397,14 +397,15 @@ void rl_client_close(rl_client *client)
 
 void rl_cmd_init(rl_cmd *cmd)
 {
-    memset(cmd, 0, sizeof *cmd);
+    cmd->argc = 0;
+    cmd->failed = 0;
     cmd->script = -1;
 }
 
 void rl_cmd_free(rl_cmd *cmd)
 {
     for (int i = 0; i < cmd->argc; i++) free(cmd->owned[i]);
-    rl_cmd_init(cmd);
+    cmd->argc = 0;
 }
 
 static void push_arg(rl_cmd *cmd, const char *s, size_t len, char *owned)
@@ -432,13 +433,13 @@ void rl_cmd_cstr(rl_cmd *cmd, const char *s)
 
 void rl_cmd_int(rl_cmd *cmd, int64_t value)
 {
-    char *s = malloc(24);
-    if (!s) {
+    if (cmd->argc >= RL_CMD_MAX_ARGS) {
         cmd->failed = 1;
         return;
     }
-    int n = snprintf(s, 24, "%lld", (long long)value);
-    push_arg(cmd, s, (size_t)n, s);
+    char *s = cmd->ints[cmd->argc];
+    int n = snprintf(s, sizeof cmd->ints[0], "%lld", (long long)value);
+    push_arg(cmd, s, (size_t)n, NULL);
 }
 
 void rl_cmd_key(rl_cmd *cmd, const rl_client *client, const char *tag, const char *suffix)

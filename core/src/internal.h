@@ -52,6 +52,7 @@ typedef struct {
     const char *argv[RL_CMD_MAX_ARGS];
     size_t lens[RL_CMD_MAX_ARGS];
     char *owned[RL_CMD_MAX_ARGS];
+    char ints[RL_CMD_MAX_ARGS][24]; /* integer args live here: no malloc */
     int script; /* RL_SCRIPT_* for EVALSHA, else -1 */
     int failed; /* out of memory while building */
 } rl_cmd;

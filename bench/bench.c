@@ -1,0 +1,166 @@
+/* Throughput of each limiter and semaphore wake-up latency, as ratios
+ * against a baseline measured in the same run on the same Redis:
+ *   - raw: a hiredis round trip doing the same amount of Redis work as the
+ *     simplest limiter (EVALSHA of a one-INCR script), per thread;
+ *   - each algorithm through rl_acquire with the same thread count.
+ * Usage: bench [threads] [seconds]  (REDIS_URL or a local redis-server) */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hiredis/hiredis.h>
+
+#include "ratelimit.h"
+
+/* find gcra.lua among the embedded scripts */
+static size_t gcra_script_index(void)
+{
+    const char *name;
+    for (size_t i = 0; i < rl_script_count(); i++)
+        if (rl_script_info(i, &name, NULL) == RL_OK && !strcmp(name, "gcra")) return i;
+    return 0;
+}
+#define RL_GCRA_SCRIPT_INDEX gcra_script_index()
+
+static const char *url = "redis://127.0.0.1:6379";
+static char host[64] = "127.0.0.1";
+static int port = 6379;
+static double seconds = 2.0;
+static rl_client *client;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+typedef struct {
+    int index;
+    int algorithm; /* -1: raw INCR script, -2: raw gcra script */
+    long ops;
+} worker;
+
+static void *run(void *arg)
+{
+    worker *w = arg;
+    double end = now_s() + seconds;
+    char id[32];
+    snprintf(id, sizeof id, "user-%d", w->index);
+    if (w->algorithm < 0) {
+        redisContext *c = redisConnect(host, port);
+        const char *sha1 = NULL;
+        rl_script_info(RL_GCRA_SCRIPT_INDEX, NULL, &sha1);
+        redisReply *r = redisCommand(c, "SCRIPT LOAD %s", "return redis.call('INCR', KEYS[1])");
+        char sha[64];
+        snprintf(sha, sizeof sha, "%s", w->algorithm == -1 ? r->str : sha1);
+        freeReplyObject(r);
+        while (now_s() < end) {
+            if (w->algorithm == -1) r = redisCommand(c, "EVALSHA %s 1 bench:raw:%s", sha, id);
+            else r = redisCommand(c, "EVALSHA %s 1 bench:rawgcra:%s 0 1000000000 1000 1000000000 1 0 0", sha, id);
+            freeReplyObject(r);
+            w->ops++;
+        }
+        redisFree(c);
+        return NULL;
+    }
+    rl_spec spec = {(rl_algorithm)w->algorithm, 1000000000, 1000, 0};
+    if (w->algorithm == RL_SLIDING_LOG) spec.limit = 1000000;
+    rl_result res;
+    while (now_s() < end) {
+        if (rl_acquire(client, "bench", id, &spec, 1, &res) != RL_OK) {
+            fprintf(stderr, "acquire: %s\n", rl_errmsg());
+            exit(1);
+        }
+        w->ops++;
+    }
+    return NULL;
+}
+
+static double measure(int algorithm, int threads)
+{
+    pthread_t t[64];
+    worker w[64];
+    long total = 0;
+    double start = now_s();
+    for (int i = 0; i < threads; i++) {
+        w[i] = (worker){i, algorithm, 0};
+        pthread_create(&t[i], NULL, run, &w[i]);
+    }
+    for (int i = 0; i < threads; i++) {
+        pthread_join(t[i], NULL);
+        total += w[i].ops;
+    }
+    return total / (now_s() - start);
+}
+
+typedef struct {
+    rl_permit permit;
+    double woke_at;
+} waiter_ctx;
+
+static void *wait_for_permit(void *arg)
+{
+    waiter_ctx *w = arg;
+    rl_wait wait = {5000, NULL, NULL};
+    rl_semaphore_acquire(client, "bench-sem", 1, 10000, &wait, &w->permit);
+    w->woke_at = now_s();
+    return NULL;
+}
+
+/* A waiter blocks on a full semaphore; time from release to its wake-up. */
+static void wake_latency(int rounds)
+{
+    double total = 0, worst = 0;
+    for (int i = 0; i < rounds; i++) {
+        rl_permit hold;
+        rl_wait none = {0, NULL, NULL};
+        waiter_ctx w = {{0}, 0};
+        pthread_t t;
+        int released;
+        rl_semaphore_acquire(client, "bench-sem", 1, 10000, &none, &hold);
+        pthread_create(&t, NULL, wait_for_permit, &w);
+        struct timespec pause = {0, 50 * 1000000L}; /* let it subscribe and queue */
+        nanosleep(&pause, NULL);
+        double released_at = now_s();
+        rl_semaphore_release(client, "bench-sem", hold.id, &released);
+        pthread_join(t, NULL);
+        double ms = (w.woke_at - released_at) * 1000;
+        total += ms;
+        if (ms > worst) worst = ms;
+        rl_semaphore_release(client, "bench-sem", w.permit.id, &released);
+    }
+    printf("semaphore wake-up after release: mean %.2f ms, worst %.2f ms over %d rounds\n", total / rounds, worst,
+           rounds);
+}
+
+int main(int argc, char **argv)
+{
+    int threads = argc > 1 ? atoi(argv[1]) : 4;
+    if (argc > 2) seconds = atof(argv[2]);
+    if (getenv("REDIS_URL")) url = getenv("REDIS_URL");
+    if (sscanf(url, "redis://%63[^:]:%d", host, &port) < 1) {
+        fprintf(stderr, "bench needs a redis://host:port URL\n");
+        return 1;
+    }
+    rl_options o = RL_OPTIONS_INIT;
+    o.pool_size = threads;
+    if (rl_client_open(&client, url, &o)) {
+        fprintf(stderr, "%s\n", rl_errmsg());
+        return 1;
+    }
+    double base = measure(-1, threads);
+    printf("%d threads, %.1f s each, against %s\n", threads, seconds, url);
+    printf("%-24s %10.0f ops/s  1.00x\n", "raw EVALSHA (one INCR)", base);
+    double raw_gcra = measure(-2, threads);
+    printf("%-24s %10.0f ops/s  %.2fx\n", "raw EVALSHA of gcra.lua", raw_gcra, raw_gcra / base);
+    for (int a = 0; a < RL_ALGORITHM_COUNT; a++) {
+        double r = measure(a, threads);
+        printf("%-24s %10.0f ops/s  %.2fx\n", rl_algorithm_name((rl_algorithm)a), r, r / base);
+    }
+    wake_latency(20);
+    rl_client_close(client);
+    return 0;
+}
