@@ -13,6 +13,7 @@ need ninja ninja-build
 need pkg-config pkg-config
 need cc gcc
 [ -f /usr/include/hiredis/hiredis.h ] || pkgs+=(libhiredis-dev)
+[ -f /usr/include/cjson/cJSON.h ] || pkgs+=(libcjson-dev)
 for w in "${want[@]}"; do
   case "$w" in
     c) need clang clang; need valgrind valgrind ;;

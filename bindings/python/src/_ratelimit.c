@@ -1319,9 +1319,9 @@ static PyObject *limiter_get_algorithm(LimiterObject *self, void *c)
     const char *name = rl_algorithm_name(self->spec.algorithm);
     return PyUnicode_FromString(name ? name : "?");
 }
-static PyObject *limiter_get_limit(LimiterObject *self, void *c)
+static PyObject *limiter_get_rate(LimiterObject *self, void *c)
 {
-    return PyLong_FromLongLong(self->spec.limit);
+    return Py_BuildValue("(LN)", (long long)self->spec.limit, ms_to_seconds(self->spec.period_ms));
 }
 static PyObject *limiter_get_period(LimiterObject *self, void *c)
 {
@@ -1364,7 +1364,8 @@ static PyGetSetDef limiter_getset[] = {
     {"name", (getter)limiter_get_name, NULL, "The limiter's name.", NULL},
     {"client", (getter)limiter_get_client, NULL, "The Client it runs on.", NULL},
     {"algorithm", (getter)limiter_get_algorithm, NULL, "The algorithm's name, e.g. 'gcra'.", NULL},
-    {"limit", (getter)limiter_get_limit, NULL, "Permits per period (leaky_bucket: capacity).", NULL},
+    {"rate", (getter)limiter_get_rate, NULL,
+     "(limit, period_seconds): permits per period (leaky_bucket: capacity, drain time).", NULL},
     {"period", (getter)limiter_get_period, NULL, "The period in seconds.", NULL},
     {"burst", (getter)limiter_get_burst, NULL, "token_bucket/gcra capacity if set, else None.", NULL},
     {NULL}};
