@@ -250,10 +250,8 @@ static void forget_parent_connections(rl_client *c)
         /* the parent's threads may have held the mutex at fork time */
         pthread_mutex_init(&c->mutex, NULL);
         pthread_cond_init(&c->available, NULL);
-        for (int i = 0; i < c->idle_count; i++) {
-            c->idle[i]->fd = -1; /* not ours to close: the parent still uses it */
-            redisFree(c->idle[i]);
-        }
+        /* closing the child's copies of the sockets leaves the parent's open */
+        for (int i = 0; i < c->idle_count; i++) redisFree(c->idle[i]);
         c->idle_count = 0;
         c->open_count = 0;
         __atomic_store_n(&c->pid, me, __ATOMIC_RELEASE);
@@ -477,9 +475,13 @@ static void free_replies(redisReply **replies, size_t n)
 
 static int send_and_read(redisContext *ctx, rl_cmd *cmds, size_t n, redisReply **replies)
 {
-    for (size_t i = 0; i < n; i++)
-        if (redisAppendCommandArgv(ctx, cmds[i].argc, cmds[i].argv, cmds[i].lens) != REDIS_OK)
+    for (size_t i = 0; i < n; i++) {
+        if (redisAppendCommandArgv(ctx, cmds[i].argc, cmds[i].argv, cmds[i].lens) != REDIS_OK) {
+            /* half a pipeline sits in the output buffer: never reuse */
+            if (!ctx->err) ctx->err = REDIS_ERR_OOM;
             return rl_conn_error(ctx, "send command");
+        }
+    }
     for (size_t i = 0; i < n; i++) {
         void *r = NULL;
         if (redisGetReply(ctx, &r) != REDIS_OK) {
