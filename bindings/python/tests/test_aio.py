@@ -1,0 +1,131 @@
+"""The asyncio flavour: same results, and the event loop keeps running."""
+import asyncio
+import time
+
+import pytest
+
+import ratelimit
+from ratelimit import aio
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def ticker(stop):
+    """Counts loop iterations; a blocked loop stops it counting."""
+    ticks, worst, last = 0, 0.0, time.monotonic()
+    while not stop.is_set():
+        await asyncio.sleep(0.01)
+        now = time.monotonic()
+        worst, last, ticks = max(worst, now - last), now, ticks + 1
+    return ticks, worst
+
+
+def test_async_limiter(server, raw):
+    async def main():
+        async with await aio.AsyncClient.connect(server.url) as client:
+            lim = client.limiter("aio", "3/minute", algorithm="sliding_window")
+            got = [await lim.acquire("u") for _ in range(4)]
+            assert [r.allowed for r in got] == [True, True, True, False]
+            assert (await lim.peek("other")).remaining == 3
+            rs = await lim.acquire_many(["a", ("b", 3)])
+            assert [r.remaining for r in rs] == [2, 0]
+            await lim.reset("u")
+            assert await lim.acquire("u")
+            assert lim.key("u") == "rl:{aio:u}:sliding_window"
+            g = client.limiter("aio-res", "10/s", algorithm="gcra", burst=1)
+            assert await g.reserve("u", max_wait=1.0) == 0.0
+            assert await g.reserve("u", max_wait=1.0) == pytest.approx(0.1)
+
+            @lim.limit(key=lambda user: user)
+            async def handler(user):
+                return user.upper()
+            assert await handler("zed") == "ZED"
+            for _ in range(2):
+                await handler("zed")
+            with pytest.raises(ratelimit.RateLimitExceeded):
+                await handler("zed")
+        assert client.closed
+    run(main())
+
+
+def test_async_blocking_paths_do_not_block_the_loop(server, raw):
+    async def main():
+        client = aio.AsyncClient(server.url)
+        stop = asyncio.Event()
+        tick = asyncio.ensure_future(ticker(stop))
+        lim = client.limiter("aio-wait", "4/s", algorithm="gcra", burst=1)
+        await lim.acquire("u")
+        start = time.monotonic()
+        r = await lim.acquire("u", timeout=2.0)  # ~250 ms in a worker thread
+        assert r and time.monotonic() - start >= 0.2
+
+        sem = client.semaphore("aio-sem", permits=1, lease=10.0)
+        async with sem.acquire(timeout=1.0) as permit:
+            assert permit.fencing_token > 0 and await sem.holders() == 1
+            with pytest.raises(ratelimit.Timeout):
+                await sem.acquire(timeout=0.3)
+            assert await sem.try_acquire() is None
+            assert await permit.refresh(5.0)
+        assert await sem.available() == 1
+
+        lock = client.lock("aio-lock", lease=10.0)
+        async with lock.acquire(timeout=1.0) as held:
+            assert await held.extend() and await lock.try_acquire() is None
+        held2 = await lock.acquire(timeout=1.0)
+        assert held2.fencing_token > held.fencing_token
+        assert await held2.release()
+
+        q = client.delay_queue("aio-q")
+        pop = asyncio.ensure_future(q.pop(max=5, timeout=3.0))
+        await asyncio.sleep(0.2)
+        assert await q.push("m1", delay=0.1) and await q.size() == 1
+        assert await pop == ["m1"]
+        assert await q.pop_ready() == [] and not await q.remove("m1")
+
+        stop.set()
+        ticks, worst = await tick
+        assert worst < 0.2 and ticks > 20
+        await client.close()
+    run(main())
+
+
+def test_async_cancellation_stops_the_wait(server, raw):
+    async def main():
+        client = await aio.AsyncClient.connect(server.url)
+        sem = client.semaphore("aio-cancel", permits=1, lease=10.0)
+        held = await sem.acquire(timeout=1.0)
+        task = asyncio.ensure_future(sem.acquire(timeout=20.0))
+        await asyncio.sleep(0.2)
+        start = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert time.monotonic() - start < 1.0  # the worker thread stopped waiting too
+        await held.release()
+        assert await sem.available() == 1  # nothing left acquired by the cancelled waiter
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(client.delay_queue("aio-cancel").pop(timeout=20.0), 0.2)
+        await client.close()
+    run(main())
+
+
+def test_async_many_tasks_never_over_admit(server, raw):
+    async def main():
+        async with await aio.AsyncClient.connect(server.url, pool_size=4) as client:
+            lim = client.limiter("aio-crowd", "50/hour", algorithm="token_bucket")
+            results = await asyncio.gather(*(lim.acquire("hot") for _ in range(200)))
+            assert sum(bool(r) for r in results) == 50
+    run(main())
+
+
+def test_async_errors(server, raw):
+    async def main():
+        with pytest.raises(ratelimit.ConnectionError):
+            await aio.AsyncClient.connect("redis://127.0.0.1:1")
+        async with await aio.AsyncClient.connect(server.url) as client:
+            with pytest.raises(ratelimit.InvalidArgument, match="permits"):
+                await client.limiter("e", "1/s").acquire("u", 0)
+        assert raw.dbsize() == 0
+    run(main())

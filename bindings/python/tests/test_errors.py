@@ -1,0 +1,156 @@
+"""Every bad input raises at once, names the parameter, and writes nothing."""
+import pytest
+
+import ratelimit
+from ratelimit import InvalidArgument
+
+
+@pytest.fixture
+def lim(client):
+    return client.limiter("ok", "10/minute", algorithm="token_bucket")
+
+
+def check(raw, exc, words, func, *args, **kwargs):
+    with pytest.raises(exc) as info:
+        func(*args, **kwargs)
+    message = str(info.value)
+    for word in words.split():
+        assert word in message, message
+    if isinstance(info.value, ratelimit.RateLimitError):
+        assert info.value.code == ratelimit._ratelimit.ERR_INVALID
+    assert raw.dbsize() == 0
+
+
+def test_exception_hierarchy():
+    assert issubclass(InvalidArgument, ValueError) and issubclass(InvalidArgument, ratelimit.RateLimitError)
+    assert issubclass(ratelimit.ConnectionError, ConnectionError)
+    assert issubclass(ratelimit.Timeout, TimeoutError)
+    for name in ("ConnectionError", "Timeout", "RedisError", "ProtocolError", "Cancelled",
+                 "ClientClosed", "RateLimitExceeded"):
+        assert issubclass(getattr(ratelimit, name), ratelimit.RateLimitError)
+    e = ratelimit.RateLimitExceeded(2.5)
+    assert e.retry_after == 2.5 and "2.500" in str(e) and e.code == 0
+
+
+@pytest.mark.parametrize("kwargs, exc, words", [
+    (dict(url="http://127.0.0.1"), InvalidArgument, "redis://"),
+    (dict(url=""), InvalidArgument, "empty"),
+    (dict(url=5), TypeError, "url"),
+    (dict(timeout=-1), InvalidArgument, "timeout"),
+    (dict(timeout=0), InvalidArgument, "timeouts"),
+    (dict(timeout="1"), TypeError, "timeout"),
+    (dict(connect_timeout=float("nan")), InvalidArgument, "connect_timeout"),
+    (dict(pool_size=0), InvalidArgument, "pool_size"),
+    (dict(pool_size=2.0), TypeError, "pool_size"),
+    (dict(on_redis_error="maybe"), InvalidArgument, "on_redis_error"),
+    (dict(on_redis_error=1), TypeError, "on_redis_error"),
+    (dict(prefix=""), InvalidArgument, "key_prefix"),
+    (dict(prefix=b"rl"), TypeError, "prefix"),
+])
+def test_bad_client_options(server, raw, kwargs, exc, words):
+    kwargs.setdefault("url", server.url)
+    check(raw, exc, words, ratelimit.Client, **kwargs)
+
+
+@pytest.mark.parametrize("args, kwargs, exc, words", [
+    (("x", "10/fortnight"), {}, InvalidArgument, "unit"),
+    (("x", "0/second"), {}, InvalidArgument, "positive"),
+    (("x", 10), {}, TypeError, "rate"),
+    (("x", (10,)), {}, TypeError, "rate"),
+    (("x", (10, "1s")), {}, TypeError, "period"),
+    (("x", (10, -1.0)), {}, InvalidArgument, "period"),
+    (("x", "10/s"), dict(algorithm="nope"), InvalidArgument, "algorithm"),
+    (("x", "10/s"), dict(algorithm=3), TypeError, "algorithm"),
+    (("x", "10/s"), dict(burst=1.5), TypeError, "burst"),
+    ((1, "10/s"), {}, TypeError, "name"),
+    (("", "10/s"), {}, InvalidArgument, "name"),
+])
+def test_bad_limiter_construction(client, raw, args, kwargs, exc, words):
+    check(raw, exc, words, client.limiter, *args, **kwargs)
+
+
+@pytest.mark.parametrize("rate, kwargs, words", [
+    ((0, 1.0), dict(algorithm="fixed_window"), "limit"),
+    ((10, 0.0), dict(algorithm="fixed_window"), "period_ms"),
+    ("10/s", dict(algorithm="fixed_window", burst=5), "burst"),
+    ("10/s", dict(algorithm="gcra", burst=-1), "burst"),
+    ("2000000/s", dict(algorithm="sliding_log"), "sliding_log"),
+])
+def test_bad_spec_is_refused_before_sending(client, raw, rate, kwargs, words):
+    lim = client.limiter("spec", rate, **kwargs)
+    check(raw, InvalidArgument, words, lim.acquire, "u")
+    check(raw, InvalidArgument, words, lim.peek, "u")
+
+
+@pytest.mark.parametrize("method, args, kwargs, exc, words", [
+    ("acquire", ("",), {}, InvalidArgument, "id"),
+    ("acquire", (None,), {}, TypeError, "id"),
+    ("acquire", (42,), {}, TypeError, "id"),
+    ("acquire", ("a\0b",), {}, InvalidArgument, "id NUL"),
+    ("acquire", ("x" * 2000,), {}, InvalidArgument, "id"),
+    ("acquire", ("u", 0), {}, InvalidArgument, "permits"),
+    ("acquire", ("u", 11), {}, InvalidArgument, "permits"),
+    ("acquire", ("u", "1"), {}, TypeError, "permits"),
+    ("acquire", ("u", 1.0), {}, TypeError, "permits"),
+    ("acquire", ("u", 2 ** 70), {}, InvalidArgument, "permits"),
+    ("acquire", ("u",), dict(timeout=-0.5), InvalidArgument, "timeout"),
+    ("acquire", ("u",), dict(timeout="soon"), TypeError, "timeout"),
+    ("acquire", ("u",), dict(cancel=5), TypeError, "cancel"),
+    ("acquire", ("u",), dict(now=-1), InvalidArgument, "now"),
+    ("acquire", ("u",), dict(now=1e12), InvalidArgument, "now_ms"),
+    ("peek", ("u", -3), {}, InvalidArgument, "permits"),
+    ("reset", ("",), {}, InvalidArgument, "id"),
+    ("reset", (b"",), {}, InvalidArgument, "id"),
+    ("key", (3,), {}, TypeError, "id"),
+    ("reserve", ("u",), dict(max_wait=-1), InvalidArgument, "max_wait"),
+    ("reserve", ("u", 0), {}, InvalidArgument, "permits"),
+    ("acquire_many", ([("a", 1), ("", 1)],), {}, InvalidArgument, "request 1 id"),
+    ("acquire_many", ([("a", 1), ("b", 0)],), {}, InvalidArgument, "request 1 permits"),
+    ("acquire_many", ([("a", 1, 2)],), {}, TypeError, "requests[0]"),
+    ("acquire_many", ("abc",), {}, TypeError, "requests"),
+    ("acquire_many", (5,), {}, TypeError, "requests"),
+])
+def test_bad_limiter_calls(lim, raw, method, args, kwargs, exc, words):
+    check(raw, exc, words, getattr(lim, method), *args, **kwargs)
+
+
+def test_reserve_needs_a_queueing_algorithm(client, raw):
+    lim = client.limiter("fw", "10/s", algorithm="fixed_window")
+    check(raw, InvalidArgument, "reserve fixed_window", lim.reserve, "u", max_wait=1.0)
+
+
+def test_bad_primitive_calls(client, raw):
+    check(raw, InvalidArgument, "permits", client.semaphore("s", permits=0, lease=1.0).acquire, 1.0)
+    check(raw, InvalidArgument, "permits", client.semaphore("s", permits=0, lease=1.0).available)
+    check(raw, TypeError, "permits", client.semaphore("s", permits="2", lease=1.0).try_acquire)
+    check(raw, InvalidArgument, "lease", client.semaphore("s", permits=2, lease=0).acquire, 1.0)
+    check(raw, InvalidArgument, "lease", client.semaphore("s", permits=2, lease=-1.0).try_acquire)
+    check(raw, InvalidArgument, "timeout", client.semaphore("s", permits=2, lease=1.0).acquire, -1)
+    check(raw, InvalidArgument, "name", client.semaphore("", permits=2, lease=1.0).acquire, 1.0)
+    check(raw, TypeError, "name", client.semaphore, 7, 2, 1.0)
+    check(raw, InvalidArgument, "lease", client.lock("l", lease=0).acquire, 1.0)
+    check(raw, TypeError, "lease", client.lock("l", lease="10s").acquire, 1.0)
+    check(raw, InvalidArgument, "name", client.lock("", lease=1.0).try_acquire)
+    q = client.delay_queue("q")
+    check(raw, InvalidArgument, "message", q.push, "")
+    check(raw, TypeError, "message", q.push, 5)
+    check(raw, InvalidArgument, "delay", q.push, "m", delay=-1)
+    check(raw, InvalidArgument, "max", q.pop_ready, max=0)
+    check(raw, InvalidArgument, "max", q.pop, max=-1, timeout=0.1)
+    check(raw, TypeError, "max", q.pop_ready, max="3")
+    check(raw, InvalidArgument, "queue", client.delay_queue("").push, "m")
+    check(raw, InvalidArgument, "message", q.remove, b"")
+
+
+def test_closed_client(server, raw):
+    c = ratelimit.Client(server.url)
+    lim = c.limiter("x", "1/s")
+    c.close()
+    c.close()
+    assert c.closed
+    with pytest.raises(ratelimit.ClientClosed) as info:
+        lim.acquire("u")
+    assert info.value.code == ratelimit._ratelimit.ERR_CLOSED
+    with ratelimit.Client(server.url) as c2:
+        assert c2.limiter("x", "1/s").acquire("u")
+    assert c2.closed
