@@ -1,0 +1,155 @@
+"""The shared conformance vectors, run through the Python binding. The C
+runner (run_vectors.c) and the Java one (VectorsTest) read the same files."""
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+import ratelimit
+
+HERE = pathlib.Path(__file__).parent
+FILES = sorted(p for p in HERE.glob("*.json") if "skeleton" not in p.name)
+ERRORS = {ratelimit.InvalidArgument: "invalid", ratelimit.ConnectionError: "connection",
+          ratelimit.Timeout: "timeout", ratelimit.RedisError: "redis"}
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def redis_port():
+    port = _free_port()
+    proc = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
+                             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    for _ in range(300):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            break
+        except OSError:
+            time.sleep(0.01)
+    yield port
+    proc.terminate()
+    proc.wait()
+
+
+def redis_cli(port, *args):
+    out = subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True, text=True, check=True)
+    return out.stdout.splitlines()
+
+
+def ms(seconds):
+    return -1 if seconds is None else round(seconds * 1000)
+
+
+def limiter_step(client, spec, step):
+    op = step["op"]
+    lim = client.limiter(spec["name"], (spec["limit"], spec["period_ms"] / 1000), algorithm=spec["algorithm"],
+                         burst=spec["burst"] or None)
+    now = step.get("now_ms", 0) / 1000 or None
+    if op == "reset":
+        lim.reset(step["id"])
+        return None
+    if op == "acquire":
+        r = lim.acquire(step["id"], step["permits"], now=now)
+    elif op == "peek":
+        r = lim.peek(step["id"], step["permits"], now=now)
+    else:
+        r = lim._reserve(step["id"], step["permits"], max_wait=step["max_wait_ms"] / 1000, now=now)
+    return {"allowed": r.allowed, "limit": r.limit, "remaining": r.remaining, "retry_after_ms": ms(r.retry_after),
+            "reset_after_ms": ms(r.reset_after), "wait_ms": ms(r.wait)}
+
+
+def primitive_step(client, step, saved):
+    op = step["op"]
+    name = step.get("name", step.get("queue"))
+    permit_id = saved.get(step.get("permit"), step.get("permit"))
+    if op in ("semaphore_acquire", "lock_acquire"):
+        if op == "semaphore_acquire":
+            got = client.semaphore(name, step["permits_max"], step["lease_ms"] / 1000).try_acquire()
+        else:
+            got = client.lock(name, step["lease_ms"] / 1000).try_acquire()
+        if got and "save_as" in step:
+            saved[step["save_as"]] = got.id
+        return {"acquired": got is not None}
+    sem = client.semaphore(name or "x", step.get("permits_max", 1) or 1, 1.0) if name else None
+    if op in ("semaphore_release", "semaphore_refresh"):
+        permit = ratelimit.Permit(client.semaphore(name, 1, 1.0), permit_id, 0, 1.0)
+        done = permit.release() if op == "semaphore_release" else permit.refresh(step["lease_ms"] / 1000)
+        return {"done": done}
+    if op in ("lock_release", "lock_extend"):
+        held = ratelimit.HeldLock(client.lock(name, 1.0), permit_id, 0, 1.0)
+        return {"done": held.release() if op == "lock_release" else held.extend(step["lease_ms"] / 1000)}
+    if op == "semaphore_holders":
+        return {"count": sem.holders()}
+    if op == "semaphore_available":
+        return {"count": client.semaphore(name, step["permits_max"], 1.0).available()}
+    q = client.delay_queue(name)
+    if op == "queue_push":
+        return {"added": q.push(step["message"], delay=step["delay_ms"] / 1000)}
+    if op == "queue_pop_ready":
+        return {"messages": q.pop_ready(max=step["max"])}
+    if op == "queue_size":
+        return {"count": q.size()}
+    if op == "queue_remove":
+        return {"done": q.remove(step["message"])}
+    raise AssertionError(f"unknown op {op}")
+
+
+def keys_step(port, step, where):
+    names = sorted(k for k in redis_cli(port, "KEYS", "*") if k)
+    expect = step["expect_keys"]
+    assert names == [k["key"] for k in expect], where
+    for k in expect:
+        assert redis_cli(port, "TYPE", k["key"]) == [k["type"]], where
+        pttl = int(redis_cli(port, "PTTL", k["key"])[0])
+        assert k["pttl_min"] <= pttl <= k["pttl_max"], f"{where}: {k['key']} PTTL {pttl}"
+
+
+def cases():
+    for path in FILES:
+        doc = json.loads(path.read_text())
+        for i, case in enumerate(doc["cases"]):
+            yield pytest.param(doc["prefix"], case, id=f"{path.stem}-{i}")
+
+
+@pytest.mark.parametrize("prefix,case", list(cases()))
+def test_vector(redis_port, prefix, case):
+    redis_cli(redis_port, "FLUSHALL")
+    client = ratelimit.Client(f"redis://127.0.0.1:{redis_port}", prefix=prefix, timeout=5.0)
+    saved = {}
+    try:
+        for i, step in enumerate(case["steps"]):
+            where = f"{case['name']} step {i} ({step['op']})"
+            if step["op"] == "keys":
+                keys_step(redis_port, step, where)
+                continue
+            if step["op"] == "sleep":
+                time.sleep(step["ms"] / 1000)
+                continue
+            try:
+                if "spec" in case:
+                    actual = limiter_step(client, case["spec"], step)
+                else:
+                    actual = primitive_step(client, step, saved)
+            except ratelimit.RateLimitError as e:
+                kind = next((v for k, v in ERRORS.items() if isinstance(e, k)), "other")
+                assert step.get("expect_error") == kind, f"{where}: raised {e!r}"
+                continue
+            assert "expect_error" not in step, f"{where}: expected error {step['expect_error']}, got {actual}"
+            if "expect" in step:
+                assert actual == step["expect"], where
+    finally:
+        client.close()
+
+
+def test_enough_steps():
+    total = sum(len(c["steps"]) for p in FILES for c in json.loads(p.read_text())["cases"])
+    assert total >= 150
