@@ -24,12 +24,12 @@ public final class DelayQueue {
     public boolean push(String message, Duration delay) {
         byte[] bytes = Native.bytes(message);
         long ms = Native.millis("delay", delay);
-        return client.handle.call(ptr -> Native.queuePush(ptr, nameBytes, bytes, ms));
+        return client.call(ptr -> Native.queuePush(ptr, nameBytes, bytes, ms));
     }
 
     /** Takes up to {@code max} messages that are due now. */
     public List<String> popReady(int max) {
-        return strings(client.handle.call(ptr -> Native.queuePop(ptr, null, nameBytes, max, 0)));
+        return strings(client.call(ptr -> Native.queuePop(ptr, null, nameBytes, max, 0)));
     }
 
     /**
@@ -40,18 +40,18 @@ public final class DelayQueue {
     public List<String> pop(int max, Duration timeout) {
         long ms = Native.millis("timeout", timeout);
         ClientHandle h = client.handle;
-        return strings(h.call(ptr -> Native.queuePop(ptr, h, nameBytes, max, ms)));
+        return strings(client.call(ptr -> Native.queuePop(ptr, h, nameBytes, max, ms)));
     }
 
     /** Messages queued, due or not. */
     public long size() {
-        return client.handle.call(ptr -> Native.queueSize(ptr, nameBytes));
+        return client.call(ptr -> Native.queueSize(ptr, nameBytes));
     }
 
     /** Removes a queued message; false if it was not there. */
     public boolean remove(String message) {
         byte[] bytes = Native.bytes(message);
-        return client.handle.call(ptr -> Native.queueRemove(ptr, nameBytes, bytes));
+        return client.call(ptr -> Native.queueRemove(ptr, nameBytes, bytes));
     }
 
     public String name() {

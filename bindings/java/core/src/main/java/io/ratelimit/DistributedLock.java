@@ -33,7 +33,7 @@ public final class DistributedLock {
         long timeoutMs = Native.millis("timeout", timeout);
         long leaseMs = Native.millis("lease", lease);
         ClientHandle h = client.handle;
-        NativePermit p = h.call(ptr -> Native.semAcquire(ptr, h, true, nameBytes, 1, leaseMs, timeoutMs));
+        NativePermit p = client.call(ptr -> Native.semAcquire(ptr, h, true, nameBytes, 1, leaseMs, timeoutMs));
         return Optional.ofNullable(p).map(np -> new Lock(new Permit.Lease(client, true, name, nameBytes, np)));
     }
 

@@ -52,7 +52,7 @@ public final class Limiter {
         byte[] idBytes = Native.name("id", id);
         long timeoutMs = Native.millis("timeout", timeout);
         ClientHandle h = client.handle;
-        return h.call(ptr -> Native.acquireWait(ptr, h, nameBytes, idBytes, algorithm.code(), rate.limit(),
+        return client.call(ptr -> Native.acquireWait(ptr, h, nameBytes, idBytes, algorithm.code(), rate.limit(),
                 rate.periodMs(), rate.burst(), permits, timeoutMs));
     }
 
@@ -68,7 +68,7 @@ public final class Limiter {
     /** Deletes the state of {@code id}: it starts again with a full limit. */
     public void reset(String id) {
         byte[] idBytes = Native.name("id", id);
-        client.handle.call(ptr -> {
+        client.call(ptr -> {
             Native.reset(ptr, nameBytes, idBytes, algorithm.code());
             return null;
         });
@@ -102,12 +102,12 @@ public final class Limiter {
     /** The Redis key holding the state of {@code id}, as the core names it. */
     public String key(String id) {
         byte[] idBytes = Native.name("id", id);
-        return Native.string(client.handle.call(ptr -> Native.key(ptr, nameBytes, idBytes, algorithm.code())));
+        return Native.string(client.call(ptr -> Native.key(ptr, nameBytes, idBytes, algorithm.code())));
     }
 
     private Result decide(String id, long permits, Request.Op op, long maxWaitMs) {
         byte[] idBytes = Native.name("id", id);
-        return client.handle.call(ptr -> Native.decide(ptr, nameBytes, idBytes, algorithm.code(), rate.limit(),
+        return client.call(ptr -> Native.decide(ptr, nameBytes, idBytes, algorithm.code(), rate.limit(),
                 rate.periodMs(), rate.burst(), permits, op.ordinal(), maxWaitMs));
     }
 

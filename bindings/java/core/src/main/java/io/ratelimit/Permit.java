@@ -61,7 +61,7 @@ public final class Permit implements AutoCloseable {
         boolean refresh(Duration lease) {
             long ms = Native.millis("lease", lease);
             byte[] id = Native.bytes(permit.id);
-            return client.handle.call(ptr -> Native.semRefresh(ptr, lock, nameBytes, id, ms));
+            return client.call(ptr -> Native.semRefresh(ptr, lock, nameBytes, id, ms));
         }
 
         boolean release() {
@@ -69,7 +69,7 @@ public final class Permit implements AutoCloseable {
                 return false;
             }
             byte[] id = Native.bytes(permit.id);
-            return client.handle.call(ptr -> Native.semRelease(ptr, lock, nameBytes, id));
+            return client.call(ptr -> Native.semRelease(ptr, lock, nameBytes, id));
         }
     }
 }

@@ -1,6 +1,7 @@
 package io.ratelimit;
 
 import java.lang.ref.Cleaner;
+import java.lang.ref.Reference;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -95,9 +96,22 @@ public final class RateLimitClient implements AutoCloseable {
             ops[i] = r.op().ordinal();
             maxWaits[i] = r.maxWaitMs();
         }
-        Result[] results = handle.call(ptr -> Native.execute(ptr, names, ids, algorithms, limits, periods, bursts,
+        Result[] results = call(ptr -> Native.execute(ptr, names, ids, algorithms, limits, periods, bursts,
                 permits, ops, maxWaits));
         return new ArrayList<>(Arrays.asList(results));
+    }
+
+    /**
+     * Runs a native call under the handle's lock. The fence keeps this client
+     * reachable until the call returns, so the Cleaner cannot close it under a
+     * caller that only holds a Limiter or Semaphore.
+     */
+    <T> T call(ClientHandle.Call<T> call) {
+        try {
+            return handle.call(call);
+        } finally {
+            Reference.reachabilityFence(this);
+        }
     }
 
     /** The key prefix in use. */

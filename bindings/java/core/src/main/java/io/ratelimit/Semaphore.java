@@ -43,18 +43,19 @@ public final class Semaphore {
         long timeoutMs = Native.millis("timeout", timeout);
         long leaseMs = Native.millis("lease", lease);
         ClientHandle h = client.handle;
-        NativePermit p = h.call(ptr -> Native.semAcquire(ptr, h, false, nameBytes, permits, leaseMs, timeoutMs));
+        NativePermit p = client.call(
+                ptr -> Native.semAcquire(ptr, h, false, nameBytes, permits, leaseMs, timeoutMs));
         return Optional.ofNullable(p).map(np -> new Permit(client, false, name, nameBytes, np));
     }
 
     /** Permits free right now. */
     public long available() {
-        return client.handle.call(ptr -> Native.semAvailable(ptr, nameBytes, permits));
+        return client.call(ptr -> Native.semAvailable(ptr, nameBytes, permits));
     }
 
     /** Live holders right now. */
     public long holders() {
-        return client.handle.call(ptr -> Native.semHolders(ptr, nameBytes));
+        return client.call(ptr -> Native.semHolders(ptr, nameBytes));
     }
 
     public String name() {
