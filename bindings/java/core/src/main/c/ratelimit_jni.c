@@ -203,6 +203,33 @@ static jint n_algorithm_parse(JNIEnv *env, jclass cls, jbyteArray name)
     return (jint)a;
 }
 
+/* {name0, sha1_0, name1, sha1_1, ...} of the embedded scripts */
+static jobjectArray n_scripts(JNIEnv *env, jclass cls)
+{
+    (void)cls;
+    size_t n = rl_script_count();
+    jclass string = (*env)->FindClass(env, "java/lang/String");
+    if (!string) return NULL;
+    jobjectArray out = (*env)->NewObjectArray(env, (jsize)(2 * n), string, NULL);
+    (*env)->DeleteLocalRef(env, string);
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *info[2] = {NULL, NULL};
+        int rc = rl_script_info(i, &info[0], &info[1]);
+        if (rc) {
+            throw_status(env, rc);
+            return NULL;
+        }
+        for (int k = 0; k < 2; k++) {
+            jstring s = (*env)->NewStringUTF(env, info[k]);
+            if (!s) return NULL;
+            (*env)->SetObjectArrayElement(env, out, (jsize)(2 * i + (size_t)k), s);
+            (*env)->DeleteLocalRef(env, s);
+        }
+    }
+    return out;
+}
+
 /* ---- natives: client ------------------------------------------------------------ */
 
 /* Long.MIN_VALUE means "not set": the core's default stays. Values that do
@@ -620,6 +647,7 @@ static const JNINativeMethod methods[] = {
     {"parseRate", "(" B ")[J", (void *)n_parse_rate},
     {"algorithmName", "(I)Ljava/lang/String;", (void *)n_algorithm_name},
     {"algorithmParse", "(" B ")I", (void *)n_algorithm_parse},
+    {"scripts", "()[Ljava/lang/String;", (void *)n_scripts},
     {"open", "(" B B "JJII)J", (void *)n_open},
     {"close", "(J)V", (void *)n_close},
     {"prefix", "(J)Ljava/lang/String;", (void *)n_prefix},

@@ -94,6 +94,9 @@ final class Native {
 
     static native int algorithmParse(byte[] name);
 
+    /** {name0, sha1_0, name1, sha1_1, ...} */
+    static native String[] scripts();
+
     static native long open(byte[] url, byte[] prefix, long connectTimeoutMs, long commandTimeoutMs, int poolSize,
             int onError);
 

@@ -128,6 +128,16 @@ public final class RateLimitClient implements AutoCloseable {
         return Native.version();
     }
 
+    /** The Lua scripts embedded in the core, each as {name, SHA1 hex} (what EVALSHA sends). */
+    public static List<String[]> scripts() {
+        String[] flat = Native.scripts();
+        List<String[]> out = new ArrayList<>(flat.length / 2);
+        for (int i = 0; i + 1 < flat.length; i += 2) {
+            out.add(new String[] {flat[i], flat[i + 1]});
+        }
+        return out;
+    }
+
     /** Frees the client, once; waits for calls in flight (blocking waits stop promptly). */
     @Override
     public void close() {

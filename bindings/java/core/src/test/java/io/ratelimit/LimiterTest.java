@@ -162,6 +162,23 @@ class LimiterTest extends RedisTestBase {
     }
 
     @Test
+    void scriptsAreTheEmbeddedLuaFiles() throws Exception {
+        List<String[]> scripts = RateLimitClient.scripts();
+        assertTrue(scripts.size() >= 8, String.valueOf(scripts.size()));
+        java.nio.file.Path lua = java.nio.file.Paths.get("../../../lua").toAbsolutePath().normalize();
+        for (String[] s : scripts) {
+            java.nio.file.Path file = lua.resolve(s[0] + ".lua");
+            assertTrue(java.nio.file.Files.exists(file), file.toString());
+            byte[] digest = java.security.MessageDigest.getInstance("SHA-1").digest(java.nio.file.Files.readAllBytes(file));
+            assertEquals(java.util.HexFormat.of().formatHex(digest), s[1], s[0]);
+        }
+        // and EVALSHA on them works: the script cache has what the core sent
+        client.limiter("sha", "1/s", Algorithm.GCRA).acquire("u");
+        String gcra = scripts.stream().filter(s -> s[0].equals("gcra")).findFirst().orElseThrow()[1];
+        assertEquals(List.of(1L), redis.command("SCRIPT", "EXISTS", gcra));
+    }
+
+    @Test
     void unicodeIdsAreUtf8Keys() throws Exception {
         Limiter lim = client.limiter("uni", "1/minute", Algorithm.FIXED_WINDOW);
         assertTrue(lim.acquire("用户-😀").allowed());
