@@ -21,10 +21,14 @@
 extern "C" {
 #endif
 
+/* A library that embeds the core (the Python extension, the JNI library)
+ * defines RL_API empty so the rl_ symbols stay hidden inside it. */
+#ifndef RL_API
 #if defined(__GNUC__)
 #define RL_API __attribute__((visibility("default")))
 #else
 #define RL_API
+#endif
 #endif
 
 #define RL_VERSION_MAJOR 0
