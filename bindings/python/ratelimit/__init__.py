@@ -112,7 +112,12 @@ class Limiter(_ratelimit.Limiter):
     acquire(), peek(), reset(), acquire_many(), reserve(), and the limit()
     decorator. Each decision is one atomic script run by Redis, so any
     number of threads and processes share the limit exactly.
+
+    Properties: name, algorithm, rate (limit, period_seconds), period,
+    burst, client.
     """
+
+    __slots__ = ()
 
     def reserve(self, id: Text, permits: int = 1, *, max_wait: Seconds = 0.0,
                 now: Optional[Seconds] = None) -> float:
@@ -403,9 +408,6 @@ class DelayQueue:
 class Client(_ratelimit.Client):
     """A connection pool to one Redis server, shared by all threads.
 
-    Client(url, *, prefix=None, timeout=None, connect_timeout=None,
-           pool_size=None, on_redis_error=None)
-
     url: "redis://[[user]:password@]host[:port][/db]" or
         "unix:///path.sock[?db=N]". One connection is made at once, so a
         bad URL, password or dead server raises here.
@@ -422,6 +424,8 @@ class Client(_ratelimit.Client):
     on first use. Closing (close() or a with block) waits for no call: the
     connections go when the last running call returns.
     """
+
+    __slots__ = ()
 
     def __init__(self, url: str, *, prefix: Optional[str] = None, timeout: Optional[Seconds] = None,
                  connect_timeout: Optional[Seconds] = None, pool_size: Optional[int] = None,
