@@ -12,6 +12,7 @@ need cmake cmake
 need ninja ninja-build
 need pkg-config pkg-config
 need cc gcc
+need make make
 [ -f /usr/include/hiredis/hiredis.h ] || pkgs+=(libhiredis-dev)
 [ -f /usr/include/cjson/cJSON.h ] || pkgs+=(libcjson-dev)
 for w in "${want[@]}"; do
