@@ -957,6 +957,11 @@ static int limiter_init(LimiterObject *self, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$OO:Limiter", kwlist, &client, &name, &rate, &algorithm,
                                      &burst))
         return -1;
+    if (self->client) {
+        /* calls in flight read name and spec with the GIL released */
+        raise_code(st, RL_ERR_INVALID, "Limiter.__init__ may be called only once");
+        return -1;
+    }
     if (!PyObject_TypeCheck(client, st->ClientType)) {
         PyErr_Format(PyExc_TypeError, "client must be a ratelimit.Client, not %.100s", Py_TYPE(client)->tp_name);
         return -1;
