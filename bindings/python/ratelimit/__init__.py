@@ -100,9 +100,10 @@ def _init_exceeded(self: RateLimitExceeded, retry_after: Optional[float] = None,
     self.result = None
 
 
-RateLimitExceeded.__init__ = _init_exceeded  # type: ignore[misc]
-RateLimitExceeded.retry_after = None  # type: ignore[attr-defined]
-RateLimitExceeded.result = None  # type: ignore[attr-defined]
+# the class is made in C (module state); its constructor is easier here
+setattr(RateLimitExceeded, "__init__", _init_exceeded)
+setattr(RateLimitExceeded, "retry_after", None)
+setattr(RateLimitExceeded, "result", None)
 
 
 class Limiter(_ratelimit.Limiter):
