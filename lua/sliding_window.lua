@@ -44,7 +44,7 @@ if used + permits * period > limit * period then
   else
     -- next window: cur becomes prev and decays
     local next_need = 0
-    if cur > 0 then next_need = period - math.floor((limit - permits) * period / cur) end
+    if cur > 0 then next_need = math.max(0, period - math.floor((limit - permits) * period / cur)) end
     retry = window_left + next_need
   end
   return {0, limit, math.max(0, math.floor((limit * period - used) / period)), retry,

@@ -91,6 +91,12 @@ static void test_sliding_window(void)
     EXPECT(run("sw", s, 1, RL_OP_ACQUIRE, 0, T0 + 1250), 0, 0, 50, 1750);
     EXPECT(run("sw", s, 1, RL_OP_ACQUIRE, 0, T0 + 1300), 1, 0, -1, 1700);
     EXPECT(run("sw", s, 10, RL_OP_ACQUIRE, 0, T0 + 3000), 1, 0, -1, 2000);
+    /* a request that cannot fit before the next window waits for its start */
+    rl_spec big = {RL_SLIDING_WINDOW, 10000, 1000, 0};
+    EXPECT(run("sw-next", big, 10000, RL_OP_ACQUIRE, 0, T0), 1, 0, -1, 2000);
+    EXPECT(run("sw-next", big, 1, RL_OP_ACQUIRE, 0, T0 + 1001), 1, 9, -1, 1999);
+    EXPECT(run("sw-next", big, 9995, RL_OP_ACQUIRE, 0, T0 + 1001), 0, 9, 999, 1999);
+    EXPECT(run("sw-next", big, 9995, RL_OP_PEEK, 0, T0 + 2000), 1, 9999, -1, 1000);
     CHECK(pttl("rl:{test:sw}:sliding_window") > 1900);
 }
 

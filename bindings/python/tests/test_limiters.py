@@ -210,8 +210,6 @@ def test_retry_after_and_remaining_are_honest(client, algorithm):
                 assert lim.peek("u", r.remaining, now=now / 1000)
 
 
-@pytest.mark.xfail(strict=True, reason="core bug (lua/sliding_window.lua): next_need is not clamped at 0, "
-                                       "so a denial can carry retry_after_ms -1 or one that is too short")
 def test_sliding_window_retry_after_on_a_nearly_full_previous_window(client):
     lim = client.limiter("sw-retry", "10000/second", algorithm="sliding_window")
     w0 = T0
