@@ -347,13 +347,17 @@ static void free_request(rl_request *req)
     req->name = req->id = NULL;
 }
 
+/* now_ms: 0 = Redis TIME; > 0 = the explicit clock of Limiter.at() (tests,
+ * conformance vectors); the core range-checks it */
 static jobject n_decide(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jbyteArray id, jint algorithm,
-                        jlong limit, jlong period_ms, jlong burst, jlong permits, jint op, jlong max_wait_ms)
+                        jlong limit, jlong period_ms, jlong burst, jlong permits, jint op, jlong max_wait_ms,
+                        jlong now_ms)
 {
     (void)cls;
     rl_request req;
     rl_result result;
     if (make_request(env, &req, name, id, algorithm, limit, period_ms, burst, permits, op, max_wait_ms)) return NULL;
+    req.now_ms = now_ms;
     int rc = rl_execute(client_of(handle), &req, 1, &result);
     free_request(&req);
     if (rc) {
@@ -652,7 +656,7 @@ static const JNINativeMethod methods[] = {
     {"close", "(J)V", (void *)n_close},
     {"prefix", "(J)Ljava/lang/String;", (void *)n_prefix},
     {"key", "(J" B B "I)[B", (void *)n_key},
-    {"decide", "(J" B B "IJJJJIJ)" RESULT, (void *)n_decide},
+    {"decide", "(J" B B "IJJJJIJJ)" RESULT, (void *)n_decide},
     {"acquireWait", "(J" HANDLE B B "IJJJJJ)" RESULT, (void *)n_acquire_wait},
     {"reset", "(J" B B "I)V", (void *)n_reset},
     {"execute", "(J[[B[[B[I[J[J[J[J[I[J)[" RESULT, (void *)n_execute},

@@ -106,9 +106,73 @@ public final class Limiter {
     }
 
     private Result decide(String id, long permits, Request.Op op, long maxWaitMs) {
+        return decide(id, permits, op, maxWaitMs, 0);
+    }
+
+    private Result decide(String id, long permits, Request.Op op, long maxWaitMs, long nowMs) {
         byte[] idBytes = Native.name("id", id);
         return client.call(ptr -> Native.decide(ptr, nameBytes, idBytes, algorithm.code(), rate.limit(),
-                rate.periodMs(), rate.burst(), permits, op.ordinal(), maxWaitMs));
+                rate.periodMs(), rate.burst(), permits, op.ordinal(), maxWaitMs, nowMs));
+    }
+
+    /**
+     * <b>For tests and conformance runs only.</b> A view of this limiter whose
+     * decisions use {@code nowMs} (Unix epoch milliseconds) as the current
+     * time instead of the Redis server's clock (the core's
+     * {@code rl_request.now_ms}). {@code 0} means the Redis clock, as usual;
+     * the core rejects negative or out-of-range values with
+     * {@link InvalidArgumentException} when a decision is made. Production
+     * code should never need it: mixing clocks on one key gives meaningless
+     * answers.
+     */
+    public AtTime at(long nowMs) {
+        return new AtTime(nowMs);
+    }
+
+    /**
+     * This limiter at a fixed, explicit time; see {@link Limiter#at(long)}.
+     * For tests and conformance runs only. Immutable and thread-safe.
+     */
+    public final class AtTime {
+        private final long nowMs;
+
+        private AtTime(long nowMs) {
+            this.nowMs = nowMs;
+        }
+
+        /** {@link Limiter#acquire(String, long)} at {@link #nowMs()}. */
+        public Result acquire(String id, long permits) {
+            return decide(id, permits, Request.Op.ACQUIRE, 0, nowMs);
+        }
+
+        /** {@link Limiter#peek(String, long)} at {@link #nowMs()}. */
+        public Result peek(String id, long permits) {
+            return decide(id, permits, Request.Op.PEEK, 0, nowMs);
+        }
+
+        /**
+         * A reservation at {@link #nowMs()}. Unlike {@link Limiter#reserve} it
+         * returns the raw decision and does not throw when no slot is free
+         * within {@code maxWait} ({@code allowed() == false} then).
+         */
+        public Result reserve(String id, long permits, Duration maxWait) {
+            return decide(id, permits, Request.Op.RESERVE, Native.millis("maxWait", maxWait), nowMs);
+        }
+
+        /** The explicit clock, epoch milliseconds (0 = the Redis clock). */
+        public long nowMs() {
+            return nowMs;
+        }
+
+        /** The limiter this is a view of. */
+        public Limiter limiter() {
+            return Limiter.this;
+        }
+
+        @Override
+        public String toString() {
+            return Limiter.this + " at " + nowMs + " ms";
+        }
     }
 
     public String name() {

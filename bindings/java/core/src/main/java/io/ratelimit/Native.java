@@ -106,8 +106,9 @@ final class Native {
 
     static native byte[] key(long client, byte[] name, byte[] id, int algorithm);
 
+    /** nowMs: 0 = Redis TIME; > 0 = explicit clock ({@link Limiter#at}); the core range-checks it. */
     static native Result decide(long client, byte[] name, byte[] id, int algorithm, long limit, long periodMs,
-            long burst, long permits, int op, long maxWaitMs);
+            long burst, long permits, int op, long maxWaitMs, long nowMs);
 
     static native Result acquireWait(long client, ClientHandle cancel, byte[] name, byte[] id, int algorithm,
             long limit, long periodMs, long burst, long permits, long timeoutMs);

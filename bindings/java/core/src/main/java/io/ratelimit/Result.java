@@ -59,6 +59,20 @@ public final class Result {
         return fallback;
     }
 
+    // raw values of the core's rl_result (retry_after_ms is -1 when allowed),
+    // for the conformance vectors
+    long retryAfterMs() {
+        return retryAfterMs;
+    }
+
+    long resetAfterMs() {
+        return resetAfterMs;
+    }
+
+    long waitMs() {
+        return waitMs;
+    }
+
     @Override
     public String toString() {
         return "Result{allowed=" + allowed + ", limit=" + limit + ", remaining=" + remaining + ", retryAfterMs="

@@ -196,4 +196,30 @@ class LimiterTest extends RedisTestBase {
             assertEquals(List.of("myapp:{p:u}:gcra"), redis.keys());
         }
     }
+
+    @Test
+    void explicitClockForTests() {
+        Limiter lim = client.limiter("clock", Rate.of(1, Duration.ofSeconds(1)), Algorithm.FIXED_WINDOW);
+        long t = 1_700_000_000_000L;
+        Result first = lim.at(t).acquire("u", 1);
+        assertTrue(first.allowed(), first.toString());
+        assertEquals(-1, first.retryAfterMs());
+        Result denied = lim.at(t + 10).acquire("u", 1);
+        assertFalse(denied.allowed(), denied.toString());
+        assertEquals(990, denied.retryAfterMs(), denied.toString());
+        assertFalse(lim.at(t + 999).peek("u", 1).allowed());
+        assertTrue(lim.at(t + 1000).peek("u", 1).allowed());
+        assertEquals(t, lim.at(t).nowMs());
+        // the core validates the clock
+        assertThrows(InvalidArgumentException.class, () -> lim.at(-1).acquire("u", 1));
+        assertThrows(InvalidArgumentException.class, () -> lim.at(Long.MAX_VALUE).peek("u", 1));
+        // a refused reservation is a result here, not an exception
+        Limiter tb = client.limiter("clock", Rate.of(1, Duration.ofSeconds(1)), Algorithm.TOKEN_BUCKET);
+        assertTrue(tb.at(t).reserve("u", 1, Duration.ZERO).allowed());
+        Result r = tb.at(t).reserve("u", 1, Duration.ofMillis(100));
+        assertFalse(r.allowed(), r.toString());
+        Result booked = tb.at(t).reserve("u", 1, Duration.ofSeconds(2));
+        assertTrue(booked.allowed(), booked.toString());
+        assertEquals(1000, booked.waitMs(), booked.toString());
+    }
 }
