@@ -123,6 +123,10 @@ typedef struct {
  * names the problem. */
 RL_API int rl_parse_rate(const char *text, int64_t *limit, int64_t *period_ms);
 
+/* Checks a spec as every call would (RL_ERR_INVALID and rl_errmsg() say
+ * what is wrong), so bindings can refuse a bad limiter when it is created. */
+RL_API int rl_spec_validate(const rl_spec *spec);
+
 typedef enum {
     RL_OP_ACQUIRE = 0, /* consume permits if allowed */
     RL_OP_PEEK = 1,    /* same answer, consumes and writes nothing */

@@ -89,6 +89,12 @@ static int validate_spec(const rl_spec *spec)
     }
 }
 
+int rl_spec_validate(const rl_spec *spec)
+{
+    rl_clear_error();
+    return validate_spec(spec);
+}
+
 static int validate_request(const rl_request *req)
 {
     int rc;

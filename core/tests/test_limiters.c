@@ -300,6 +300,11 @@ static void test_invalid_input_writes_nothing(void)
             test_failures++;
         }
     }
+    rl_spec bad_spec = {RL_FIXED_WINDOW, 10, 1000, 20};
+    CHECK_EQ(rl_spec_validate(&bad_spec), RL_ERR_INVALID);
+    CHECK(strstr(rl_errmsg(), "burst") != NULL);
+    CHECK_OK(rl_spec_validate(&good));
+    CHECK_EQ(rl_spec_validate(NULL), RL_ERR_INVALID);
     /* one bad request in a batch: nothing at all is sent */
     rl_request batch[2] = {{"n", "ok", good, 1, 0, 0, 0}, {"n", "bad", good, 0, 0, 0, 0}};
     rl_result rs[2];

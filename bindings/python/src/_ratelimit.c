@@ -1006,6 +1006,10 @@ static int limiter_init(LimiterObject *self, PyObject *args, PyObject *kw)
         return -1;
     }
     if (burst != Py_None && conv_int64(st, burst, "burst", &spec.burst) < 0) return -1;
+    if (rl_spec_validate(&spec)) { /* a bad limiter fails where it is made */
+        raise_code(st, RL_ERR_INVALID, rl_errmsg());
+        return -1;
+    }
     if (conv_text(st, name, "name", 0, &keep, &name_s, NULL) < 0) return -1;
     if (!*name_s) {
         Py_DECREF(keep);
