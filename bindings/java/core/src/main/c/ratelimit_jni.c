@@ -181,6 +181,14 @@ static jlongArray n_parse_rate(JNIEnv *env, jclass cls, jbyteArray text)
     return out;
 }
 
+static void n_validate_spec(JNIEnv *env, jclass cls, jint algorithm, jlong limit, jlong period_ms, jlong burst)
+{
+    (void)cls;
+    rl_spec spec = {(rl_algorithm)algorithm, limit, period_ms, burst};
+    int rc = rl_spec_validate(&spec);
+    if (rc) throw_status(env, rc);
+}
+
 static jstring n_algorithm_name(JNIEnv *env, jclass cls, jint algorithm)
 {
     (void)cls;
@@ -649,6 +657,7 @@ static const JNINativeMethod methods[] = {
     {"version", "()I", (void *)n_version},
     {"strerror", "(I)Ljava/lang/String;", (void *)n_strerror},
     {"parseRate", "(" B ")[J", (void *)n_parse_rate},
+    {"validateSpec", "(IJJJ)V", (void *)n_validate_spec},
     {"algorithmName", "(I)Ljava/lang/String;", (void *)n_algorithm_name},
     {"algorithmParse", "(" B ")I", (void *)n_algorithm_parse},
     {"scripts", "()[Ljava/lang/String;", (void *)n_scripts},

@@ -21,6 +21,8 @@ public final class Limiter {
         this.nameBytes = Native.name("name", name);
         this.rate = rate;
         this.algorithm = algorithm;
+        // a bad limiter fails where it is made, not at its first call
+        Native.validateSpec(algorithm.code(), rate.limit(), rate.periodMs(), rate.burst());
     }
 
     public Result acquire(String id) {

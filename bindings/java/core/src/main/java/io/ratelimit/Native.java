@@ -90,6 +90,9 @@ final class Native {
 
     static native long[] parseRate(byte[] text);
 
+    /** Throws InvalidArgumentException naming what is wrong with the spec. */
+    static native void validateSpec(int algorithm, long limit, long periodMs, long burst);
+
     static native String algorithmName(int algorithm);
 
     static native int algorithmParse(byte[] name);
