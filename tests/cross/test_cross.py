@@ -70,7 +70,7 @@ def test_same_scripts_everywhere(url):
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_consumption_shows_in_every_language(url, algorithm):
     redis(url, "FLUSHALL")
-    spec = (algorithm, 10, 3600000, f"cross-{algorithm}", "user-42")
+    spec = (algorithm, 10, 86400000, f"cross-{algorithm}", "user-42")  # a day: no window boundary mid-test
     allowed, remaining, *_ = run("python", url, "step", *spec, "acquire", 3)
     assert (allowed, remaining) == ("1", "7")
     allowed, remaining, *_ = run("java", url, "step", *spec, "peek", 1)
@@ -90,7 +90,7 @@ def test_consumption_shows_in_every_language(url, algorithm):
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_mixed_concurrent_load_admits_exactly_the_limit(url, algorithm):
     redis(url, "FLUSHALL")
-    spec = (algorithm, 300, 3600000, f"mixed-{algorithm}", "shared")
+    spec = (algorithm, 300, 86400000, f"mixed-{algorithm}", "shared")
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         futures = [pool.submit(run, lang, url, "burst", *spec, 8, 60) for lang in ("python", "java", "c")]
         admitted = [int(f.result()[0]) for f in futures]

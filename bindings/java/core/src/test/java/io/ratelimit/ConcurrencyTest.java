@@ -29,7 +29,7 @@ class ConcurrencyTest extends RedisTestBase {
     void thirtyTwoThreadsOnOneKeyNeverOverAdmit(Algorithm algorithm) throws Exception {
         int limit = 100;
         // a long period: nothing refills or slides out during the test
-        Limiter lim = client.limiter("hot", Rate.of(limit, Duration.ofHours(1)), algorithm);
+        Limiter lim = client.limiter("hot", Rate.of(limit, Duration.ofDays(1)), algorithm); // no window boundary mid-test
         AtomicInteger admitted = new AtomicInteger();
         AtomicInteger denied = new AtomicInteger();
         runThreads(THREADS, i -> {
