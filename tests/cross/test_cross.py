@@ -4,11 +4,8 @@ RL_C_WORKER (build/tests/cross/c_worker); tests/run.sh sets both."""
 import concurrent.futures
 import os
 import pathlib
-import shutil
-import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -16,26 +13,9 @@ HERE = pathlib.Path(__file__).parent
 ALGORITHMS = ["fixed_window", "sliding_log", "sliding_window", "token_bucket", "leaky_bucket", "gcra"]
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def url():
-    port = _free_port()
-    proc = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
-    for _ in range(300):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            break
-        except OSError:
-            time.sleep(0.01)
-    yield f"redis://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait()
+def url(redis_port):
+    return f"redis://127.0.0.1:{redis_port}"
 
 
 def commands():

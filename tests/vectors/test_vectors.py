@@ -1,10 +1,7 @@
 """The shared conformance vectors, run through the Python binding. The C
 runner (run_vectors.c) and the Java one (VectorsTest) read the same files."""
 import json
-import os
 import pathlib
-import shutil
-import socket
 import subprocess
 import time
 
@@ -16,28 +13,6 @@ HERE = pathlib.Path(__file__).parent
 FILES = sorted(p for p in HERE.glob("*.json") if "skeleton" not in p.name)
 ERRORS = {ratelimit.InvalidArgument: "invalid", ratelimit.ConnectionError: "connection",
           ratelimit.Timeout: "timeout", ratelimit.RedisError: "redis"}
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def redis_port():
-    port = _free_port()
-    proc = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
-    for _ in range(300):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            break
-        except OSError:
-            time.sleep(0.01)
-    yield port
-    proc.terminate()
-    proc.wait()
 
 
 def redis_cli(port, *args):
