@@ -18,7 +18,8 @@ import java.util.concurrent.TimeUnit;
  * A throwaway redis-server on a free loopback port, plus a tiny RESP client
  * so tests can look at Redis without going through the code under test.
  */
-final class RedisServer implements AutoCloseable {
+/** A throwaway redis-server on a free loopback port; the Spring module's tests use it too (test-jar). */
+public final class RedisServer implements AutoCloseable {
     final int port;
     private final Process process;
 
@@ -27,7 +28,7 @@ final class RedisServer implements AutoCloseable {
         this.process = process;
     }
 
-    static RedisServer start() throws Exception {
+    public static RedisServer start() throws Exception {
         int port;
         try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
             port = s.getLocalPort();
@@ -52,20 +53,20 @@ final class RedisServer implements AutoCloseable {
         }
     }
 
-    String url() {
+    public String url() {
         return "redis://127.0.0.1:" + port;
     }
 
-    long dbsize() throws IOException {
+    public long dbsize() throws IOException {
         return (Long) command("DBSIZE");
     }
 
-    void flushAll() throws IOException {
+    public void flushAll() throws IOException {
         command("FLUSHALL");
     }
 
     @SuppressWarnings("unchecked")
-    List<String> keys() throws IOException {
+    public List<String> keys() throws IOException {
         List<String> out = new ArrayList<>();
         for (Object o : (List<Object>) command("KEYS", "*")) {
             out.add((String) o);

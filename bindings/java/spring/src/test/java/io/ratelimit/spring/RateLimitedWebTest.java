@@ -1,5 +1,6 @@
 package io.ratelimit.spring;
 
+import io.ratelimit.RedisServer;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
