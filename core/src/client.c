@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <hiredis/sds.h>
+
 #include "internal.h"
 
 void rl_options_init(rl_options *options)
@@ -170,9 +172,44 @@ int rl_conn_error(redisContext *ctx, const char *what)
     return rl_fail(RL_ERR_CONNECTION, "%s: %s", what, ctx->err ? ctx->errstr : "connection lost");
 }
 
+/* hiredis 0.14 flushes with write(2): a peer that hung up would raise SIGPIPE
+ * and kill a program that does not ignore it. We send the output buffer
+ * ourselves with MSG_NOSIGNAL and leave only the reading to hiredis. */
+static int flush_output(redisContext *ctx)
+{
+    size_t len;
+    while (!ctx->err && (len = sdslen(ctx->obuf)) > 0) {
+        ssize_t n = send(ctx->fd, ctx->obuf, len, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            int err = errno;
+            ctx->err = REDIS_ERR_IO;
+            snprintf(ctx->errstr, sizeof ctx->errstr, "%s", strerror(err));
+            errno = err;
+            return REDIS_ERR;
+        }
+        if ((size_t)n < len) {
+            sdsrange(ctx->obuf, (int)n, -1);
+        } else {
+            sdsfree(ctx->obuf);
+            if (!(ctx->obuf = sdsempty())) ctx->err = REDIS_ERR_OOM;
+        }
+    }
+    return ctx->err ? REDIS_ERR : REDIS_OK;
+}
+
+redisReply *rl_command(redisContext *ctx, int argc, const char **argv, const size_t *lens)
+{
+    void *reply = NULL;
+    if (redisAppendCommandArgv(ctx, argc, argv, lens) != REDIS_OK || flush_output(ctx) != REDIS_OK ||
+        redisGetReply(ctx, &reply) != REDIS_OK)
+        return NULL;
+    return reply;
+}
+
 static int simple_command(redisContext *ctx, int argc, const char **argv, const char *what)
 {
-    redisReply *r = redisCommandArgv(ctx, argc, argv, NULL);
+    redisReply *r = rl_command(ctx, argc, argv, NULL);
     int rc = RL_OK;
     if (!r) return rl_conn_error(ctx, what);
     if (r->type == REDIS_REPLY_ERROR) rc = rl_fail(RL_ERR_REDIS, "%s: %s", what, r->str);
@@ -482,6 +519,7 @@ static int send_and_read(redisContext *ctx, rl_cmd *cmds, size_t n, redisReply *
             return rl_conn_error(ctx, "send command");
         }
     }
+    if (flush_output(ctx) != REDIS_OK) return rl_conn_error(ctx, "send command");
     for (size_t i = 0; i < n; i++) {
         void *r = NULL;
         if (redisGetReply(ctx, &r) != REDIS_OK) {
@@ -504,7 +542,7 @@ static int reload_scripts(redisContext *ctx, rl_cmd *cmds, size_t n, redisReply 
         const rl_script_def *def = &rl_scripts[cmds[i].script];
         const char *argv[3] = {"SCRIPT", "LOAD", def->text};
         size_t lens[3] = {6, 4, def->length};
-        redisReply *r = redisCommandArgv(ctx, 3, argv, lens);
+        redisReply *r = rl_command(ctx, 3, argv, lens);
         if (!r) return rl_conn_error(ctx, "SCRIPT LOAD");
         int bad = r->type != REDIS_REPLY_STRING || strcmp(r->str, def->sha1) != 0;
         int rc = bad ? rl_fail(RL_ERR_REDIS, "SCRIPT LOAD %s: %s", def->name,

@@ -42,6 +42,8 @@ int rl_conn_get(rl_client *client, redisContext **out);
 void rl_conn_put(rl_client *client, redisContext *ctx);
 /* A connection of its own (for SUBSCRIBE); close with redisFree. */
 int rl_conn_open_dedicated(rl_client *client, redisContext **out);
+/* One command, sent without ever raising SIGPIPE; NULL on a broken context. */
+redisReply *rl_command(redisContext *ctx, int argc, const char **argv, const size_t *lens);
 /* Maps a failed context to RL_ERR_TIMEOUT / RL_ERR_CONNECTION with a message. */
 int rl_conn_error(redisContext *ctx, const char *what);
 

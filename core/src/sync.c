@@ -70,7 +70,7 @@ static int subscribe(rl_client *client, const char *channel, redisContext **out)
     redisReply *r;
     int rc;
     if ((rc = rl_conn_open_dedicated(client, &sub))) return rc;
-    r = redisCommandArgv(sub, 2, argv, NULL);
+    r = rl_command(sub, 2, argv, NULL);
     if (!r || r->type != REDIS_REPLY_ARRAY) {
         rc = r ? rl_fail(RL_ERR_REDIS, "SUBSCRIBE failed: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply")
                : rl_conn_error(sub, "SUBSCRIBE");

@@ -77,7 +77,6 @@ static void spawn(test_redis *r)
 
 void redis_start(test_redis *r)
 {
-    signal(SIGPIPE, SIG_IGN);
     r->port = free_port();
     snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d", r->port);
     spawn(r);
