@@ -13,6 +13,16 @@ cmake -S . -B build -G Ninja -DCMAKE_C_COMPILER=gcc >/dev/null
 cmake --build build -j $jobs
 ctest --test-dir build --output-on-failure -j $jobs
 
+step "C package: install, then find_package and pkg-config from a consumer"
+rm -rf build/install build/consumer
+cmake --install build --prefix "$root/build/install" >/dev/null
+cmake -S tests/package -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$root/build/install" >/dev/null
+cmake --build build/consumer >/dev/null
+build/consumer/consumer
+pc_flags=$(PKG_CONFIG_PATH="$root/build/install/lib/pkgconfig" pkg-config --cflags --libs ratelimit)
+cc tests/package/consumer.c $pc_flags -Wl,-rpath,"$root/build/install/lib" -o build/consumer/consumer_pc
+build/consumer/consumer_pc
+
 step "C core, clang, -Werror"
 cmake -S . -B build-clang -G Ninja -DCMAKE_C_COMPILER=clang >/dev/null
 cmake --build build-clang -j $jobs
@@ -35,6 +45,14 @@ build/venv/bin/pip install -q --upgrade pip
 build/venv/bin/pip install -q . pytest redis
 # from the root, so the installed package (not the source folder) is imported
 build/venv/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests
+
+step "Python sdist and wheel install in a fresh venv"
+rm -rf build/dist build/venv-wheel
+build/venv/bin/pip install -q build
+build/venv/bin/python -m build -q --outdir build/dist . >/dev/null
+python3 -m venv build/venv-wheel
+build/venv-wheel/bin/pip install -q build/dist/*.whl pytest redis
+build/venv-wheel/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests/test_limiters.py
 
 step "Java binding"
 mvn -B -q -f bindings/java install

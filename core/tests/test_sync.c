@@ -16,8 +16,8 @@ static pthread_mutex_t stats = PTHREAD_MUTEX_INITIALIZER;
 static void *contender(void *arg)
 {
     (void)arg;
-    rl_wait w = {10000, NULL, NULL};
-    for (int round = 0; round < 3; round++) {
+    rl_wait w = {20000, NULL, NULL};
+    for (int round = 0; round < 8; round++) {
         rl_permit p;
         int rc = rl_semaphore_acquire(client, "sem-contend", 4, 5000, &w, &p);
         if (rc || !p.acquired) {
@@ -29,7 +29,7 @@ static void *contender(void *arg)
         held_now++;
         if (held_now > held_max) held_max = held_now;
         pthread_mutex_unlock(&stats);
-        sleep_ms(20);
+        sleep_ms(40);
         pthread_mutex_lock(&stats);
         held_now--;
         served++;
@@ -49,9 +49,9 @@ static void test_semaphore_contention(void)
     for (int i = 0; i < 32; i++) pthread_join(t[i], NULL);
     CHECK(held_max <= 4);
     CHECK_EQ(held_max, 4);
-    CHECK_EQ(served, 96);
-    /* 96 holds of 20 ms, 4 at a time: ~480 ms if wake-ups are prompt */
-    printf("  32 threads x 3 rounds on 4 permits: %lld ms, at most %d held\n", (long long)(now_ms() - start),
+    CHECK_EQ(served, 256);
+    /* 256 holds of 40 ms, 4 at a time: ~2.6 s if wake-ups are prompt */
+    printf("  32 threads x 8 rounds on 4 permits: %lld ms, at most %d held\n", (long long)(now_ms() - start),
            held_max);
     int64_t holders = -1;
     CHECK_OK(rl_semaphore_holders(client, "sem-contend", &holders));
