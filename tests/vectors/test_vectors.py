@@ -21,7 +21,7 @@ def redis_cli(port, *args):
 
 
 def ms(seconds):
-    return -1 if seconds is None else round(seconds * 1000)
+    return -1 if seconds < 0 else round(seconds * 1000)
 
 
 def limiter_step(client, spec, step):
