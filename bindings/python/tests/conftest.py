@@ -26,7 +26,7 @@ class RedisServer:
 
     def __init__(self):
         if not REDIS_SERVER:
-            pytest.skip("redis-server is not installed")
+            pytest.fail("redis-server is not installed (apt-get install redis-server): these tests need a real Redis")
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="rl-redis-")
         self.proc = subprocess.Popen(
