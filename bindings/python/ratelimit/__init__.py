@@ -179,7 +179,44 @@ class Limiter(_ratelimit.Limiter):
         return decorate
 
 
-class Permit:
+class _Held:
+    """What a permit and a held lock share: a lease that can be renewed, a
+    release that happens once, and a with block that releases on exit."""
+
+    __slots__ = ("_owner", "id", "fencing_token", "lease", "released")
+
+    def __init__(self, owner: Any, id: str, fencing_token: int, lease: float) -> None:
+        self._owner = owner
+        self.id = id
+        self.fencing_token = fencing_token
+        self.lease = lease
+        self.released = False
+
+    def _renew(self, lease: Optional[Seconds], call: Callable[[str, str, Seconds], bool]) -> bool:
+        if lease is None:
+            lease = self._owner.lease
+        ok = call(self._owner.name, self.id, lease)
+        if ok:
+            self.lease = float(lease)
+        return ok
+
+    def _release(self, call: Callable[[str, str], bool]) -> bool:
+        if self.released:
+            return False
+        self.released = True
+        return call(self._owner.name, self.id)
+
+    def release(self) -> bool:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class Permit(_Held):
     """A semaphore permit; a context manager that releases it on exit.
 
     id: the permit's unique id; fencing_token: strictly increasing per
@@ -188,37 +225,27 @@ class Permit:
     unless refreshed.
     """
 
-    __slots__ = ("semaphore", "id", "fencing_token", "lease", "released")
+    __slots__ = ()
 
     def __init__(self, semaphore: "Semaphore", id: str, fencing_token: int, lease: float) -> None:
-        self.semaphore = semaphore
-        self.id = id
-        self.fencing_token = fencing_token
-        self.lease = lease
-        self.released = False
+        super().__init__(semaphore, id, fencing_token, lease)
+
+    @property
+    def semaphore(self) -> "Semaphore":
+        """The semaphore this permit belongs to."""
+        return self._owner  # type: ignore[no-any-return]
 
     def refresh(self, lease: Optional[Seconds] = None) -> bool:
         """Extend the lease to lease seconds from now (default: the
         semaphore's lease). False if the permit had already expired."""
-        if lease is None:
-            lease = self.semaphore.lease
-        ok = self.semaphore.client._semaphore_refresh(self.semaphore.name, self.id, lease)
-        if ok:
-            self.lease = float(lease)
-        return ok
+        return self._renew(lease, self.semaphore.client._semaphore_refresh)
 
     def release(self) -> bool:
         """Give the permit back. False if it had expired (or was released)."""
-        if self.released:
-            return False
-        self.released = True
-        return self.semaphore.client._semaphore_release(self.semaphore.name, self.id)
+        return self._release(self.semaphore.client._semaphore_release)
 
     def __enter__(self) -> "Permit":
         return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
 
     def __repr__(self) -> str:
         return "<Permit %s of %r fencing_token=%d>" % (self.id, self.semaphore.name, self.fencing_token)
@@ -272,49 +299,39 @@ class Semaphore:
         return "<Semaphore %r permits=%d lease=%s>" % (self.name, self.permits, self.lease)
 
 
-class HeldLock:
+class HeldLock(_Held):
     """A held lock; a context manager that releases it on exit.
 
-    token: the owner token (only its holder can release or extend);
-    fencing_token: strictly increasing per lock name; lease: seconds.
+    token (also id): the owner token (only its holder can release or
+    extend); fencing_token: strictly increasing per lock name; lease: seconds.
     """
 
-    __slots__ = ("lock", "token", "fencing_token", "lease", "released")
+    __slots__ = ()
 
     def __init__(self, lock: "Lock", token: str, fencing_token: int, lease: float) -> None:
-        self.lock = lock
-        self.token = token
-        self.fencing_token = fencing_token
-        self.lease = lease
-        self.released = False
+        super().__init__(lock, token, fencing_token, lease)
 
     @property
-    def id(self) -> str:
-        """Same as token."""
-        return self.token
+    def lock(self) -> "Lock":
+        """The lock this hold belongs to."""
+        return self._owner  # type: ignore[no-any-return]
+
+    @property
+    def token(self) -> str:
+        """The owner token (same as id)."""
+        return self.id
 
     def extend(self, lease: Optional[Seconds] = None) -> bool:
         """Make the lease end lease seconds from now (default: the lock's
         lease). False if the lock was lost (lease expired)."""
-        if lease is None:
-            lease = self.lock.lease
-        ok = self.lock.client._lock_extend(self.lock.name, self.token, lease)
-        if ok:
-            self.lease = float(lease)
-        return ok
+        return self._renew(lease, self.lock.client._lock_extend)
 
     def release(self) -> bool:
         """Unlock. False if the lease had already expired."""
-        if self.released:
-            return False
-        self.released = True
-        return self.lock.client._lock_release(self.lock.name, self.token)
+        return self._release(self.lock.client._lock_release)
 
     def __enter__(self) -> "HeldLock":
         return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
 
     def __repr__(self) -> str:
         return "<HeldLock %r fencing_token=%d>" % (self.lock.name, self.fencing_token)
