@@ -477,16 +477,20 @@ void rl_cmd_int(rl_cmd *cmd, int64_t value)
     push_arg(cmd, s, (size_t)n, NULL);
 }
 
+int rl_format_key(char *buf, size_t size, const rl_client *client, const char *tag, const char *suffix)
+{
+    return snprintf(buf, size, "%s:{%s}:%s", client->prefix, tag, suffix);
+}
+
 void rl_cmd_key(rl_cmd *cmd, const rl_client *client, const char *tag, const char *suffix)
 {
-    size_t len = strlen(client->prefix) + strlen(tag) + strlen(suffix) + 5;
+    size_t len = (size_t)rl_format_key(NULL, 0, client, tag, suffix) + 1;
     char *s = malloc(len);
     if (!s) {
         cmd->failed = 1;
         return;
     }
-    int n = snprintf(s, len, "%s:{%s}:%s", client->prefix, tag, suffix);
-    push_arg(cmd, s, (size_t)n, s);
+    push_arg(cmd, s, (size_t)rl_format_key(s, len, client, tag, suffix), s);
 }
 
 void rl_cmd_script(rl_cmd *cmd, int script, int nkeys)

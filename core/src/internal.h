@@ -64,7 +64,9 @@ void rl_cmd_free(rl_cmd *cmd);
 void rl_cmd_str(rl_cmd *cmd, const char *s, size_t len);
 void rl_cmd_cstr(rl_cmd *cmd, const char *s);
 void rl_cmd_int(rl_cmd *cmd, int64_t value);
-/* prefix ":{" tag "}" suffix, owned by cmd */
+/* The one key format: prefix ":{" tag "}:" suffix (snprintf semantics). */
+int rl_format_key(char *buf, size_t size, const rl_client *client, const char *tag, const char *suffix);
+/* the same key, appended to cmd and owned by it */
 void rl_cmd_key(rl_cmd *cmd, const rl_client *client, const char *tag, const char *suffix);
 /* EVALSHA script nkeys: the caller appends keys and args after this */
 void rl_cmd_script(rl_cmd *cmd, int script, int nkeys);

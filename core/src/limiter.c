@@ -137,7 +137,11 @@ int rl_key(const rl_client *client, const char *name, const char *id, rl_algorit
     if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
     if ((rc = rl_check_name("name", name)) || (rc = rl_check_name("id", id))) return rc;
     if (!rl_algorithm_name(algorithm)) return rl_fail(RL_ERR_INVALID, "unknown algorithm %d", (int)algorithm);
-    return snprintf(buf, size, "%s:{%s:%s}:%s", client->prefix, name, id, algorithm_names[algorithm]);
+    char *tag = entity_tag(name, id);
+    if (!tag) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    rc = rl_format_key(buf, size, client, tag, algorithm_names[algorithm]);
+    free(tag);
+    return rc;
 }
 
 static void build_call(rl_cmd *cmd, const rl_client *client, const rl_request *req)
@@ -212,11 +216,16 @@ int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_resul
             return rc;
         }
     }
-    cmds = calloc(n, sizeof *cmds);
-    replies = calloc(n, sizeof *replies);
+    /* the common single decision needs no heap for its bookkeeping */
+    rl_cmd one_cmd;
+    redisReply *one_reply;
+    cmds = n == 1 ? &one_cmd : calloc(n, sizeof *cmds);
+    replies = n == 1 ? &one_reply : calloc(n, sizeof *replies);
     if (!cmds || !replies) {
-        free(cmds);
-        free(replies);
+        if (n > 1) {
+            free(cmds);
+            free(replies);
+        }
         return rl_fail(RL_ERR_NOMEM, "out of memory");
     }
     for (size_t i = 0; i < n; i++) build_call(&cmds[i], client, &requests[i]);
@@ -229,8 +238,10 @@ int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_resul
         rc = RL_OK; /* rl_errmsg() still says what went wrong */
     }
     for (size_t i = 0; i < n; i++) rl_cmd_free(&cmds[i]);
-    free(cmds);
-    free(replies);
+    if (n > 1) {
+        free(cmds);
+        free(replies);
+    }
     return rc;
 }
 

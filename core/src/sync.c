@@ -96,11 +96,15 @@ typedef struct {
     int64_t first_lease_end; /* ms until the earliest lease ends, -1 none */
 } sem_reply;
 
-static char *channel_prefix(const rl_client *client, const char *kind, const char *name)
+/* Wake-up channels are named like keys, <prefix>:{<name>}:<kind>:wake, with
+ * ":<id>" for one waiter (and ":" alone for the prefix the script appends to). */
+static char *wake_channel(const rl_client *client, const char *name, const char *kind, const char *id)
 {
-    size_t len = strlen(client->prefix) + strlen(name) + strlen(kind) + 16;
+    char suffix[64 + RL_PERMIT_ID_SIZE];
+    snprintf(suffix, sizeof suffix, "%s:wake%s%s", kind, id ? ":" : "", id ? id : "");
+    size_t len = (size_t)rl_format_key(NULL, 0, client, name, suffix) + 1;
     char *s = malloc(len);
-    if (s) snprintf(s, len, "%s:{%s}:%s:wake:", client->prefix, name, kind);
+    if (s) rl_format_key(s, len, client, name, suffix);
     return s;
 }
 
@@ -109,7 +113,7 @@ static int sem_call(rl_client *client, const char *kind, const char *name, const
 {
     char suffix[4][32];
     rl_cmd cmd;
-    char *channel = channel_prefix(client, kind, name);
+    char *channel = wake_channel(client, name, kind, "");
     int rc;
     if (!channel) return rl_fail(RL_ERR_NOMEM, "out of memory");
     snprintf(suffix[0], sizeof suffix[0], "%s", kind);
@@ -182,9 +186,7 @@ static int sem_acquire(rl_client *client, const char *kind, const char *name, in
 
     /* Subscribe before queueing: a release between our try and our wait
      * then still reaches us. */
-    size_t len = strlen(client->prefix) + strlen(name) + strlen(kind) + RL_PERMIT_ID_SIZE + 16;
-    if (!(channel = malloc(len))) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    snprintf(channel, len, "%s:{%s}:%s:wake:%s", client->prefix, name, kind, out->id);
+    if (!(channel = wake_channel(client, name, kind, out->id))) return rl_fail(RL_ERR_NOMEM, "out of memory");
     if ((rc = subscribe(client, channel, &sub))) goto cleanup;
     for (;;) {
         if ((rc = sem_try(client, kind, name, out->id, max, lease, 1, &reply)) || reply.granted) break;
@@ -310,14 +312,6 @@ static void queue_cmd(rl_cmd *cmd, rl_client *client, const char *queue, const c
     rl_cmd_key(cmd, client, queue, "delay_queue");
 }
 
-static char *queue_channel(const rl_client *client, const char *queue)
-{
-    size_t len = strlen(client->prefix) + strlen(queue) + 32;
-    char *s = malloc(len);
-    if (s) snprintf(s, len, "%s:{%s}:delay_queue:wake", client->prefix, queue);
-    return s;
-}
-
 static int check_queue_call(rl_client *client, const char *queue)
 {
     rl_clear_error();
@@ -342,7 +336,7 @@ int rl_queue_push(rl_client *client, const char *queue, const char *message, siz
     if ((rc = check_queue_call(client, queue)) || (rc = check_message(message, message_len)) ||
         (rc = rl_check_range("delay_ms", delay_ms, 0, RL_MAX_EXACT / 1000 / 4)))
         return rc;
-    if (!(channel = queue_channel(client, queue))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    if (!(channel = wake_channel(client, queue, "delay_queue", NULL))) return rl_fail(RL_ERR_NOMEM, "out of memory");
     rl_cmd_init(&cmd);
     rl_cmd_script(&cmd, RL_SCRIPT_DELAY_QUEUE, 1);
     rl_cmd_key(&cmd, client, queue, "delay_queue");
@@ -429,7 +423,7 @@ int rl_queue_pop_wait(rl_client *client, const char *queue, size_t max, const rl
         return rc;
     deadline = rl_monotonic_ms() + timeout;
     if ((rc = pop_once(client, queue, max, out, &next_in)) || out->count || timeout == 0) return rc;
-    if (!(channel = queue_channel(client, queue))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    if (!(channel = wake_channel(client, queue, "delay_queue", NULL))) return rl_fail(RL_ERR_NOMEM, "out of memory");
     rc = subscribe(client, channel, &sub);
     free(channel);
     while (rc == RL_OK) {
