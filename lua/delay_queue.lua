@@ -6,6 +6,7 @@
 -- ARGV[1] op: push | pop
 --   push: ARGV[2] message, ARGV[3] delay_ms, ARGV[4] channel to PUBLISH on
 --         when the message becomes the head   reply: 1 added, 0 already queued
+--         ARGV[5] PUBLISH, or SPUBLISH in a cluster (the channel shares the key's slot)
 --   pop:  ARGV[2] max                          reply: {ms until the next due
 --         message or -1, message...}
 local key, op = KEYS[1], ARGV[1]
@@ -18,7 +19,7 @@ if op == 'push' then
   local added = redis.call('ZADD', key, 'NX', due, message)
   if added == 1 then
     if redis.call('ZRANGE', key, 0, 0)[1] == message then
-      redis.call('PUBLISH', ARGV[4], due)
+      redis.call(ARGV[5] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', ARGV[4], due)
     end
     local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
     redis.call('PEXPIRE', key, tonumber(last[2]) - now + retention)

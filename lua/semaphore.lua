@@ -14,10 +14,12 @@
 -- ARGV[2] permit id   ARGV[3] permits_max   ARGV[4] lease_ms
 -- ARGV[5] enqueue when not granted (0/1)    ARGV[6] waiter_ttl_ms
 -- ARGV[7] wake channel prefix (the waiter id is appended)
+-- ARGV[8] PUBLISH, or SPUBLISH in a cluster (the channel shares the keys' slot)
 -- reply   acquire: {granted, fence, queue position, ms until the first lease ends or -1}
 --         release/refresh/leave: {done}   info: {live holders, live waiters}
 local holders, queue, waiters, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, id = ARGV[1], ARGV[2]
+local publish = ARGV[8] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -47,7 +49,7 @@ local function wake(max)
   local free = max - redis.call('ZCARD', holders)
   if free <= 0 then return end
   for _, w in ipairs(redis.call('ZRANGE', queue, 0, free - 1)) do
-    redis.call('PUBLISH', ARGV[7] .. w, 'wake')
+    redis.call(publish, ARGV[7] .. w, 'wake')
   end
 end
 

@@ -69,23 +69,56 @@ typedef enum {
     RL_ON_ERROR_DENY = 2   /* fail closed: result.allowed = 0, result.fallback = 1 */
 } rl_on_error;
 
+/* Certificate checks for TLS (rediss://). */
+typedef enum {
+    RL_TLS_VERIFY_DEFAULT = 0,  /* the URL's ssl_cert_reqs, else REQUIRED */
+    RL_TLS_VERIFY_REQUIRED = 1, /* the chain up to a trusted CA, and the host name */
+    RL_TLS_VERIFY_NONE = 2      /* encrypt only: anyone in the middle can read along */
+} rl_tls_verify;
+
+/* Zero or NULL in any field added after on_error means "the default". */
 typedef struct {
     int connect_timeout_ms; /* default 1000 */
-    int command_timeout_ms; /* default 1000 */
-    int pool_size;          /* connections shared by all threads; default 8 */
+    int command_timeout_ms; /* default 1000; also bounds redirects and retries of one call */
+    int pool_size;          /* connections per server, shared by all threads; default 8 */
     const char *key_prefix; /* default "rl"; copied by rl_client_open */
     rl_on_error on_error;   /* applies to rate-limit decisions; default RAISE */
+    /* TLS, for rediss:// URLs. Each overrides the URL's option of the same
+     * meaning (ssl_ca_certs, ssl_certfile, ssl_keyfile, ssl_cert_reqs). */
+    const char *tls_ca_file;   /* PEM CA bundle; default: the system's trust store */
+    const char *tls_cert_file; /* client certificate (PEM), for tls-auth-clients */
+    const char *tls_key_file;  /* its private key (PEM); default: tls_cert_file */
+    rl_tls_verify tls_verify;
+    /* While Redis is unreachable, reconnects back off exponentially (with
+     * jitter) up to this pause, and calls in between fail at once (or the
+     * on_error policy decides). Default 1000. */
+    int reconnect_max_ms;
 } rl_options;
 
-#define RL_OPTIONS_INIT { 1000, 1000, 8, "rl", RL_ON_ERROR_RAISE }
+#define RL_OPTIONS_INIT { 1000, 1000, 8, "rl", RL_ON_ERROR_RAISE, NULL, NULL, NULL, RL_TLS_VERIFY_DEFAULT, 1000 }
 
 RL_API void rl_options_init(rl_options *options);
 
+/* 1 when this build speaks TLS (rediss://): it was built with hiredis >= 1.0
+ * and hiredis_ssl. Without it a rediss:// URL is RL_ERR_INVALID. */
+RL_API int rl_has_tls(void);
+
 typedef struct rl_client rl_client;
 
-/* url: redis://[[user]:password@]host[:port][/db] or unix:///path.sock[?db=N].
- * options may be NULL (defaults). Connects one connection eagerly so a bad
- * URL, password or dead server is reported here. */
+/* url, the same strings in every binding:
+ *   redis://[[user]:password@]host[:port][/db]
+ *   rediss://[[user]:password@]host[:port][/db][?ssl_cert_reqs=required|none
+ *            &ssl_ca_certs=/ca.pem&ssl_certfile=/c.pem&ssl_keyfile=/k.pem]
+ *   unix:///path.sock[?db=N]
+ *   redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]
+ *            [?sentinel_password=...]     (rediss+sentinel:// for TLS)
+ *   redis+cluster://[[user]:password@]host:port[,host:port...]
+ *                                          (rediss+cluster:// for TLS)
+ * options may be NULL (defaults). A malformed URL or option is RL_ERR_INVALID
+ * at once. With on_error RAISE the client connects here, so a dead server or
+ * a bad password is reported now; with ALLOW or DENY opening succeeds while
+ * Redis is down (an application can boot in an outage) and calls decide by
+ * the policy until Redis answers. */
 RL_API int rl_client_open(rl_client **out, const char *url, const rl_options *options);
 
 /* Closes all connections. NULL is a no-op. No call may be in flight. */

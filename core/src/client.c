@@ -1,16 +1,11 @@
-/* Client: URL parsing, the connection pool, and running commands. */
-#include <ctype.h>
+/* Client: opening and closing, building commands, and running them on the
+ * right server (redirects, retries that are safe, script loading). */
 #include <errno.h>
-#include <limits.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <hiredis/sds.h>
 
 #include "internal.h"
 
@@ -25,400 +20,111 @@ const char *rl_client_prefix(const rl_client *client)
     return client->prefix;
 }
 
-/* ---- URL parsing --------------------------------------------------------- */
-
-static int hexval(int c)
+const char *rl_publish_command(const rl_client *client)
 {
-    if (c >= '0' && c <= '9') return c - '0';
-    c = tolower(c);
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-}
-
-/* Copies [s, s+len) percent-decoded. */
-static int dup_decoded(const char *s, size_t len, char **out)
-{
-    char *d = malloc(len + 1);
-    size_t j = 0;
-    if (!d) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == '%' && i + 2 < len && hexval((unsigned char)s[i + 1]) >= 0 &&
-            hexval((unsigned char)s[i + 2]) >= 0) {
-            d[j++] = (char)(hexval((unsigned char)s[i + 1]) * 16 + hexval((unsigned char)s[i + 2]));
-            i += 2;
-        } else {
-            d[j++] = s[i];
-        }
-    }
-    d[j] = '\0';
-    *out = d;
-    return RL_OK;
-}
-
-static int parse_uint(const char *s, size_t len, long max, long *out)
-{
-    long v = 0;
-    if (len == 0 || len > 9) return -1;
-    for (size_t i = 0; i < len; i++) {
-        if (!isdigit((unsigned char)s[i])) return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    if (v > max) return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_tcp_url(rl_client *c, const char *url, const char *rest)
-{
-    const char *end = rest + strlen(rest);
-    const char *slash = strchr(rest, '/');
-    const char *hostport_end = slash ? slash : end;
-    const char *at = NULL;
-    long v;
-    int rc;
-
-    for (const char *p = rest; p < hostport_end; p++)
-        if (*p == '@') at = p; /* the last '@': passwords may contain one */
-    if (strchr(rest, '?') || strchr(rest, '#'))
-        return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': query strings are not supported", url);
-    if (at) {
-        const char *colon = memchr(rest, ':', (size_t)(at - rest));
-        if (colon) {
-            if (colon > rest && (rc = dup_decoded(rest, (size_t)(colon - rest), &c->user))) return rc;
-            if ((rc = dup_decoded(colon + 1, (size_t)(at - colon - 1), &c->password))) return rc;
-        } else if (at > rest) {
-            /* redis://secret@host: a bare userinfo is the password, as redis-py reads it */
-            if ((rc = dup_decoded(rest, (size_t)(at - rest), &c->password))) return rc;
-        }
-        rest = at + 1;
-    }
-    const char *host = rest, *host_end, *port = NULL;
-    if (*rest == '[') {
-        host = rest + 1;
-        host_end = memchr(host, ']', (size_t)(hostport_end - host));
-        if (!host_end) return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': unclosed '['", url);
-        if (host_end + 1 < hostport_end) {
-            if (host_end[1] != ':') return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': junk after ']'", url);
-            port = host_end + 2;
-        }
-    } else {
-        host_end = memchr(rest, ':', (size_t)(hostport_end - rest));
-        if (host_end) port = host_end + 1;
-        else host_end = hostport_end;
-    }
-    if (host_end == host) return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': no host", url);
-    c->host = strndup(host, (size_t)(host_end - host));
-    if (!c->host) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    c->port = 6379;
-    if (port) {
-        if (parse_uint(port, (size_t)(hostport_end - port), 65535, &v) || v == 0)
-            return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': bad port", url);
-        c->port = (int)v;
-    }
-    if (slash && slash + 1 < end) {
-        if (parse_uint(slash + 1, (size_t)(end - slash - 1), INT_MAX, &v))
-            return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': database must be a number", url);
-        c->db = (int)v;
-    }
-    return RL_OK;
-}
-
-static int parse_unix_url(rl_client *c, const char *url, const char *rest)
-{
-    const char *q = strchr(rest, '?');
-    size_t len = q ? (size_t)(q - rest) : strlen(rest);
-    long v;
-    if (len == 0 || rest[0] != '/')
-        return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': expected unix:///absolute/path", url);
-    c->unix_path = strndup(rest, len);
-    if (!c->unix_path) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    if (q) {
-        if (strncmp(q + 1, "db=", 3) || parse_uint(q + 4, strlen(q + 4), INT_MAX, &v))
-            return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': only ?db=N is supported", url);
-        c->db = (int)v;
-    }
-    return RL_OK;
-}
-
-static int parse_url(rl_client *c, const char *url)
-{
-    if (!url || !*url) return rl_fail(RL_ERR_INVALID, "Redis URL is empty");
-    if (!strncmp(url, "redis://", 8)) return parse_tcp_url(c, url, url + 8);
-    if (!strncmp(url, "unix://", 7)) return parse_unix_url(c, url, url + 7);
-    if (!strncmp(url, "rediss://", 9))
-        return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': TLS (rediss://) is not supported", url);
-    return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': expected redis:// or unix://", url);
-}
-
-/* ---- connections ----------------------------------------------------------- */
-
-static struct timeval ms_to_tv(int ms)
-{
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    return tv;
-}
-
-int rl_conn_error(redisContext *ctx, const char *what)
-{
-    int err = errno;
-    if (!ctx) return rl_fail(RL_ERR_NOMEM, "%s: out of memory", what);
-    if (ctx->err == REDIS_ERR_IO &&
-        (err == EAGAIN || err == EWOULDBLOCK || err == ETIMEDOUT || err == EINPROGRESS ||
-         strstr(ctx->errstr, "temporarily unavailable") || strstr(ctx->errstr, "timed out")))
-        return rl_fail(RL_ERR_TIMEOUT, "%s: timed out (%s)", what, ctx->errstr);
-    if (ctx->err == REDIS_ERR_PROTOCOL)
-        return rl_fail(RL_ERR_PROTOCOL, "%s: protocol error (%s)", what, ctx->errstr);
-    if (ctx->err == REDIS_ERR_OOM) return rl_fail(RL_ERR_NOMEM, "%s: out of memory", what);
-    return rl_fail(RL_ERR_CONNECTION, "%s: %s", what, ctx->err ? ctx->errstr : "connection lost");
-}
-
-/* hiredis 0.14 flushes with write(2): a peer that hung up would raise SIGPIPE
- * and kill a program that does not ignore it. We send the output buffer
- * ourselves with MSG_NOSIGNAL and leave only the reading to hiredis. */
-static int flush_output(redisContext *ctx)
-{
-    size_t len;
-    while (!ctx->err && (len = sdslen(ctx->obuf)) > 0) {
-        ssize_t n = send(ctx->fd, ctx->obuf, len, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            int err = errno;
-            ctx->err = REDIS_ERR_IO;
-            snprintf(ctx->errstr, sizeof ctx->errstr, "%s", strerror(err));
-            errno = err;
-            return REDIS_ERR;
-        }
-        if ((size_t)n < len) {
-            sdsrange(ctx->obuf, (int)n, -1);
-        } else {
-            sdsfree(ctx->obuf);
-            if (!(ctx->obuf = sdsempty())) ctx->err = REDIS_ERR_OOM;
-        }
-    }
-    return ctx->err ? REDIS_ERR : REDIS_OK;
-}
-
-redisReply *rl_command(redisContext *ctx, int argc, const char **argv, const size_t *lens)
-{
-    void *reply = NULL;
-    if (redisAppendCommandArgv(ctx, argc, argv, lens) != REDIS_OK || flush_output(ctx) != REDIS_OK ||
-        redisGetReply(ctx, &reply) != REDIS_OK)
-        return NULL;
-    return reply;
-}
-
-static int simple_command(redisContext *ctx, int argc, const char **argv, const char *what)
-{
-    redisReply *r = rl_command(ctx, argc, argv, NULL);
-    int rc = RL_OK;
-    if (!r) return rl_conn_error(ctx, what);
-    if (r->type == REDIS_REPLY_ERROR) rc = rl_fail(RL_ERR_REDIS, "%s: %s", what, r->str);
-    freeReplyObject(r);
-    return rc;
-}
-
-static int connect_one(rl_client *c, redisContext **out)
-{
-    struct timeval tv = ms_to_tv(c->options.connect_timeout_ms);
-    redisContext *ctx = c->unix_path ? redisConnectUnixWithTimeout(c->unix_path, tv)
-                                     : redisConnectWithTimeout(c->host, c->port, tv);
-    int rc;
-    if (!ctx || ctx->err) {
-        char where[300];
-        if (c->unix_path) snprintf(where, sizeof where, "connect to %s", c->unix_path);
-        else snprintf(where, sizeof where, "connect to %s:%d", c->host, c->port);
-        rc = rl_conn_error(ctx, where);
-        redisFree(ctx);
-        return rc;
-    }
-    if (redisSetTimeout(ctx, ms_to_tv(c->options.command_timeout_ms)) != REDIS_OK) {
-        rc = rl_conn_error(ctx, "set timeout");
-        redisFree(ctx);
-        return rc;
-    }
-    if (!c->unix_path) redisEnableKeepAlive(ctx);
-    if (c->password) {
-        const char *with_user[3] = {"AUTH", c->user, c->password};
-        const char *without_user[2] = {"AUTH", c->password};
-        if ((rc = c->user ? simple_command(ctx, 3, with_user, "authenticate")
-                          : simple_command(ctx, 2, without_user, "authenticate"))) {
-            redisFree(ctx);
-            return rc;
-        }
-    }
-    if (c->db) {
-        char db[16];
-        snprintf(db, sizeof db, "%d", c->db);
-        const char *select[2] = {"SELECT", db};
-        if ((rc = simple_command(ctx, 2, select, "select database"))) {
-            redisFree(ctx);
-            return rc;
-        }
-    }
-    *out = ctx;
-    return RL_OK;
-}
-
-int rl_conn_open_dedicated(rl_client *client, redisContext **out)
-{
-    return connect_one(client, out);
-}
-
-/* An idle connection whose peer hung up (Redis restarted) reads EOF at once;
- * spotting that here costs one syscall and no round trip, and means the
- * command we are about to send is never lost to a stale socket. */
-static int still_open(redisContext *ctx)
-{
-    char byte;
-    ssize_t n;
-    if (ctx->err) return 0;
-    n = recv(ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-}
-
-/* A child process must not talk on its parent's sockets (gunicorn,
- * multiprocessing): the first call after fork() forgets them. */
-static void forget_parent_connections(rl_client *c)
-{
-    pid_t me = getpid();
-    pid_t seen = __atomic_load_n(&c->pid, __ATOMIC_ACQUIRE);
-    if (seen == me) return;
-    if (seen != 0 && __atomic_compare_exchange_n(&c->pid, &seen, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        /* the parent's threads may have held the mutex at fork time */
-        pthread_mutex_init(&c->mutex, NULL);
-        pthread_cond_init(&c->available, NULL);
-        /* closing the child's copies of the sockets leaves the parent's open */
-        for (int i = 0; i < c->idle_count; i++) redisFree(c->idle[i]);
-        c->idle_count = 0;
-        c->open_count = 0;
-        __atomic_store_n(&c->pid, me, __ATOMIC_RELEASE);
-        return;
-    }
-    while (__atomic_load_n(&c->pid, __ATOMIC_ACQUIRE) != me) sched_yield();
-}
-
-int64_t rl_monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int rl_conn_get(rl_client *c, redisContext **out)
-{
-    redisContext *ctx = NULL;
-    int rc;
-    forget_parent_connections(c);
-    pthread_mutex_lock(&c->mutex);
-    if (c->idle_count == 0 && c->open_count >= c->options.pool_size) {
-        struct timespec deadline;
-        clock_gettime(CLOCK_REALTIME, &deadline);
-        deadline.tv_sec += c->options.command_timeout_ms / 1000;
-        deadline.tv_nsec += (long)(c->options.command_timeout_ms % 1000) * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000L;
-        }
-        while (c->idle_count == 0 && c->open_count >= c->options.pool_size) {
-            if (pthread_cond_timedwait(&c->available, &c->mutex, &deadline) == ETIMEDOUT &&
-                c->idle_count == 0 && c->open_count >= c->options.pool_size) {
-                pthread_mutex_unlock(&c->mutex);
-                return rl_fail(RL_ERR_TIMEOUT, "all %d pooled connections stayed busy for %d ms",
-                               c->options.pool_size, c->options.command_timeout_ms);
-            }
-        }
-    }
-    if (c->idle_count > 0) ctx = c->idle[--c->idle_count];
-    else c->open_count++;
-    pthread_mutex_unlock(&c->mutex);
-
-    if (ctx && still_open(ctx)) {
-        *out = ctx;
-        return RL_OK;
-    }
-    redisFree(ctx);
-    rc = connect_one(c, &ctx);
-    if (rc) {
-        pthread_mutex_lock(&c->mutex);
-        c->open_count--;
-        pthread_cond_signal(&c->available);
-        pthread_mutex_unlock(&c->mutex);
-        return rc;
-    }
-    *out = ctx;
-    return RL_OK;
-}
-
-void rl_conn_put(rl_client *c, redisContext *ctx)
-{
-    pthread_mutex_lock(&c->mutex);
-    if (ctx->err || c->idle_count >= c->options.pool_size) {
-        redisFree(ctx); /* broken: the next call connects afresh */
-        c->open_count--;
-    } else {
-        c->idle[c->idle_count++] = ctx;
-    }
-    pthread_cond_signal(&c->available);
-    pthread_mutex_unlock(&c->mutex);
+    return client->url.mode == RL_MODE_CLUSTER ? "SPUBLISH" : "PUBLISH";
 }
 
 /* ---- open / close ------------------------------------------------------------ */
 
 static void free_client(rl_client *c)
 {
-    for (int i = 0; i < c->idle_count; i++) redisFree(c->idle[i]);
-    free(c->idle);
-    free(c->host);
-    free(c->unix_path);
-    free(c->user);
-    free(c->password);
+    for (int i = 0; i < c->node_count; i++) rl_node_free(c->nodes[i]);
+    free(c->nodes);
+    free(c->slots);
+    rl_tls_free(c);
+    rl_url_free(&c->url);
     free(c->prefix);
-    pthread_cond_destroy(&c->available);
-    pthread_mutex_destroy(&c->mutex);
+    pthread_mutex_destroy(&c->topology);
     free(c);
+}
+
+/* An option set in code overrides the URL's. */
+static int override(char **field, const char *value)
+{
+    if (!value) return RL_OK;
+    free(*field);
+    *field = strdup(value);
+    return *field ? RL_OK : rl_fail(RL_ERR_NOMEM, "out of memory");
+}
+
+static int check_options(const rl_options *o)
+{
+    if (o->connect_timeout_ms <= 0 || o->command_timeout_ms <= 0)
+        return rl_fail(RL_ERR_INVALID, "timeouts must be positive (got connect %d ms, command %d ms)",
+                       o->connect_timeout_ms, o->command_timeout_ms);
+    if (o->pool_size <= 0 || o->pool_size > 1024)
+        return rl_fail(RL_ERR_INVALID, "pool_size must be in 1..1024 (got %d)", o->pool_size);
+    if (o->on_error < RL_ON_ERROR_RAISE || o->on_error > RL_ON_ERROR_DENY)
+        return rl_fail(RL_ERR_INVALID, "on_error must be RAISE, ALLOW or DENY");
+    if (!o->key_prefix || !*o->key_prefix) return rl_fail(RL_ERR_INVALID, "key_prefix must not be empty");
+    if (strlen(o->key_prefix) > 256) return rl_fail(RL_ERR_INVALID, "key_prefix is longer than 256 bytes");
+    if (o->tls_verify < RL_TLS_VERIFY_DEFAULT || o->tls_verify > RL_TLS_VERIFY_NONE)
+        return rl_fail(RL_ERR_INVALID, "tls_verify must be DEFAULT, REQUIRED or NONE");
+    if (o->reconnect_max_ms < 0 || o->reconnect_max_ms > 600000)
+        return rl_fail(RL_ERR_INVALID, "reconnect_max_ms must be in 0..600000 (got %d)", o->reconnect_max_ms);
+    const char *files[3] = {o->tls_ca_file, o->tls_cert_file, o->tls_key_file};
+    for (int i = 0; i < 3; i++)
+        if (files[i] && !*files[i]) return rl_fail(RL_ERR_INVALID, "TLS file options must be NULL or a path, not empty");
+    return RL_OK;
 }
 
 int rl_client_open(rl_client **out, const char *url, const rl_options *options)
 {
     rl_options defaults = RL_OPTIONS_INIT;
     rl_client *c;
-    redisContext *first;
     int rc;
 
     rl_clear_error();
     if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
     *out = NULL;
     if (!options) options = &defaults;
-    if (options->connect_timeout_ms <= 0 || options->command_timeout_ms <= 0)
-        return rl_fail(RL_ERR_INVALID, "timeouts must be positive (got connect %d ms, command %d ms)",
-                       options->connect_timeout_ms, options->command_timeout_ms);
-    if (options->pool_size <= 0 || options->pool_size > 1024)
-        return rl_fail(RL_ERR_INVALID, "pool_size must be in 1..1024 (got %d)", options->pool_size);
-    if (options->on_error < RL_ON_ERROR_RAISE || options->on_error > RL_ON_ERROR_DENY)
-        return rl_fail(RL_ERR_INVALID, "on_error must be RAISE, ALLOW or DENY");
-    if (!options->key_prefix || !*options->key_prefix)
-        return rl_fail(RL_ERR_INVALID, "key_prefix must not be empty");
-    if (strlen(options->key_prefix) > 256) return rl_fail(RL_ERR_INVALID, "key_prefix is longer than 256 bytes");
+    if ((rc = check_options(options))) return rc;
 
     c = calloc(1, sizeof *c);
     if (!c) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    pthread_mutex_init(&c->mutex, NULL);
-    pthread_cond_init(&c->available, NULL);
+    pthread_mutex_init(&c->topology, NULL);
     c->options = *options;
+    if (c->options.reconnect_max_ms == 0) c->options.reconnect_max_ms = 1000;
     c->pid = getpid();
     c->prefix = strdup(options->key_prefix);
     c->options.key_prefix = c->prefix;
-    c->idle = calloc((size_t)options->pool_size, sizeof *c->idle);
-    if (!c->prefix || !c->idle) {
+    if (!c->prefix) {
         free_client(c);
         return rl_fail(RL_ERR_NOMEM, "out of memory");
     }
-    if ((rc = parse_url(c, url)) || (rc = connect_one(c, &first))) {
+    if ((rc = rl_url_parse(url, &c->url)) || (rc = override(&c->url.tls_ca_file, options->tls_ca_file)) ||
+        (rc = override(&c->url.tls_cert_file, options->tls_cert_file)) ||
+        (rc = override(&c->url.tls_key_file, options->tls_key_file))) {
         free_client(c);
         return rc;
     }
-    c->idle[c->idle_count++] = first;
-    c->open_count = 1;
+    if (options->tls_verify != RL_TLS_VERIFY_DEFAULT) c->url.tls_verify = options->tls_verify;
+    if (!c->url.tls && (c->url.tls_ca_file || c->url.tls_cert_file || c->url.tls_key_file ||
+                        c->url.tls_verify != RL_TLS_VERIFY_DEFAULT)) {
+        free_client(c);
+        return rl_fail(RL_ERR_INVALID, "TLS options need a rediss:// URL");
+    }
+    if ((rc = rl_tls_setup(c))) {
+        free_client(c);
+        return rc;
+    }
+    if (c->url.mode == RL_MODE_STANDALONE) {
+        c->master = c->url.unix_path ? rl_node_for(c, c->url.unix_path, 0)
+                                     : rl_node_for(c, c->url.addrs[0].host, c->url.addrs[0].port);
+        if (!c->master) {
+            free_client(c);
+            return RL_ERR_NOMEM;
+        }
+    }
+    /* raise: report a dead server, bad password or bad certificate now;
+     * allow / deny: an application boots during an outage */
+    rc = rl_topology_connect(c);
+    if (rc && (options->on_error == RL_ON_ERROR_RAISE || (rc != RL_ERR_CONNECTION && rc != RL_ERR_TIMEOUT))) {
+        free_client(c);
+        return rc;
+    }
+    rl_clear_error();
     *out = c;
     return RL_OK;
 }
@@ -435,6 +141,7 @@ void rl_cmd_init(rl_cmd *cmd)
     cmd->argc = 0;
     cmd->failed = 0;
     cmd->script = -1;
+    cmd->slot = -1;
 }
 
 void rl_cmd_free(rl_cmd *cmd)
@@ -491,6 +198,7 @@ void rl_cmd_key(rl_cmd *cmd, const rl_client *client, const char *tag, const cha
         return;
     }
     push_arg(cmd, s, (size_t)rl_format_key(s, len, client, tag, suffix), s);
+    if (cmd->slot < 0 && !cmd->failed) cmd->slot = rl_key_slot(s, len - 1);
 }
 
 void rl_cmd_script(rl_cmd *cmd, int script, int nkeys)
@@ -500,6 +208,11 @@ void rl_cmd_script(rl_cmd *cmd, int script, int nkeys)
     rl_cmd_cstr(cmd, rl_scripts[script].sha1);
     rl_cmd_int(cmd, nkeys);
 }
+
+/* ---- running commands ------------------------------------------------------- */
+
+/* Redirects and "not now" answers of one call, before it gives up. */
+#define MAX_REDIRECTS 16
 
 static int is_noscript(const redisReply *r)
 {
@@ -514,40 +227,57 @@ static void free_replies(redisReply **replies, size_t n)
     }
 }
 
-static int send_and_read(redisContext *ctx, rl_cmd *cmds, size_t n, redisReply **replies)
+/* Sends cmds[idx[0..m)] pipelined on conn (each one the ASKING redirect
+ * asked for preceded by ASKING) and reads their replies into replies[idx]. */
+static int send_and_read(rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
+                         redisReply **replies)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (redisAppendCommandArgv(ctx, cmds[i].argc, cmds[i].argv, cmds[i].lens) != REDIS_OK) {
+    redisContext *ctx = conn->ctx;
+    const char *asking_argv[1] = {"ASKING"};
+    for (size_t k = 0; k < m; k++) {
+        rl_cmd *cmd = &cmds[idx[k]];
+        if ((asking[idx[k]] && redisAppendCommandArgv(ctx, 1, asking_argv, NULL) != REDIS_OK) ||
+            redisAppendCommandArgv(ctx, cmd->argc, cmd->argv, cmd->lens) != REDIS_OK) {
             /* half a pipeline sits in the output buffer: never reuse */
             if (!ctx->err) ctx->err = REDIS_ERR_OOM;
-            return rl_conn_error(ctx, "send command");
+            return rl_conn_error(conn, "send command");
         }
     }
-    if (flush_output(ctx) != REDIS_OK) return rl_conn_error(ctx, "send command");
-    for (size_t i = 0; i < n; i++) {
+    if (rl_conn_flush(conn) != REDIS_OK) return rl_conn_error(conn, "send command");
+    for (size_t k = 0; k < m; k++) {
         void *r = NULL;
-        if (redisGetReply(ctx, &r) != REDIS_OK) {
-            free_replies(replies, n);
-            /* a pipeline cut short leaves replies in flight: never reuse */
-            if (!ctx->err) ctx->err = REDIS_ERR_IO;
-            return rl_conn_error(ctx, "read reply");
+        if (asking[idx[k]]) {
+            if (rl_conn_read(conn, &r) != REDIS_OK) goto broken;
+            freeReplyObject(r);
         }
-        replies[i] = r;
+        if (rl_conn_read(conn, &r) != REDIS_OK) goto broken;
+        replies[idx[k]] = r;
     }
     return RL_OK;
+broken:
+    for (size_t k = 0; k < m; k++) {
+        if (replies[idx[k]]) freeReplyObject(replies[idx[k]]);
+        replies[idx[k]] = NULL;
+    }
+    /* a pipeline cut short leaves replies in flight: never reuse */
+    if (!ctx->err) ctx->err = REDIS_ERR_IO;
+    return rl_conn_error(conn, "read reply");
 }
 
-/* NOSCRIPT means the script did not run: load it and send that call again. */
-static int reload_scripts(redisContext *ctx, rl_cmd *cmds, size_t n, redisReply **replies)
+/* NOSCRIPT means the script did not run: load it on this server and send
+ * that call again. */
+static int reload_scripts(rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
+                          redisReply **replies)
 {
     int loaded[RL_SCRIPT_COUNT] = {0};
-    for (size_t i = 0; i < n; i++) {
-        if (!is_noscript(replies[i]) || loaded[cmds[i].script]) continue;
+    for (size_t k = 0; k < m; k++) {
+        size_t i = idx[k];
+        if (!is_noscript(replies[i]) || cmds[i].script < 0 || loaded[cmds[i].script]) continue;
         const rl_script_def *def = &rl_scripts[cmds[i].script];
         const char *argv[3] = {"SCRIPT", "LOAD", def->text};
         size_t lens[3] = {6, 4, def->length};
-        redisReply *r = rl_command(ctx, 3, argv, lens);
-        if (!r) return rl_conn_error(ctx, "SCRIPT LOAD");
+        redisReply *r = rl_command(conn, 3, argv, lens);
+        if (!r) return rl_conn_error(conn, "SCRIPT LOAD");
         int bad = r->type != REDIS_REPLY_STRING || strcmp(r->str, def->sha1) != 0;
         int rc = bad ? rl_fail(RL_ERR_REDIS, "SCRIPT LOAD %s: %s", def->name,
                                r->type == REDIS_REPLY_ERROR ? r->str : "unexpected SHA1")
@@ -556,47 +286,174 @@ static int reload_scripts(redisContext *ctx, rl_cmd *cmds, size_t n, redisReply 
         if (rc) return rc;
         loaded[cmds[i].script] = 1;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (!is_noscript(replies[i])) continue;
+    for (size_t k = 0; k < m; k++) {
+        size_t i = idx[k];
+        if (!is_noscript(replies[i]) || cmds[i].script < 0) continue;
         freeReplyObject(replies[i]);
         replies[i] = NULL;
-        int rc = send_and_read(ctx, &cmds[i], 1, &replies[i]);
+        int rc = send_and_read(conn, cmds, &i, 1, asking, replies);
         if (rc) return rc;
     }
     return RL_OK;
 }
 
-int rl_run_on(rl_client *client, redisContext *ctx, rl_cmd *cmds, size_t n, redisReply **replies)
+typedef enum { REPLY_FINAL, REPLY_MOVED, REPLY_ASK, REPLY_LATER, REPLY_READONLY } reply_kind;
+
+/* Replies that prove the command did not run may send it again; nothing
+ * else ever is (a timeout or a broken connection may have consumed). */
+static reply_kind classify(const rl_client *c, const redisReply *r, int *slot, char *host, size_t host_size,
+                           int *port)
 {
-    int rc;
-    (void)client;
+    if (!r || r->type != REDIS_REPLY_ERROR) return REPLY_FINAL;
+    int moved = !strncmp(r->str, "MOVED ", 6), ask = !strncmp(r->str, "ASK ", 4);
+    if ((moved || ask) && c->url.mode == RL_MODE_CLUSTER) {
+        /* MOVED 3999 127.0.0.1:6381 ; an empty host means the same server */
+        const char *p = r->str + (moved ? 6 : 4);
+        char *end;
+        long s = strtol(p, &end, 10);
+        const char *colon = strrchr(end, ':');
+        if (end == p || *end != ' ' || !colon || s < 0 || s >= RL_CLUSTER_SLOTS) return REPLY_FINAL;
+        size_t len = (size_t)(colon - end - 1);
+        if (len >= host_size) return REPLY_FINAL;
+        memcpy(host, end + 1, len);
+        host[len] = '\0';
+        *slot = (int)s;
+        *port = atoi(colon + 1);
+        if (*port <= 0 || *port > 65535) return REPLY_FINAL;
+        return moved ? REPLY_MOVED : REPLY_ASK;
+    }
+    if (!strncmp(r->str, "TRYAGAIN", 8) || !strncmp(r->str, "CLUSTERDOWN", 11) || !strncmp(r->str, "LOADING", 7) ||
+        !strncmp(r->str, "MASTERDOWN", 10))
+        return REPLY_LATER;
+    if (!strncmp(r->str, "READONLY", 8) && c->url.mode == RL_MODE_SENTINEL) return REPLY_READONLY;
+    return REPLY_FINAL;
+}
+
+int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
+{
+    enum { SMALL = 8 };
+    size_t small_idx[SMALL];
+    char small_asking[SMALL], small_done[SMALL];
+    rl_node *small_ask[SMALL];
+    size_t *idx = small_idx;
+    char *asking = small_asking, *done = small_done;
+    rl_node **ask = small_ask;
+    size_t pending = n;
+    int rc = RL_OK, redirects = 0;
+    int64_t deadline, pause_ms = 5;
+    char last[200] = "";
+
+    if (!c) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
     for (size_t i = 0; i < n; i++) {
         replies[i] = NULL;
         if (cmds[i].failed) return rl_fail(RL_ERR_NOMEM, "out of memory building a command");
     }
-    if ((rc = send_and_read(ctx, cmds, n, replies))) return rc;
-    if ((rc = reload_scripts(ctx, cmds, n, replies))) {
-        free_replies(replies, n);
-        return rc;
+    if (n > SMALL) {
+        idx = malloc(n * sizeof *idx);
+        asking = malloc(n);
+        done = malloc(n);
+        ask = malloc(n * sizeof *ask);
+        if (!idx || !asking || !done || !ask) {
+            rc = rl_fail(RL_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+    }
+    memset(asking, 0, n);
+    memset(done, 0, n);
+    for (size_t i = 0; i < n; i++) ask[i] = NULL;
+    rl_forget_parent_connections(c);
+    deadline = rl_monotonic_ms() + c->options.command_timeout_ms;
+
+    while (pending > 0) {
+        rl_node *target = NULL, *node;
+        rl_conn *conn;
+        size_t m = 0;
+        /* this round: every pending command bound for the first one's server */
+        for (size_t i = 0; i < n; i++) {
+            if (done[i]) continue;
+            if (ask[i]) node = ask[i];
+            else if ((rc = rl_route(c, cmds[i].slot, &node))) goto out;
+            if (!target) target = node;
+            if (node != target) continue;
+            asking[i] = ask[i] != NULL;
+            idx[m++] = i;
+        }
+        if ((rc = rl_conn_get(c, target, &conn))) {
+            /* nothing was sent: after a failover the route may now differ */
+            if ((rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) && c->url.mode != RL_MODE_STANDALONE) {
+                rl_node *again;
+                rl_topology_suspect(c, target);
+                if (!ask[idx[0]] && rl_monotonic_ms() < deadline && rl_route(c, cmds[idx[0]].slot, &again) == RL_OK &&
+                    again != target && ++redirects <= MAX_REDIRECTS) {
+                    rc = RL_OK;
+                    continue;
+                }
+            }
+            goto out;
+        }
+        rc = send_and_read(conn, cmds, idx, m, asking, replies);
+        if (rc == RL_OK) rc = reload_scripts(conn, cmds, idx, m, asking, replies);
+        rl_conn_put(c, conn);
+        if (rc) {
+            /* sent and then lost: it may have run, so it is never sent again */
+            if (rc == RL_ERR_CONNECTION) rl_topology_suspect(c, target);
+            goto out;
+        }
+        int later = 0;
+        for (size_t k = 0; k < m; k++) {
+            size_t i = idx[k];
+            char host[256];
+            int slot, port;
+            reply_kind kind = classify(c, replies[i], &slot, host, sizeof host, &port);
+            ask[i] = NULL;
+            if (kind == REPLY_FINAL) {
+                done[i] = 1;
+                pending--;
+                continue;
+            }
+            snprintf(last, sizeof last, "%s", replies[i]->str);
+            freeReplyObject(replies[i]);
+            replies[i] = NULL;
+            redirects++;
+            if (kind == REPLY_MOVED) {
+                rl_cluster_moved(c, slot, host[0] ? host : target->host, port);
+            } else if (kind == REPLY_ASK) {
+                if (!(ask[i] = rl_node_for(c, host[0] ? host : target->host, port))) {
+                    rc = RL_ERR_NOMEM;
+                    goto out;
+                }
+            } else {
+                if (kind == REPLY_READONLY) rl_topology_suspect(c, target);
+                later = 1;
+            }
+        }
+        if (pending == 0) break;
+        int64_t left = deadline - rl_monotonic_ms();
+        if (left <= 0 || redirects > MAX_REDIRECTS * (int)(n < 64 ? n : 64)) {
+            rc = rl_fail(left <= 0 ? RL_ERR_TIMEOUT : RL_ERR_REDIS, "gave up after %d redirects and retries in %d ms: %s",
+                         redirects, c->options.command_timeout_ms, last);
+            goto out;
+        }
+        if (later) {
+            struct timespec ts = {0, (long)(pause_ms < left ? pause_ms : left) * 1000000L};
+            nanosleep(&ts, NULL);
+            if (pause_ms < 100) pause_ms *= 2;
+        }
     }
     for (size_t i = 0; i < n; i++) {
         if (replies[i]->type == REDIS_REPLY_ERROR) {
             rc = rl_fail(RL_ERR_REDIS, "%s", replies[i]->str);
-            free_replies(replies, n);
-            return rc;
+            break;
         }
     }
-    return RL_OK;
-}
-
-int rl_run(rl_client *client, rl_cmd *cmds, size_t n, redisReply **replies)
-{
-    redisContext *ctx;
-    int rc;
-    if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
-    if ((rc = rl_conn_get(client, &ctx))) return rc;
-    rc = rl_run_on(client, ctx, cmds, n, replies);
-    rl_conn_put(client, ctx);
+out:
+    if (rc) free_replies(replies, n);
+    if (n > SMALL) {
+        free(idx);
+        free(asking);
+        free(done);
+        free(ask);
+    }
     return rc;
 }
 

@@ -15,37 +15,126 @@
 /* Products the scripts form (limit * period, ...) stay below this. */
 #define RL_MAX_PRODUCT ((int64_t)1 << 51)
 
-struct rl_client {
+/* ---- URLs (url.c) ---- */
+
+typedef enum { RL_MODE_STANDALONE = 0, RL_MODE_SENTINEL = 1, RL_MODE_CLUSTER = 2 } rl_mode;
+
+typedef struct {
     char *host;
     int port;
+} rl_addr;
+
+typedef struct {
+    rl_mode mode;
+    int tls;
+    rl_addr *addrs; /* standalone: the server; sentinel: the sentinels; cluster: seeds */
+    int naddrs;
     char *unix_path;
     char *user;
     char *password;
+    char *service;           /* sentinel: the master's name */
+    char *sentinel_password; /* sentinel: AUTH for the sentinels themselves */
     int db;
-    rl_options options;
-    char *prefix;
+    char *tls_ca_file;
+    char *tls_cert_file;
+    char *tls_key_file;
+    rl_tls_verify tls_verify;
+} rl_url;
 
+int rl_url_parse(const char *url, rl_url *out);
+void rl_url_free(rl_url *url);
+
+/* ---- connections (conn.c) ---- */
+
+/* Paces reconnect attempts to something unreachable: after a failure, calls
+ * fail at once until retry_at; then one caller probes while the rest keep
+ * failing fast. */
+typedef struct {
+    int failures;
+    int probing;
+    int64_t retry_at_ms;
+    int status;
+    char message[200];
+} rl_backoff;
+
+typedef struct rl_node rl_node;
+
+typedef struct {
+    redisContext *ctx;
+    rl_node *node;
+    void *ssl; /* SSL *, owned by ctx; NULL on a plain connection */
+} rl_conn;
+
+/* One server (address) and its pool of idle connections. Nodes live until
+ * the client closes, so pointers to them stay valid without counting. */
+struct rl_node {
+    char *host; /* or the unix socket path (port 0) */
+    int port;
     pthread_mutex_t mutex;
     pthread_cond_t available;
-    redisContext **idle; /* pool_size slots */
+    rl_conn **idle; /* pool_size slots */
     int idle_count;
     int open_count; /* idle + checked out */
-    pid_t pid;      /* a forked child drops the parent's connections */
+    rl_backoff backoff;
+};
+
+#define RL_CLUSTER_SLOTS 16384
+
+struct rl_client {
+    rl_url url; /* TLS fields merged with the options */
+    rl_options options;
+    char *prefix;
+    void *tls; /* SSL_CTX * when the URL is rediss */
+
+    pthread_mutex_t topology; /* guards what follows */
+    rl_node **nodes;
+    int node_count, node_cap;
+    rl_node *master;        /* standalone and sentinel: where commands go; NULL = ask the sentinels */
+    rl_node **slots;        /* cluster: slot -> master, RL_CLUSTER_SLOTS entries */
+    rl_backoff discovery;   /* sentinel / cluster: asking where the masters are */
+    int64_t refresh_due_ms; /* cluster: refresh the slot map at or after this (0 = not due) */
+    int next_sentinel;      /* the sentinel that answered last is asked first */
+    pid_t pid;              /* a forked child drops the parent's connections */
 };
 
 /* errors: set the thread's message and return the status */
 int rl_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void rl_clear_error(void);
 
-/* pool */
-int rl_conn_get(rl_client *client, redisContext **out);
-void rl_conn_put(rl_client *client, redisContext *ctx);
-/* A connection of its own (for SUBSCRIBE); close with redisFree. */
-int rl_conn_open_dedicated(rl_client *client, redisContext **out);
-/* One command, sent without ever raising SIGPIPE; NULL on a broken context. */
-redisReply *rl_command(redisContext *ctx, int argc, const char **argv, const size_t *lens);
-/* Maps a failed context to RL_ERR_TIMEOUT / RL_ERR_CONNECTION with a message. */
-int rl_conn_error(redisContext *ctx, const char *what);
+/* nodes and pools */
+rl_node *rl_node_for(rl_client *client, const char *host, int port); /* find or add; NULL: no memory */
+int rl_conn_get(rl_client *client, rl_node *node, rl_conn **out);
+void rl_conn_put(rl_client *client, rl_conn *conn);
+/* A connection of its own (SUBSCRIBE, sentinels); close with rl_conn_close. */
+int rl_conn_open(rl_client *client, rl_node *node, const char *password, const char *user, int db, rl_conn **out);
+void rl_conn_close(rl_conn *conn);
+/* One command, sent without ever raising SIGPIPE; NULL on a broken connection. */
+redisReply *rl_command(rl_conn *conn, int argc, const char **argv, const size_t *lens);
+/* Writes the output buffer / reads one reply, never raising SIGPIPE. */
+int rl_conn_flush(rl_conn *conn);
+int rl_conn_read(rl_conn *conn, void **reply);
+/* Maps a failed connection to RL_ERR_TIMEOUT / RL_ERR_CONNECTION with a message. */
+int rl_conn_error(rl_conn *conn, const char *what);
+int rl_tls_setup(rl_client *client);
+void rl_tls_free(rl_client *client);
+void rl_forget_parent_connections(rl_client *client);
+void rl_node_free(rl_node *node);
+
+/* ---- topology (topology.c): where a command goes ---- */
+
+/* The node serving slot (-1: any) right now: the standalone server, the
+ * master the sentinels name, or the cluster slot's master. */
+int rl_route(rl_client *client, int slot, rl_node **out);
+/* node failed us (broken connection, READONLY, cannot connect): look again. */
+void rl_topology_suspect(rl_client *client, rl_node *node);
+/* a MOVED reply: slot now lives at host:port */
+void rl_cluster_moved(rl_client *client, int slot, const char *host, int port);
+/* Eager first contact (rl_client_open with the raise policy). */
+int rl_topology_connect(rl_client *client);
+int rl_key_slot(const char *key, size_t len);
+int rl_backoff_check(rl_backoff *b, int64_t now);
+void rl_backoff_failed(rl_backoff *b, int status, int64_t now, int max_ms);
+void rl_backoff_ok(rl_backoff *b);
 
 /* A command under construction: argv with owned storage. */
 #define RL_CMD_MAX_ARGS 16
@@ -56,6 +145,7 @@ typedef struct {
     char *owned[RL_CMD_MAX_ARGS];
     char ints[RL_CMD_MAX_ARGS][24]; /* integer args live here: no malloc */
     int script; /* RL_SCRIPT_* for EVALSHA, else -1 */
+    int slot;   /* cluster slot of the first key, -1 without keys */
     int failed; /* out of memory while building */
 } rl_cmd;
 
@@ -76,7 +166,9 @@ void rl_cmd_script(rl_cmd *cmd, int script, int nkeys);
  * run). Never re-sends anything else. replies[i] must be freed by the caller
  * with freeReplyObject on RL_OK; on error all are NULL. */
 int rl_run(rl_client *client, rl_cmd *cmds, size_t n, redisReply **replies);
-int rl_run_on(rl_client *client, redisContext *ctx, rl_cmd *cmds, size_t n, redisReply **replies);
+/* The publish / subscribe commands the scripts and waiters use: sharded in a
+ * cluster so a wake-up reaches only the entity's shard. */
+const char *rl_publish_command(const rl_client *client);
 
 /* reply helpers */
 int rl_reply_int(const redisReply *r, size_t index, int64_t *out);

@@ -42,7 +42,7 @@ static int new_id(char *out)
 
 /* Waits up to ms for a message on a subscribed connection. Returns 1 when one
  * arrived, 0 on timeout, or a negative status. */
-static int wait_message(redisContext *sub, int64_t ms, const rl_wait *wait)
+static int wait_message(rl_conn *sub, int64_t ms, const rl_wait *wait)
 {
     int64_t end = rl_monotonic_ms() + ms;
     for (;;) {
@@ -50,32 +50,53 @@ static int wait_message(redisContext *sub, int64_t ms, const rl_wait *wait)
             return rl_fail(RL_ERR_CANCELLED, "wait cancelled");
         int64_t left = end - rl_monotonic_ms();
         if (left <= 0) return 0;
-        struct pollfd pfd = {sub->fd, POLLIN, 0};
+        struct pollfd pfd = {sub->ctx->fd, POLLIN, 0};
         int n = poll(&pfd, 1, (int)(left < 100 ? left : 100));
         if (n < 0 && errno != EINTR) return rl_fail(RL_ERR_CONNECTION, "poll: %s", strerror(errno));
         if (n <= 0) continue;
         void *reply = NULL;
-        if (redisGetReply(sub, &reply) != REDIS_OK) return rl_conn_error(sub, "wait for wake-up");
+        if (rl_conn_read(sub, &reply) != REDIS_OK) return rl_conn_error(sub, "wait for wake-up");
         freeReplyObject(reply);
         /* several wake-ups read at once count as one: we retry right away */
-        while (redisReaderGetReply(sub->reader, &reply) == REDIS_OK && reply) freeReplyObject(reply);
+        while (redisReaderGetReply(sub->ctx->reader, &reply) == REDIS_OK && reply) freeReplyObject(reply);
         return 1;
     }
 }
 
-static int subscribe(rl_client *client, const char *channel, redisContext **out)
+/* Waits for a wake-up on sub, or sleeps when there is none (the
+ * subscription broke: a failover, a slot that moved). Sleeping is still
+ * correct, as every waiter tries again at least every nap; it is only
+ * slower to notice a release. */
+static int nap(rl_conn **sub, int64_t ms, const rl_wait *wait)
 {
-    const char *argv[2] = {"SUBSCRIBE", channel};
-    redisContext *sub;
+    if (*sub) {
+        int rc = wait_message(*sub, ms, wait);
+        if (rc != RL_ERR_CONNECTION && rc != RL_ERR_TIMEOUT && rc != RL_ERR_PROTOCOL) return rc < 0 ? rc : RL_OK;
+        rl_conn_close(*sub);
+        *sub = NULL;
+    }
+    return rl_sleep(ms < 1000 ? ms : 1000, wait);
+}
+
+/* A connection of its own subscribed to channel, on the server that owns
+ * the channel's slot: sharded (SSUBSCRIBE) in a cluster. */
+static int subscribe(rl_client *client, const char *channel, rl_conn **out)
+{
+    const char *argv[2] = {client->url.mode == RL_MODE_CLUSTER ? "SSUBSCRIBE" : "SUBSCRIBE", channel};
+    rl_node *node;
+    rl_conn *sub;
     redisReply *r;
     int rc;
-    if ((rc = rl_conn_open_dedicated(client, &sub))) return rc;
+    rl_forget_parent_connections(client);
+    if ((rc = rl_route(client, rl_key_slot(channel, strlen(channel)), &node)) ||
+        (rc = rl_conn_open(client, node, client->url.password, client->url.user, client->url.db, &sub)))
+        return rc;
     r = rl_command(sub, 2, argv, NULL);
     if (!r || r->type != REDIS_REPLY_ARRAY) {
-        rc = r ? rl_fail(RL_ERR_REDIS, "SUBSCRIBE failed: %s", r->type == REDIS_REPLY_ERROR ? r->str : "bad reply")
-               : rl_conn_error(sub, "SUBSCRIBE");
+        rc = r ? rl_fail(RL_ERR_REDIS, "%s failed: %s", argv[0], r->type == REDIS_REPLY_ERROR ? r->str : "bad reply")
+               : rl_conn_error(sub, argv[0]);
         if (r) freeReplyObject(r);
-        redisFree(sub);
+        rl_conn_close(sub);
         return rc;
     }
     freeReplyObject(r);
@@ -130,6 +151,7 @@ static int sem_call(rl_client *client, const char *kind, const char *name, const
     rl_cmd_int(&cmd, enqueue);
     rl_cmd_int(&cmd, WAITER_TTL_MS);
     rl_cmd_cstr(&cmd, channel);
+    rl_cmd_cstr(&cmd, rl_publish_command(client));
     rc = rl_run(client, &cmd, 1, reply);
     rl_cmd_free(&cmd);
     free(channel);
@@ -167,7 +189,7 @@ static int sem_acquire(rl_client *client, const char *kind, const char *name, in
                        const rl_wait *wait, rl_permit *out)
 {
     int64_t timeout = wait_timeout(wait), deadline;
-    redisContext *sub = NULL;
+    rl_conn *sub = NULL;
     char *channel = NULL;
     sem_reply reply;
     int rc;
@@ -187,16 +209,19 @@ static int sem_acquire(rl_client *client, const char *kind, const char *name, in
     /* Subscribe before queueing: a release between our try and our wait
      * then still reaches us. */
     if (!(channel = wake_channel(client, name, kind, out->id))) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    if ((rc = subscribe(client, channel, &sub))) goto cleanup;
+    /* no subscription (a failover under way): poll, every nap */
+    if ((rc = subscribe(client, channel, &sub)) && rc != RL_ERR_CONNECTION && rc != RL_ERR_TIMEOUT &&
+        rc != RL_ERR_REDIS)
+        goto cleanup;
+    rc = RL_OK;
     for (;;) {
         if ((rc = sem_try(client, kind, name, out->id, max, lease, 1, &reply)) || reply.granted) break;
         int64_t left = deadline - rl_monotonic_ms();
         if (left <= 0) break;
-        int64_t nap = WAITER_TTL_MS / 3;
-        if (reply.first_lease_end >= 0 && reply.first_lease_end + 1 < nap) nap = reply.first_lease_end + 1;
-        if (left < nap) nap = left;
-        if ((rc = wait_message(sub, nap, wait)) < 0) break;
-        rc = RL_OK;
+        int64_t pause = WAITER_TTL_MS / 3;
+        if (reply.first_lease_end >= 0 && reply.first_lease_end + 1 < pause) pause = reply.first_lease_end + 1;
+        if (left < pause) pause = left;
+        if ((rc = nap(&sub, pause, wait))) break;
     }
     if (!reply.granted) {
         /* leave the queue so those behind us move up; keep the first error */
@@ -206,7 +231,7 @@ static int sem_acquire(rl_client *client, const char *kind, const char *name, in
         if (rc) rl_fail(rc, "%s", msg);
     }
 cleanup:
-    if (sub) redisFree(sub);
+    rl_conn_close(sub);
     free(channel);
     if (rc) return rc;
 done:
@@ -344,6 +369,7 @@ int rl_queue_push(rl_client *client, const char *queue, const char *message, siz
     rl_cmd_str(&cmd, message, message_len);
     rl_cmd_int(&cmd, delay_ms);
     rl_cmd_cstr(&cmd, channel);
+    rl_cmd_cstr(&cmd, rl_publish_command(client));
     rc = rl_run(client, &cmd, 1, &r);
     rl_cmd_free(&cmd);
     free(channel);
@@ -413,7 +439,7 @@ int rl_queue_pop_ready(rl_client *client, const char *queue, size_t max, rl_mess
 int rl_queue_pop_wait(rl_client *client, const char *queue, size_t max, const rl_wait *wait, rl_messages *out)
 {
     int64_t timeout = wait_timeout(wait), deadline, next_in;
-    redisContext *sub = NULL;
+    rl_conn *sub = NULL;
     char *channel;
     int rc;
     if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
@@ -426,16 +452,17 @@ int rl_queue_pop_wait(rl_client *client, const char *queue, size_t max, const rl
     if (!(channel = wake_channel(client, queue, "delay_queue", NULL))) return rl_fail(RL_ERR_NOMEM, "out of memory");
     rc = subscribe(client, channel, &sub);
     free(channel);
+    if (rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT || rc == RL_ERR_REDIS) rc = RL_OK; /* poll instead */
     while (rc == RL_OK) {
         /* subscribed first, so a push between this pop and the wait wakes us */
         if ((rc = pop_once(client, queue, max, out, &next_in)) || out->count) break;
         int64_t left = deadline - rl_monotonic_ms();
         if (left <= 0) break;
         if (next_in >= 0 && next_in < left) left = next_in;
-        rc = wait_message(sub, left, wait);
-        if (rc > 0) rc = RL_OK;
+        if (!sub && left > 1000) left = 1000; /* polling: check again soon */
+        rc = nap(&sub, left, wait);
     }
-    if (sub) redisFree(sub);
+    rl_conn_close(sub);
     return rc;
 }
 

@@ -320,13 +320,16 @@ static void test_urls(void)
 {
     rl_client *c = NULL;
     const char *bad[] = {"", "http://x", "redis://", "redis://host:notaport", "redis://host:70000",
-                         "redis://host/db", "rediss://host", "unix://relative", "unix:///x?db=z",
+                         "redis://host/db", "unix://relative", "unix:///x?db=z", "redis://h?ssl_cert_reqs=none",
                          "redis://[::1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK_EQ(rl_client_open(&c, bad[i], NULL), RL_ERR_INVALID);
         CHECK(c == NULL);
     }
     CHECK_EQ(rl_client_open(&c, NULL, NULL), RL_ERR_INVALID);
+    /* a closed port: TLS builds try to connect, others refuse the scheme */
+    CHECK_EQ(rl_client_open(&c, "rediss://127.0.0.1:1", NULL), rl_has_tls() ? RL_ERR_CONNECTION : RL_ERR_INVALID);
+    if (!rl_has_tls()) CHECK(strstr(rl_errmsg(), "no TLS") != NULL);
     rl_options o = RL_OPTIONS_INIT;
     o.pool_size = 0;
     CHECK_EQ(rl_client_open(&c, redis.url, &o), RL_ERR_INVALID);

@@ -1,0 +1,549 @@
+/* Connections: connecting (TCP, unix, TLS), authenticating, SIGPIPE-safe
+ * I/O, the pool per server, and pacing reconnects while a server is down. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/sds.h>
+
+#include "internal.h"
+
+#ifdef RL_HAVE_TLS
+#include <arpa/inet.h>
+#include <hiredis/hiredis_ssl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#endif
+
+int rl_has_tls(void)
+{
+#ifdef RL_HAVE_TLS
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int64_t rl_monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- backoff ----------------------------------------------------------- */
+
+#define BACKOFF_FIRST_MS 25
+
+/* RL_OK: go ahead (this caller probes); else fail fast with the last error. */
+int rl_backoff_check(rl_backoff *b, int64_t now)
+{
+    if (b->failures == 0) return RL_OK;
+    if (now >= b->retry_at_ms && !b->probing) {
+        b->probing = 1;
+        return RL_OK;
+    }
+    return rl_fail(b->status, "%s (Redis unreachable; next attempt in %lld ms)", b->message,
+                   (long long)(b->retry_at_ms > now ? b->retry_at_ms - now : 0));
+}
+
+void rl_backoff_failed(rl_backoff *b, int status, int64_t now, int max_ms)
+{
+    int64_t pause = BACKOFF_FIRST_MS;
+    unsigned int jitter = 0;
+    for (int i = 1; i < b->failures && pause < max_ms; i++) pause *= 2;
+    if (pause > max_ms) pause = max_ms;
+    /* jitter in [pause/2, pause]: clients that lost Redis together do not
+     * all come back in the same millisecond */
+    if (getrandom(&jitter, sizeof jitter, GRND_NONBLOCK) != sizeof jitter) jitter = (unsigned int)now * 2654435761u;
+    pause = pause / 2 + (int64_t)(jitter % (unsigned int)(pause / 2 + 1));
+    b->failures++;
+    b->probing = 0;
+    b->retry_at_ms = now + pause;
+    b->status = status;
+    snprintf(b->message, sizeof b->message, "%s", rl_errmsg());
+}
+
+void rl_backoff_ok(rl_backoff *b)
+{
+    b->failures = 0;
+    b->probing = 0;
+}
+
+/* ---- I/O without SIGPIPE ----------------------------------------------- */
+
+static struct timeval ms_to_tv(int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return tv;
+}
+
+int rl_conn_error(rl_conn *conn, const char *what)
+{
+    int err = errno;
+    redisContext *ctx = conn ? conn->ctx : NULL;
+    if (!ctx) return rl_fail(RL_ERR_NOMEM, "%s: out of memory", what);
+#ifdef REDIS_ERR_TIMEOUT
+    if (ctx->err == REDIS_ERR_TIMEOUT) return rl_fail(RL_ERR_TIMEOUT, "%s: timed out (%s)", what, ctx->errstr);
+#endif
+    if (ctx->err == REDIS_ERR_IO &&
+        (err == EAGAIN || err == EWOULDBLOCK || err == ETIMEDOUT || err == EINPROGRESS ||
+         strstr(ctx->errstr, "temporarily unavailable") || strstr(ctx->errstr, "timed out") ||
+         strstr(ctx->errstr, "timeout")))
+        return rl_fail(RL_ERR_TIMEOUT, "%s: timed out (%s)", what, ctx->errstr);
+    if (ctx->err == REDIS_ERR_PROTOCOL) return rl_fail(RL_ERR_PROTOCOL, "%s: protocol error (%s)", what, ctx->errstr);
+    if (ctx->err == REDIS_ERR_OOM) return rl_fail(RL_ERR_NOMEM, "%s: out of memory", what);
+    return rl_fail(RL_ERR_CONNECTION, "%s: %s", what, ctx->err ? ctx->errstr : "connection lost");
+}
+
+/* A plain socket is written with MSG_NOSIGNAL: a peer that hung up must not
+ * kill a program that does not ignore SIGPIPE (hiredis writes with plain
+ * send/write). OpenSSL writes for itself, so around TLS I/O the calling
+ * thread blocks SIGPIPE and swallows one it caused, as libpq does. */
+typedef struct {
+    sigset_t old;
+    int was_pending;
+} sigpipe_guard;
+
+static void sigpipe_block(sigpipe_guard *g)
+{
+    sigset_t pipe_only, pending;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &g->old);
+    sigpending(&pending);
+    g->was_pending = sigismember(&pending, SIGPIPE);
+}
+
+static void sigpipe_restore(sigpipe_guard *g)
+{
+    sigset_t pipe_only, pending;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    if (!g->was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+        struct timespec zero = {0, 0};
+        int saved = errno;
+        while (sigtimedwait(&pipe_only, NULL, &zero) < 0 && errno == EINTR) {
+        }
+        errno = saved;
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
+static int flush_plain(redisContext *ctx)
+{
+    size_t len;
+    while (!ctx->err && (len = sdslen(ctx->obuf)) > 0) {
+        ssize_t n = send(ctx->fd, ctx->obuf, len, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            int err = errno;
+            ctx->err = REDIS_ERR_IO;
+            snprintf(ctx->errstr, sizeof ctx->errstr, "%s", strerror(err));
+            errno = err;
+            return REDIS_ERR;
+        }
+        if ((size_t)n < len) {
+            sdsrange(ctx->obuf, (int)n, -1);
+        } else {
+            sdsfree(ctx->obuf);
+            if (!(ctx->obuf = sdsempty())) ctx->err = REDIS_ERR_OOM;
+        }
+    }
+    return ctx->err ? REDIS_ERR : REDIS_OK;
+}
+
+int rl_conn_flush(rl_conn *conn)
+{
+    if (!conn->ssl) return flush_plain(conn->ctx);
+    sigpipe_guard g;
+    int done = 0, rc = REDIS_OK;
+    sigpipe_block(&g);
+    while (rc == REDIS_OK && !done) rc = redisBufferWrite(conn->ctx, &done);
+    sigpipe_restore(&g);
+    return rc;
+}
+
+int rl_conn_read(rl_conn *conn, void **reply)
+{
+    if (!conn->ssl) return redisGetReply(conn->ctx, reply);
+    sigpipe_guard g;
+    sigpipe_block(&g);
+    int rc = redisGetReply(conn->ctx, reply);
+    sigpipe_restore(&g);
+    return rc;
+}
+
+redisReply *rl_command(rl_conn *conn, int argc, const char **argv, const size_t *lens)
+{
+    void *reply = NULL;
+    if (redisAppendCommandArgv(conn->ctx, argc, argv, lens) != REDIS_OK || rl_conn_flush(conn) != REDIS_OK ||
+        rl_conn_read(conn, &reply) != REDIS_OK)
+        return NULL;
+    return reply;
+}
+
+static int simple_command(rl_conn *conn, int argc, const char **argv, const char *what)
+{
+    redisReply *r = rl_command(conn, argc, argv, NULL);
+    int rc = RL_OK;
+    if (!r) return rl_conn_error(conn, what);
+    if (r->type == REDIS_REPLY_ERROR) rc = rl_fail(RL_ERR_REDIS, "%s: %s", what, r->str);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* ---- TLS -------------------------------------------------------------- */
+
+#ifdef RL_HAVE_TLS
+static int tls_fail(const char *what, const char *file)
+{
+    unsigned long e = ERR_peek_last_error();
+    char reason[256];
+    ERR_error_string_n(e, reason, sizeof reason);
+    ERR_clear_error();
+    return rl_fail(RL_ERR_INVALID, "TLS: cannot %s '%s': %s", what, file, e ? reason : strerror(errno));
+}
+
+static pthread_once_t openssl_once = PTHREAD_ONCE_INIT;
+static void openssl_init(void)
+{
+    redisInitOpenSSL();
+}
+
+int rl_tls_setup(rl_client *c)
+{
+    const rl_url *u = &c->url;
+    SSL_CTX *ctx;
+    if (!u->tls) return RL_OK;
+    pthread_once(&openssl_once, openssl_init);
+    if (!(ctx = SSL_CTX_new(TLS_client_method()))) return rl_fail(RL_ERR_NOMEM, "TLS: cannot create a context");
+    c->tls = ctx;
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    if (u->tls_verify == RL_TLS_VERIFY_NONE) {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+    } else {
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+        if (u->tls_ca_file ? SSL_CTX_load_verify_locations(ctx, u->tls_ca_file, NULL) != 1
+                           : SSL_CTX_set_default_verify_paths(ctx) != 1)
+            return tls_fail("load CA certificates from", u->tls_ca_file ? u->tls_ca_file : "the system store");
+    }
+    if (u->tls_key_file && !u->tls_cert_file)
+        return rl_fail(RL_ERR_INVALID, "TLS: a client key (ssl_keyfile) needs a certificate (ssl_certfile)");
+    if (u->tls_cert_file) {
+        const char *key = u->tls_key_file ? u->tls_key_file : u->tls_cert_file;
+        if (SSL_CTX_use_certificate_chain_file(ctx, u->tls_cert_file) != 1)
+            return tls_fail("load the client certificate", u->tls_cert_file);
+        if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) return tls_fail("load the client key", key);
+        if (SSL_CTX_check_private_key(ctx) != 1) return tls_fail("match the client key with", u->tls_cert_file);
+    }
+    return RL_OK;
+}
+
+void rl_tls_free(rl_client *c)
+{
+    SSL_CTX_free(c->tls);
+    c->tls = NULL;
+}
+
+/* The handshake on a connected socket: SNI and host-name check = the host
+ * we connected to, as a browser would. */
+static int tls_start(rl_client *c, rl_conn *conn, const char *host, const char *where)
+{
+    unsigned char ip[16];
+    int is_ip = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
+    SSL *ssl = SSL_new(c->tls);
+    if (!ssl) return rl_fail(RL_ERR_NOMEM, "TLS: cannot create a session");
+    if (!is_ip) SSL_set_tlsext_host_name(ssl, host); /* SNI takes names only */
+    if (c->url.tls_verify != RL_TLS_VERIFY_NONE) {
+        int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) : SSL_set1_host(ssl, host);
+        if (ok != 1) {
+            SSL_free(ssl);
+            return rl_fail(RL_ERR_INVALID, "TLS: cannot check host name '%s'", host);
+        }
+    }
+    ERR_clear_error();
+    if (redisInitiateSSL(conn->ctx, ssl) != REDIS_OK) {
+        long verify = SSL_get_verify_result(ssl);
+        int rc = verify != X509_V_OK
+                     ? rl_fail(RL_ERR_CONNECTION, "%s: TLS certificate verify failed: %s", where,
+                               X509_verify_cert_error_string(verify))
+                     : rl_fail(RL_ERR_CONNECTION, "%s: TLS handshake failed: %s", where, conn->ctx->errstr);
+        SSL_free(ssl); /* hiredis owns it only once the handshake succeeded */
+        ERR_clear_error();
+        return rc;
+    }
+    conn->ssl = ssl;
+    return RL_OK;
+}
+#else
+int rl_tls_setup(rl_client *c)
+{
+    if (c->url.tls)
+        return rl_fail(RL_ERR_INVALID, "this build of ratelimit has no TLS (it was built against hiredis without "
+                       "hiredis_ssl); rebuild with hiredis >= 1.0 and OpenSSL (Debian/Ubuntu: libhiredis-dev >= 1.0, "
+                       "libssl-dev) to use rediss:// URLs");
+    return RL_OK;
+}
+
+void rl_tls_free(rl_client *c)
+{
+    (void)c;
+}
+#endif
+
+/* ---- connecting ----------------------------------------------------------- */
+
+void rl_conn_close(rl_conn *conn)
+{
+    if (!conn) return;
+    redisFree(conn->ctx);
+    free(conn);
+}
+
+int rl_conn_open(rl_client *c, rl_node *node, const char *password, const char *user, int db, rl_conn **out)
+{
+    struct timeval connect_tv = ms_to_tv(c->options.connect_timeout_ms);
+    char where[300];
+    rl_conn *conn = calloc(1, sizeof *conn);
+    int rc;
+
+    *out = NULL;
+    if (!conn) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    conn->node = node;
+    if (node->port == 0) snprintf(where, sizeof where, "connect to %s", node->host);
+    else if (strchr(node->host, ':')) snprintf(where, sizeof where, "connect to [%s]:%d", node->host, node->port);
+    else snprintf(where, sizeof where, "connect to %s:%d", node->host, node->port);
+    conn->ctx = node->port == 0 ? redisConnectUnixWithTimeout(node->host, connect_tv)
+                                : redisConnectWithTimeout(node->host, node->port, connect_tv);
+    if (!conn->ctx || conn->ctx->err) {
+        rc = rl_conn_error(conn, where);
+        goto fail;
+    }
+#ifdef RL_HAVE_TLS
+    if (c->tls) {
+        /* the handshake is bounded by the connect timeout */
+        if (redisSetTimeout(conn->ctx, connect_tv) != REDIS_OK) {
+            rc = rl_conn_error(conn, where);
+            goto fail;
+        }
+        if ((rc = tls_start(c, conn, node->host, where))) goto fail;
+    }
+#endif
+    if (redisSetTimeout(conn->ctx, ms_to_tv(c->options.command_timeout_ms)) != REDIS_OK) {
+        rc = rl_conn_error(conn, "set timeout");
+        goto fail;
+    }
+    if (node->port != 0) redisEnableKeepAlive(conn->ctx);
+    if (password) {
+        const char *with_user[3] = {"AUTH", user, password};
+        const char *without_user[2] = {"AUTH", password};
+        if ((rc = user ? simple_command(conn, 3, with_user, "authenticate")
+                       : simple_command(conn, 2, without_user, "authenticate")))
+            goto fail;
+    }
+    if (db) {
+        char db_text[16];
+        snprintf(db_text, sizeof db_text, "%d", db);
+        const char *select[2] = {"SELECT", db_text};
+        if ((rc = simple_command(conn, 2, select, "select database"))) goto fail;
+    }
+    *out = conn;
+    return RL_OK;
+fail:
+    rl_conn_close(conn);
+    return rc;
+}
+
+/* An idle connection whose peer hung up (Redis restarted) reads EOF at once;
+ * spotting that here costs one syscall and no round trip, and means the
+ * command we are about to send is never lost to a stale socket. */
+static int still_open(rl_conn *conn)
+{
+    char byte;
+    ssize_t n;
+    if (conn->ctx->err) return 0;
+    n = recv(conn->ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK;
+    if (n == 0 || !conn->ssl) return 0; /* EOF, or bytes nobody asked for */
+#ifdef RL_HAVE_TLS
+    /* TLS records arrive unasked (session tickets, close_notify): let
+     * OpenSSL read them without blocking, and see what is left */
+    int flags = fcntl(conn->ctx->fd, F_GETFL);
+    if (flags < 0 || fcntl(conn->ctx->fd, F_SETFL, flags | O_NONBLOCK) < 0) return 0;
+    sigpipe_guard g;
+    sigpipe_block(&g);
+    int got = SSL_peek(conn->ssl, &byte, 1);
+    int err = got > 0 ? SSL_ERROR_NONE : SSL_get_error(conn->ssl, got);
+    sigpipe_restore(&g);
+    ERR_clear_error();
+    fcntl(conn->ctx->fd, F_SETFL, flags);
+    return got <= 0 && err == SSL_ERROR_WANT_READ;
+#else
+    return 0;
+#endif
+}
+
+/* ---- nodes and pools ------------------------------------------------------ */
+
+rl_node *rl_node_for(rl_client *c, const char *host, int port)
+{
+    rl_node *node = NULL;
+    pthread_mutex_lock(&c->topology);
+    for (int i = 0; i < c->node_count; i++) {
+        if (c->nodes[i]->port == port && !strcmp(c->nodes[i]->host, host)) {
+            node = c->nodes[i];
+            goto out;
+        }
+    }
+    if (c->node_count == c->node_cap) {
+        int cap = c->node_cap ? c->node_cap * 2 : 4;
+        rl_node **grown = realloc(c->nodes, (size_t)cap * sizeof *grown);
+        if (!grown) goto out;
+        c->nodes = grown;
+        c->node_cap = cap;
+    }
+    node = calloc(1, sizeof *node);
+    if (!node || !(node->host = strdup(host)) ||
+        !(node->idle = calloc((size_t)c->options.pool_size, sizeof *node->idle))) {
+        if (node) free(node->host);
+        free(node);
+        node = NULL;
+        goto out;
+    }
+    node->port = port;
+    pthread_mutex_init(&node->mutex, NULL);
+    pthread_cond_init(&node->available, NULL);
+    c->nodes[c->node_count++] = node;
+out:
+    pthread_mutex_unlock(&c->topology);
+    if (!node) rl_fail(RL_ERR_NOMEM, "out of memory");
+    return node;
+}
+
+void rl_node_free(rl_node *node)
+{
+    for (int i = 0; i < node->idle_count; i++) rl_conn_close(node->idle[i]);
+    free(node->idle);
+    free(node->host);
+    pthread_cond_destroy(&node->available);
+    pthread_mutex_destroy(&node->mutex);
+    free(node);
+}
+
+/* A child process must not talk on its parent's sockets (gunicorn,
+ * multiprocessing): the first call after fork() forgets them. */
+void rl_forget_parent_connections(rl_client *c)
+{
+    pid_t me = getpid();
+    pid_t seen = __atomic_load_n(&c->pid, __ATOMIC_ACQUIRE);
+    if (seen == me) return;
+    if (seen != 0 && __atomic_compare_exchange_n(&c->pid, &seen, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        /* the parent's threads may have held the mutexes at fork time */
+        pthread_mutex_init(&c->topology, NULL);
+        for (int n = 0; n < c->node_count; n++) {
+            rl_node *node = c->nodes[n];
+            pthread_mutex_init(&node->mutex, NULL);
+            pthread_cond_init(&node->available, NULL);
+            /* closing the child's copies of the sockets leaves the parent's open;
+             * no TLS goodbye is sent (redisFree never shuts a session down) */
+            for (int i = 0; i < node->idle_count; i++) rl_conn_close(node->idle[i]);
+            node->idle_count = 0;
+            node->open_count = 0;
+            node->backoff.probing = 0;
+        }
+        c->discovery.probing = 0;
+        __atomic_store_n(&c->pid, me, __ATOMIC_RELEASE);
+        return;
+    }
+    while (__atomic_load_n(&c->pid, __ATOMIC_ACQUIRE) != me) sched_yield();
+}
+
+static int wait_for_slot(rl_client *c, rl_node *node)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += c->options.command_timeout_ms / 1000;
+    deadline.tv_nsec += (long)(c->options.command_timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    while (node->idle_count == 0 && node->open_count >= c->options.pool_size) {
+        if (pthread_cond_timedwait(&node->available, &node->mutex, &deadline) == ETIMEDOUT &&
+            node->idle_count == 0 && node->open_count >= c->options.pool_size)
+            return rl_fail(RL_ERR_TIMEOUT, "all %d pooled connections to %s stayed busy for %d ms",
+                           c->options.pool_size, node->host, c->options.command_timeout_ms);
+    }
+    return RL_OK;
+}
+
+int rl_conn_get(rl_client *c, rl_node *node, rl_conn **out)
+{
+    rl_conn *conn = NULL;
+    int rc;
+    rl_forget_parent_connections(c);
+    pthread_mutex_lock(&node->mutex);
+    if ((rc = wait_for_slot(c, node))) {
+        pthread_mutex_unlock(&node->mutex);
+        return rc;
+    }
+    while (node->idle_count > 0) {
+        conn = node->idle[--node->idle_count];
+        if (still_open(conn)) break;
+        rl_conn_close(conn); /* stale (Redis restarted): try the next one */
+        conn = NULL;
+        node->open_count--;
+    }
+    if (conn) {
+        pthread_mutex_unlock(&node->mutex);
+        *out = conn;
+        return RL_OK;
+    }
+    /* connecting: while the server is down, fail fast between attempts */
+    if ((rc = rl_backoff_check(&node->backoff, rl_monotonic_ms()))) {
+        pthread_mutex_unlock(&node->mutex);
+        return rc;
+    }
+    node->open_count++;
+    pthread_mutex_unlock(&node->mutex);
+
+    rc = rl_conn_open(c, node, c->url.password, c->url.user, c->url.db, &conn);
+
+    pthread_mutex_lock(&node->mutex);
+    if (rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) {
+        rl_backoff_failed(&node->backoff, rc, rl_monotonic_ms(), c->options.reconnect_max_ms);
+    } else {
+        rl_backoff_ok(&node->backoff);
+    }
+    if (rc) {
+        node->open_count--;
+        pthread_cond_signal(&node->available);
+    }
+    pthread_mutex_unlock(&node->mutex);
+    if (rc == RL_OK) *out = conn;
+    return rc;
+}
+
+void rl_conn_put(rl_client *c, rl_conn *conn)
+{
+    rl_node *node = conn->node;
+    pthread_mutex_lock(&node->mutex);
+    if (conn->ctx->err || node->idle_count >= c->options.pool_size) {
+        rl_conn_close(conn); /* broken: the next call connects afresh */
+        node->open_count--;
+    } else {
+        node->idle[node->idle_count++] = conn;
+    }
+    pthread_cond_signal(&node->available);
+    pthread_mutex_unlock(&node->mutex);
+}

@@ -1,0 +1,294 @@
+/* Where a command goes: the one server, the master the sentinels name, or
+ * the master of a cluster slot; and learning again when that changes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* A cluster slot map is refreshed at most this often. */
+#define REFRESH_MIN_MS 100
+
+/* ---- hash slots (Redis Cluster spec: CRC16-XMODEM of the hash tag) ------- */
+
+static uint16_t crc16(const char *buf, size_t len)
+{
+    uint16_t crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (uint16_t)((unsigned char)buf[i] << 8);
+        for (int b = 0; b < 8; b++) crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
+    }
+    return crc;
+}
+
+int rl_key_slot(const char *key, size_t len)
+{
+    const char *open = memchr(key, '{', len);
+    if (open) {
+        const char *start = open + 1;
+        const char *close = memchr(start, '}', len - (size_t)(start - key));
+        if (close && close > start) return crc16(start, (size_t)(close - start)) & (RL_CLUSTER_SLOTS - 1);
+    }
+    return crc16(key, len) & (RL_CLUSTER_SLOTS - 1);
+}
+
+/* ---- sentinel ------------------------------------------------------------- */
+
+static int reply_is_string(const redisReply *r)
+{
+    return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
+}
+
+/* Asks one sentinel where the master is: *host (malloc'd) and *port. */
+static int ask_sentinel(rl_client *c, rl_node *sentinel, char **host, int *port)
+{
+    const char *argv[3] = {"SENTINEL", "get-master-addr-by-name", c->url.service};
+    rl_conn *conn;
+    redisReply *r;
+    int rc;
+    /* a sentinel has no databases and its own password */
+    if ((rc = rl_conn_open(c, sentinel, c->url.sentinel_password, NULL, 0, &conn))) return rc;
+    r = rl_command(conn, 3, argv, NULL);
+    if (!r) {
+        rc = rl_conn_error(conn, "ask the sentinel");
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && reply_is_string(r->element[0]) &&
+               reply_is_string(r->element[1])) {
+        *port = atoi(r->element[1]->str);
+        *host = strdup(r->element[0]->str);
+        rc = *host ? RL_OK : rl_fail(RL_ERR_NOMEM, "out of memory");
+    } else {
+        rc = rl_fail(RL_ERR_CONNECTION, "sentinel %s:%d does not know master '%s'%s%s", sentinel->host,
+                     sentinel->port, c->url.service, r->type == REDIS_REPLY_ERROR ? ": " : "",
+                     r->type == REDIS_REPLY_ERROR ? r->str : "");
+    }
+    if (r) freeReplyObject(r);
+    rl_conn_close(conn);
+    return rc;
+}
+
+/* The sentinels may name a master a moment before it is one (or after it
+ * stopped being one): ROLE says what it is now. */
+static int check_master(rl_client *c, rl_node *node)
+{
+    const char *argv[1] = {"ROLE"};
+    rl_conn *conn;
+    redisReply *r;
+    int rc;
+    if ((rc = rl_conn_get(c, node, &conn))) return rc;
+    r = rl_command(conn, 1, argv, NULL);
+    if (!r) rc = rl_conn_error(conn, "ROLE");
+    else if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || !reply_is_string(r->element[0]) ||
+             strcmp(r->element[0]->str, "master") != 0)
+        rc = rl_fail(RL_ERR_CONNECTION, "%s:%d, named master of '%s' by the sentinels, is not a master (yet)",
+                     node->host, node->port, c->url.service);
+    if (r) freeReplyObject(r);
+    rl_conn_put(c, conn);
+    return rc;
+}
+
+static int sentinel_discover(rl_client *c, rl_node **out)
+{
+    int rc = RL_ERR_CONNECTION, n = c->url.naddrs;
+    char first_error[200] = "";
+    for (int k = 0; k < n; k++) {
+        int i = (c->next_sentinel + k) % n;
+        rl_node *sentinel = rl_node_for(c, c->url.addrs[i].host, c->url.addrs[i].port);
+        rl_node *master;
+        char *host = NULL;
+        int port = 0;
+        if (!sentinel) return RL_ERR_NOMEM;
+        if ((rc = ask_sentinel(c, sentinel, &host, &port)) == RL_OK) {
+            master = rl_node_for(c, host, port);
+            free(host);
+            if (!master) return RL_ERR_NOMEM;
+            if ((rc = check_master(c, master)) == RL_OK) {
+                c->next_sentinel = i;
+                *out = master;
+                return RL_OK;
+            }
+        }
+        if (!first_error[0]) snprintf(first_error, sizeof first_error, "%s", rl_errmsg());
+        if (rc == RL_ERR_INVALID || rc == RL_ERR_NOMEM) return rc;
+    }
+    return rl_fail(rc == RL_ERR_TIMEOUT ? RL_ERR_TIMEOUT : RL_ERR_CONNECTION,
+                   "no sentinel could name a reachable master for '%s' (%s)", c->url.service, first_error);
+}
+
+/* ---- cluster slot map ------------------------------------------------------- */
+
+/* CLUSTER SLOTS: [[start, end, [host, port, id...], replicas...], ...] */
+static int parse_slots(rl_client *c, const redisReply *r, const char *asked_host, rl_node **map)
+{
+    int covered = 0;
+    if (r->type != REDIS_REPLY_ARRAY) return rl_fail(RL_ERR_PROTOCOL, "CLUSTER SLOTS: unexpected reply");
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *range = r->element[i];
+        if (range->type != REDIS_REPLY_ARRAY || range->elements < 3 ||
+            range->element[0]->type != REDIS_REPLY_INTEGER || range->element[1]->type != REDIS_REPLY_INTEGER ||
+            range->element[2]->type != REDIS_REPLY_ARRAY || range->element[2]->elements < 2 ||
+            range->element[2]->element[1]->type != REDIS_REPLY_INTEGER)
+            return rl_fail(RL_ERR_PROTOCOL, "CLUSTER SLOTS: unexpected reply");
+        long long start = range->element[0]->integer, end = range->element[1]->integer;
+        const redisReply *where = range->element[2]->element[0];
+        /* an empty or unknown endpoint means "the node you asked" */
+        const char *host = where->type == REDIS_REPLY_STRING && where->len > 0 && strcmp(where->str, "?") != 0
+                               ? where->str
+                               : asked_host;
+        if (start < 0 || end >= RL_CLUSTER_SLOTS || start > end)
+            return rl_fail(RL_ERR_PROTOCOL, "CLUSTER SLOTS: bad slot range");
+        rl_node *node = rl_node_for(c, host, (int)range->element[2]->element[1]->integer);
+        if (!node) return RL_ERR_NOMEM;
+        for (long long s = start; s <= end; s++) map[s] = node;
+        covered += (int)(end - start + 1);
+    }
+    return covered > 0 ? RL_OK : rl_fail(RL_ERR_CONNECTION, "the cluster serves no slots yet");
+}
+
+static int fetch_slots(rl_client *c, rl_node *node, rl_node **map)
+{
+    const char *argv[2] = {"CLUSTER", "SLOTS"};
+    rl_conn *conn;
+    redisReply *r;
+    int rc;
+    if ((rc = rl_conn_get(c, node, &conn))) return rc;
+    r = rl_command(conn, 2, argv, NULL);
+    if (!r) rc = rl_conn_error(conn, "CLUSTER SLOTS");
+    else if (r->type == REDIS_REPLY_ERROR) rc = rl_fail(RL_ERR_REDIS, "CLUSTER SLOTS on %s:%d: %s", node->host, node->port, r->str);
+    else rc = parse_slots(c, r, node->host, map);
+    if (r) freeReplyObject(r);
+    rl_conn_put(c, conn);
+    return rc;
+}
+
+/* Asks the known masters, then the seeds, for the slot map. */
+static int cluster_discover(rl_client *c)
+{
+    rl_node **map = calloc(RL_CLUSTER_SLOTS, sizeof *map);
+    rl_node **candidates;
+    int count = 0, rc = RL_ERR_CONNECTION;
+    char first_error[200] = "";
+    if (!map) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    pthread_mutex_lock(&c->topology);
+    candidates = calloc((size_t)c->node_count + (size_t)c->url.naddrs, sizeof *candidates);
+    for (int i = 0; candidates && i < c->node_count; i++) candidates[count++] = c->nodes[i];
+    pthread_mutex_unlock(&c->topology);
+    if (!candidates) {
+        free(map);
+        return rl_fail(RL_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < c->url.naddrs; i++) {
+        rl_node *seed = rl_node_for(c, c->url.addrs[i].host, c->url.addrs[i].port);
+        int known = 0;
+        for (int k = 0; seed && k < count; k++) known |= candidates[k] == seed;
+        if (seed && !known) candidates[count++] = seed;
+    }
+    for (int i = 0; i < count; i++) {
+        memset(map, 0, RL_CLUSTER_SLOTS * sizeof *map);
+        if ((rc = fetch_slots(c, candidates[i], map)) == RL_OK) break;
+        if (!first_error[0]) snprintf(first_error, sizeof first_error, "%s", rl_errmsg());
+    }
+    free(candidates);
+    if (rc) {
+        free(map);
+        return rl_fail(rc == RL_ERR_TIMEOUT ? RL_ERR_TIMEOUT : RL_ERR_CONNECTION,
+                       "no cluster node answered CLUSTER SLOTS (%s)", first_error);
+    }
+    pthread_mutex_lock(&c->topology);
+    rl_node **old = c->slots;
+    c->slots = map;
+    c->refresh_due_ms = 0;
+    pthread_mutex_unlock(&c->topology);
+    free(old); /* read only under the topology lock */
+    return RL_OK;
+}
+
+/* Runs discovery with the client's backoff: while every sentinel or seed is
+ * down, calls fail at once instead of each paying the connect timeout. */
+static int discover(rl_client *c)
+{
+    rl_node *master = NULL;
+    int rc;
+    pthread_mutex_lock(&c->topology);
+    rc = rl_backoff_check(&c->discovery, rl_monotonic_ms());
+    if (rc == RL_OK && c->discovery.failures == 0) {
+        /* nobody failed yet: still one discoverer at a time */
+        if (c->discovery.probing) rc = rl_fail(RL_ERR_CONNECTION, "looking for the Redis master");
+        else c->discovery.probing = 1;
+    }
+    pthread_mutex_unlock(&c->topology);
+    if (rc) return rc;
+    rc = c->url.mode == RL_MODE_SENTINEL ? sentinel_discover(c, &master) : cluster_discover(c);
+    pthread_mutex_lock(&c->topology);
+    if (rc == RL_OK) {
+        rl_backoff_ok(&c->discovery);
+        if (master) c->master = master;
+    } else {
+        rl_backoff_failed(&c->discovery, rc == RL_ERR_TIMEOUT ? RL_ERR_TIMEOUT : RL_ERR_CONNECTION,
+                          rl_monotonic_ms(), c->options.reconnect_max_ms);
+    }
+    pthread_mutex_unlock(&c->topology);
+    return rc;
+}
+
+int rl_route(rl_client *c, int slot, rl_node **out)
+{
+    rl_node *node = NULL;
+    int due;
+    pthread_mutex_lock(&c->topology);
+    if (c->url.mode == RL_MODE_CLUSTER) {
+        if (c->slots) node = c->slots[slot >= 0 ? slot : 0];
+        if (slot < 0 && !node)
+            for (int s = 0; s < RL_CLUSTER_SLOTS && c->slots && !node; s++) node = c->slots[s];
+        due = !c->slots || (c->refresh_due_ms && rl_monotonic_ms() >= c->refresh_due_ms);
+    } else {
+        node = c->master;
+        due = !node;
+    }
+    pthread_mutex_unlock(&c->topology);
+    if (due) {
+        int rc = discover(c);
+        if (rc && !node) return rc; /* with a stale map, go on: MOVED will correct it */
+        if (rc == RL_OK) {
+            pthread_mutex_lock(&c->topology);
+            node = c->url.mode == RL_MODE_CLUSTER ? c->slots[slot >= 0 ? slot : 0] : c->master;
+            pthread_mutex_unlock(&c->topology);
+        }
+    }
+    if (!node) return rl_fail(RL_ERR_CONNECTION, "no cluster node serves slot %d", slot);
+    *out = node;
+    return RL_OK;
+}
+
+void rl_topology_suspect(rl_client *c, rl_node *node)
+{
+    pthread_mutex_lock(&c->topology);
+    if (c->url.mode == RL_MODE_SENTINEL && c->master == node) {
+        c->master = NULL;
+    } else if (c->url.mode == RL_MODE_CLUSTER) {
+        int64_t at = rl_monotonic_ms() + REFRESH_MIN_MS;
+        if (!c->refresh_due_ms || c->refresh_due_ms > at) c->refresh_due_ms = at;
+    }
+    pthread_mutex_unlock(&c->topology);
+}
+
+void rl_cluster_moved(rl_client *c, int slot, const char *host, int port)
+{
+    rl_node *node = rl_node_for(c, host, port);
+    pthread_mutex_lock(&c->topology);
+    if (node && c->slots && slot >= 0 && slot < RL_CLUSTER_SLOTS) c->slots[slot] = node;
+    /* one slot moved: others may have moved with it */
+    int64_t at = rl_monotonic_ms() + REFRESH_MIN_MS;
+    if (!c->refresh_due_ms || c->refresh_due_ms > at) c->refresh_due_ms = at;
+    pthread_mutex_unlock(&c->topology);
+}
+
+int rl_topology_connect(rl_client *c)
+{
+    rl_node *node;
+    rl_conn *conn;
+    int rc;
+    if (c->url.mode != RL_MODE_STANDALONE && (rc = discover(c))) return rc;
+    if ((rc = rl_route(c, -1, &node)) || (rc = rl_conn_get(c, node, &conn))) return rc;
+    rl_conn_put(c, conn);
+    return RL_OK;
+}
