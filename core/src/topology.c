@@ -289,6 +289,12 @@ int rl_topology_connect(rl_client *c)
     int rc;
     if (c->url.mode != RL_MODE_STANDALONE && (rc = discover(c))) return rc;
     if ((rc = rl_route(c, -1, &node)) || (rc = rl_conn_get(c, node, &conn))) return rc;
+    /* a round trip: TLS 1.3 reports a refused client certificate only here */
+    const char *argv[1] = {"PING"};
+    redisReply *r = rl_command(conn, 1, argv, NULL);
+    if (!r) rc = rl_conn_error(conn, "PING");
+    else if (r->type == REDIS_REPLY_ERROR) rc = rl_fail(RL_ERR_REDIS, "PING: %s", r->str);
+    if (r) freeReplyObject(r);
     rl_conn_put(c, conn);
-    return RL_OK;
+    return rc;
 }

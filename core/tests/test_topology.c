@@ -1,0 +1,452 @@
+/* The algorithms and primitives over TLS, Sentinel and Cluster, and what
+ * happens under failover and slot migration. Servers come from
+ * tests/topology/topology.py (RL_TEST_* variables, or DIR/env). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "internal.h"
+
+static char topo_dir[512];
+static const char *repo_root;
+
+/* RL_TEST_* from the environment, else from DIR/env ("export NAME=value") */
+static void load_env(const char *dir)
+{
+    char path[600], line[2048];
+    if (getenv("RL_TEST_CLUSTER_URL")) return;
+    snprintf(path, sizeof path, "%s/env", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "no RL_TEST_* variables and no %s: start tests/topology/topology.py first\n", path);
+        exit(2);
+    }
+    while (fgets(line, sizeof line, f)) {
+        char *p = line, *eq;
+        line[strcspn(line, "\n")] = '\0';
+        if (!strncmp(p, "export ", 7)) p += 7;
+        if (!(eq = strchr(p, '='))) continue;
+        *eq = '\0';
+        char *v = eq + 1;
+        size_t len = strlen(v);
+        if (len >= 2 && (v[0] == '\'' || v[0] == '"') && v[len - 1] == v[0]) {
+            v[len - 1] = '\0';
+            v++;
+        }
+        setenv(p, v, 1);
+    }
+    fclose(f);
+}
+
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) {
+        fprintf(stderr, "%s is not set\n", name);
+        exit(2);
+    }
+    return v;
+}
+
+/* Runs a topology.py helper; its last output line goes to out. */
+static int topology_call(const char *call, char *out, size_t size)
+{
+    char cmd[4096], line[512] = "";
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import sys; sys.path.insert(0, \"%s/tests/topology\"); import topology as t; "
+             "r = t.%s; print(r)' 2>&1",
+             repo_root, call);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    while (fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (out) snprintf(out, size, "%s", line);
+    }
+    return pclose(p);
+}
+
+static rl_client *open_url(const char *url, const rl_options *o)
+{
+    rl_client *c = NULL;
+    int rc = rl_client_open(&c, url, o);
+    if (rc) {
+        fprintf(stderr, "open %s: %s\n", url, rl_errmsg());
+        exit(2);
+    }
+    return c;
+}
+
+/* ---- the suite every deployment runs ------------------------------------ */
+
+typedef struct {
+    rl_client *client;
+    const char *name;
+    rl_spec spec;
+    int calls;
+    long admitted;
+    long errors;
+} burst;
+
+static void *burst_run(void *arg)
+{
+    burst *b = arg;
+    for (int i = 0; i < b->calls; i++) {
+        rl_result r;
+        int rc = rl_acquire(b->client, b->name, "hot", &b->spec, 1, &r);
+        if (rc) __atomic_add_fetch(&b->errors, 1, __ATOMIC_RELAXED);
+        else if (r.allowed) __atomic_add_fetch(&b->admitted, 1, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+typedef struct {
+    rl_client *client;
+    const char *name;
+    int acquired;
+    int64_t waited_ms;
+} waiter;
+
+static void *sem_waiter(void *arg)
+{
+    waiter *w = arg;
+    rl_wait wait = {5000, NULL, NULL};
+    rl_permit p;
+    int64_t t = now_ms();
+    if (rl_semaphore_acquire(w->client, w->name, 2, 10000, &wait, &p) == RL_OK && p.acquired) {
+        w->acquired = 1;
+        int released;
+        rl_semaphore_release(w->client, w->name, p.id, &released);
+    }
+    w->waited_ms = now_ms() - t;
+    return NULL;
+}
+
+static void *queue_waiter(void *arg)
+{
+    waiter *w = arg;
+    rl_wait wait = {5000, NULL, NULL};
+    rl_messages m;
+    int64_t t = now_ms();
+    if (rl_queue_pop_wait(w->client, w->name, 1, &wait, &m) == RL_OK) {
+        w->acquired = (int)m.count;
+        rl_messages_free(&m);
+    }
+    w->waited_ms = now_ms() - t;
+    return NULL;
+}
+
+static void suite(const char *label, const char *url, const rl_options *o)
+{
+    int before = test_failures;
+    rl_client *c = open_url(url, o);
+    char name[64];
+    rl_result r;
+    static const rl_algorithm all[] = {RL_FIXED_WINDOW, RL_SLIDING_LOG, RL_SLIDING_WINDOW,
+                                       RL_TOKEN_BUCKET, RL_LEAKY_BUCKET, RL_GCRA};
+    int64_t now = 1700000000000 + (now_ms() % 1000000) * 1000; /* fresh state every run */
+
+    /* every algorithm admits exactly its limit, peek and reset included */
+    for (size_t a = 0; a < sizeof all / sizeof all[0]; a++) {
+        rl_request req = {name, "alice", {all[a], 5, 60000, 0}, 1, RL_OP_ACQUIRE, 0, now};
+        int admitted = 0;
+        snprintf(name, sizeof name, "%s-%s", label, rl_algorithm_name(all[a]));
+        for (int i = 0; i < 8; i++) {
+            CHECK_OK(rl_execute(c, &req, 1, &r));
+            admitted += r.allowed;
+        }
+        CHECK_EQ(admitted, 5);
+        req.op = RL_OP_PEEK;
+        CHECK_OK(rl_execute(c, &req, 1, &r));
+        CHECK_EQ(r.allowed, 0);
+        CHECK_OK(rl_reset(c, name, "alice", &req.spec));
+        CHECK_OK(rl_execute(c, &req, 1, &r));
+        CHECK_EQ(r.allowed, 1);
+        CHECK_EQ(r.remaining, 5);
+        if (all[a] == RL_TOKEN_BUCKET || all[a] == RL_LEAKY_BUCKET || all[a] == RL_GCRA) {
+            req.op = RL_OP_RESERVE;
+            req.max_wait_ms = 60000;
+            /* a leaky bucket queues at most its capacity; the others book ahead */
+            for (int i = 0; i < (all[a] == RL_LEAKY_BUCKET ? 4 : 6); i++) CHECK_OK(rl_execute(c, &req, 1, &r));
+            CHECK_EQ(r.allowed, 1);
+            CHECK(r.wait_ms > 0);
+            if (!r.allowed || r.wait_ms <= 0)
+                fprintf(stderr, "  %s reserve: allowed %d wait %lld retry %lld\n", name, r.allowed,
+                        (long long)r.wait_ms, (long long)r.retry_after_ms);
+        }
+    }
+
+    /* one batch, many entities: in a cluster they live on every master */
+    rl_request batch[64];
+    rl_result results[64];
+    char ids[64][16];
+    snprintf(name, sizeof name, "%s-batch", label);
+    for (int i = 0; i < 64; i++) {
+        snprintf(ids[i], sizeof ids[i], "user%d", i);
+        rl_request one = {name, ids[i], {RL_GCRA, 1, 60000, 0}, 1, RL_OP_ACQUIRE, 0, now};
+        batch[i] = one;
+    }
+    CHECK_OK(rl_execute(c, batch, 64, results));
+    int first = 0, second = 0;
+    for (int i = 0; i < 64; i++) first += results[i].allowed;
+    CHECK_OK(rl_execute(c, batch, 64, results));
+    for (int i = 0; i < 64; i++) second += results[i].allowed;
+    CHECK_EQ(first, 64);
+    CHECK_EQ(second, 0);
+
+    /* many threads, one key: exactly the limit */
+    burst b = {c, NULL, {RL_FIXED_WINDOW, 100, 3600000, 0}, 40, 0, 0};
+    snprintf(name, sizeof name, "%s-burst-%lld", label, (long long)now);
+    b.name = name;
+    pthread_t threads[8];
+    for (int i = 0; i < 8; i++) pthread_create(&threads[i], NULL, burst_run, &b);
+    for (int i = 0; i < 8; i++) pthread_join(threads[i], NULL);
+    CHECK_EQ(b.errors, 0);
+    CHECK_EQ(b.admitted, 100);
+
+    /* semaphore: a release wakes the waiter (a wake-up on the entity's shard) */
+    char sem[64];
+    snprintf(sem, sizeof sem, "%s-sem-%lld", label, (long long)now);
+    rl_permit p1, p2, p3;
+    rl_wait none = {0, NULL, NULL};
+    CHECK_OK(rl_semaphore_acquire(c, sem, 2, 10000, &none, &p1));
+    CHECK_OK(rl_semaphore_acquire(c, sem, 2, 10000, &none, &p2));
+    CHECK_OK(rl_semaphore_acquire(c, sem, 2, 10000, &none, &p3));
+    CHECK(p1.acquired && p2.acquired && !p3.acquired);
+    waiter w = {c, sem, 0, 0};
+    pthread_t wt;
+    pthread_create(&wt, NULL, sem_waiter, &w);
+    sleep_ms(300);
+    int released = 0;
+    int64_t t = now_ms();
+    CHECK_OK(rl_semaphore_release(c, sem, p1.id, &released));
+    pthread_join(wt, NULL);
+    CHECK_EQ(released, 1);
+    CHECK_EQ(w.acquired, 1);
+    CHECK(now_ms() - t < 500); /* woken, not polling (polls are 1 s apart) */
+    CHECK_OK(rl_semaphore_release(c, sem, p2.id, &released));
+
+    /* lock: exclusive, fencing tokens increase */
+    rl_permit l1, l2, l3;
+    CHECK_OK(rl_lock_acquire(c, sem, 10000, &none, &l1));
+    CHECK_OK(rl_lock_acquire(c, sem, 10000, &none, &l2));
+    CHECK(l1.acquired && !l2.acquired);
+    CHECK_OK(rl_lock_release(c, sem, l1.id, &released));
+    CHECK_OK(rl_lock_acquire(c, sem, 10000, &none, &l3));
+    CHECK(l3.acquired && l3.fencing_token > l1.fencing_token);
+    CHECK_OK(rl_lock_release(c, sem, l3.id, &released));
+
+    /* delay queue: a push wakes a blocked pop */
+    waiter q = {c, sem, 0, 0};
+    pthread_create(&wt, NULL, queue_waiter, &q);
+    sleep_ms(300);
+    int added;
+    t = now_ms();
+    CHECK_OK(rl_queue_push(c, sem, "job-1", 5, 0, &added));
+    pthread_join(wt, NULL);
+    CHECK_EQ(q.acquired, 1);
+    CHECK(now_ms() - t < 500);
+
+    rl_client_close(c);
+    printf("  %s: %s (%s)\n", label, test_failures == before ? "ok" : "FAILED", url);
+}
+
+/* ---- TLS certificate checks ---------------------------------------------- */
+
+static int try_open(const char *url, const rl_options *o)
+{
+    rl_client *c = NULL;
+    int rc = rl_client_open(&c, url, o);
+    rl_client_close(c);
+    return rc;
+}
+
+static void test_tls_checks(void)
+{
+    const char *dir = env("RL_TEST_TLS_DIR");
+    char url[4096], ca[600], other[600], cert[600], key[600];
+    rl_options o = RL_OPTIONS_INIT;
+    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+    snprintf(other, sizeof other, "%s/other-ca.crt", dir);
+    snprintf(cert, sizeof cert, "%s/client.crt", dir);
+    snprintf(key, sizeof key, "%s/client.key", dir);
+
+    /* the CA from options instead of the URL */
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%s", env("RL_TEST_TLS_PORT"));
+    o.tls_ca_file = ca;
+    CHECK_OK(try_open(url, &o));
+    /* without it the system store does not know our CA */
+    CHECK_EQ(try_open(url, NULL), RL_ERR_CONNECTION);
+    CHECK(strstr(rl_errmsg(), "certificate") != NULL);
+    /* a wrong CA: the error names the problem */
+    o.tls_ca_file = other;
+    CHECK_EQ(try_open(url, &o), RL_ERR_CONNECTION);
+    CHECK(strstr(rl_errmsg(), "certificate verify failed") != NULL);
+    printf("  wrong CA: %s\n", rl_errmsg());
+
+    /* a certificate for another host name */
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%s?ssl_ca_certs=%s", env("RL_TEST_TLS_BADHOST_PORT"), ca);
+    CHECK_EQ(try_open(url, NULL), RL_ERR_CONNECTION);
+    CHECK(strstr(rl_errmsg(), "mismatch") != NULL);
+    printf("  wrong host: %s\n", rl_errmsg());
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%s?ssl_cert_reqs=none", env("RL_TEST_TLS_BADHOST_PORT"));
+    CHECK_OK(try_open(url, NULL));
+
+    /* tls-auth-clients yes: a client certificate is required */
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%s?ssl_ca_certs=%s&ssl_certfile=%s&ssl_keyfile=%s",
+             env("RL_TEST_TLS_CLIENTAUTH_PORT"), ca, cert, key);
+    rl_client *c = open_url(url, NULL);
+    rl_spec spec = {RL_GCRA, 10, 1000, 0};
+    rl_result r;
+    CHECK_OK(rl_acquire(c, "mtls", "x", &spec, 1, &r));
+    CHECK_EQ(r.allowed, 1);
+    rl_client_close(c);
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%s?ssl_ca_certs=%s", env("RL_TEST_TLS_CLIENTAUTH_PORT"), ca);
+    CHECK(try_open(url, NULL) != RL_OK);
+    /* a key that is not the certificate's */
+    o = (rl_options)RL_OPTIONS_INIT;
+    o.tls_cert_file = cert;
+    o.tls_key_file = ca;
+    CHECK_EQ(try_open(url, &o), RL_ERR_INVALID);
+}
+
+/* ---- under failover and resharding -------------------------------------- */
+
+typedef struct {
+    rl_client *client;
+    const char *name;
+    rl_spec spec;
+    volatile int stop;
+    long calls, admitted, conn_errors, other_errors, ok_after_mark;
+    volatile int mark;
+    char other[200];
+} load;
+
+static void *load_run(void *arg)
+{
+    load *l = arg;
+    while (!l->stop) {
+        rl_result r;
+        int rc = rl_acquire(l->client, l->name, "hot", &l->spec, 1, &r);
+        __atomic_add_fetch(&l->calls, 1, __ATOMIC_RELAXED);
+        if (rc == RL_OK) {
+            if (r.allowed) __atomic_add_fetch(&l->admitted, 1, __ATOMIC_RELAXED);
+            if (l->mark) __atomic_add_fetch(&l->ok_after_mark, 1, __ATOMIC_RELAXED);
+        } else if (rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) {
+            __atomic_add_fetch(&l->conn_errors, 1, __ATOMIC_RELAXED);
+            sleep_ms(2);
+        } else {
+            __atomic_add_fetch(&l->other_errors, 1, __ATOMIC_RELAXED);
+            snprintf(l->other, sizeof l->other, "%d %s", rc, rl_errmsg());
+        }
+    }
+    return NULL;
+}
+
+static void start_load(load *l, pthread_t *threads, int n)
+{
+    for (int i = 0; i < n; i++) pthread_create(&threads[i], NULL, load_run, l);
+}
+
+static void stop_load(load *l, pthread_t *threads, int n)
+{
+    l->stop = 1;
+    for (int i = 0; i < n; i++) pthread_join(threads[i], NULL);
+}
+
+static void test_sentinel_failover(void)
+{
+    rl_options o = RL_OPTIONS_INIT;
+    o.command_timeout_ms = 500;
+    o.connect_timeout_ms = 500;
+    o.reconnect_max_ms = 200;
+    rl_client *c = open_url(env("RL_TEST_SENTINEL_URL"), &o);
+    char name[64], out[512] = "", call[2048];
+    snprintf(name, sizeof name, "failover-%lld", (long long)now_ms());
+    load l;
+    memset(&l, 0, sizeof l);
+    l.client = c;
+    l.name = name;
+    l.spec = (rl_spec){RL_TOKEN_BUCKET, 1000000, 1000, 0};
+    pthread_t threads[4];
+    start_load(&l, threads, 4);
+    sleep_ms(300);
+    snprintf(call, sizeof call, "sentinel_failover(\"%s\")", topo_dir);
+    CHECK_EQ(topology_call(call, out, sizeof out), 0);
+    l.mark = 1;
+    sleep_ms(1500); /* decisions must flow again on the new master */
+    stop_load(&l, threads, 4);
+    printf("  sentinel failover (old, new master) %s: %ld calls, %ld connection/timeout errors, %ld after\n", out, l.calls,
+           l.conn_errors, l.ok_after_mark);
+    CHECK_EQ(l.other_errors, 0);
+    if (l.other_errors) fprintf(stderr, "  other error: %s\n", l.other);
+    CHECK(l.ok_after_mark > 100);
+    rl_result r;
+    CHECK_OK(rl_acquire(c, name, "hot", &l.spec, 1, &r));
+    rl_client_close(c);
+}
+
+static void test_cluster_under_change(void)
+{
+    rl_options o = RL_OPTIONS_INIT;
+    o.command_timeout_ms = 2000;
+    o.reconnect_max_ms = 200;
+    rl_client *c = open_url(env("RL_TEST_CLUSTER_URL"), &o);
+    char name[64], key[256], out[512] = "", call[2048];
+    snprintf(name, sizeof name, "reshard-%lld", (long long)now_ms());
+    load l;
+    memset(&l, 0, sizeof l);
+    l.client = c;
+    l.name = name;
+    /* a limit the load reaches while the slot moves and its master fails over */
+    l.spec = (rl_spec){RL_FIXED_WINDOW, 60000, 3600000, 0};
+    int len = rl_key(c, name, "hot", RL_FIXED_WINDOW, key, sizeof key);
+    int slot = rl_key_slot(key, (size_t)len);
+    pthread_t threads[4];
+    start_load(&l, threads, 4);
+    sleep_ms(200);
+    snprintf(call, sizeof call, "cluster_move_slot(\"%s\", %d)", topo_dir, slot);
+    CHECK_EQ(topology_call(call, out, sizeof out), 0);
+    printf("  moved slot %d (from, to): %s\n", slot, out);
+    long after_move = l.calls;
+    /* the master now holding the slot fails over to its replica */
+    snprintf(call, sizeof call, "cluster_failover(\"%s\", t.cluster_slot_owner(\"%s\", %d))", topo_dir, topo_dir, slot);
+    CHECK_EQ(topology_call(call, out, sizeof out), 0);
+    printf("  failover (old, new master): %s\n", out);
+    l.mark = 1;
+    sleep_ms(1000);
+    stop_load(&l, threads, 4);
+    printf("  cluster under change: %ld calls (%ld after the move), %ld admitted of 60000, %ld connection/timeout "
+           "errors, %ld after failover\n", l.calls, l.calls - after_move, l.admitted, l.conn_errors, l.ok_after_mark);
+    CHECK_EQ(l.other_errors, 0); /* never CROSSSLOT, MOVED or ASK leaking out */
+    if (l.other_errors) fprintf(stderr, "  other error: %s\n", l.other);
+    CHECK(l.admitted <= 60000); /* a manual failover loses nothing */
+    CHECK(l.ok_after_mark > 100);
+    rl_result r;
+    CHECK_OK(rl_peek(c, name, "hot", &l.spec, 1, &r));
+    /* the count moved with the slot and survived the failover, exactly */
+    CHECK_EQ(r.remaining, 60000 - l.admitted);
+    rl_client_close(c);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_topology REPO_ROOT TOPOLOGY_DIR\n");
+        return 2;
+    }
+    repo_root = argv[1];
+    snprintf(topo_dir, sizeof topo_dir, "%s", getenv("RL_TEST_TOPOLOGY_DIR") ? getenv("RL_TEST_TOPOLOGY_DIR") : argv[2]);
+    load_env(topo_dir);
+    if (rl_has_tls()) {
+        suite("tls", env("RL_TEST_TLS_URL"), NULL);
+        test_tls_checks();
+    } else {
+        printf("  tls: skipped (this build has no TLS)\n");
+    }
+    suite("sentinel", env("RL_TEST_SENTINEL_URL"), NULL);
+    suite("cluster", env("RL_TEST_CLUSTER_URL"), NULL);
+    test_sentinel_failover();
+    test_cluster_under_change();
+    return test_summary("topology");
+}
