@@ -138,12 +138,54 @@ static void test_dead_at_open(void)
     redis_restart(&redis);
 }
 
+/* An application boots while Redis is down, stays fast, and picks Redis up
+ * within one reconnect pause once it is back. */
+static void test_boot_during_outage(void)
+{
+    rl_client *c = NULL;
+    rl_options o = RL_OPTIONS_INIT;
+    rl_result r;
+    o.on_error = RL_ON_ERROR_ALLOW;
+    o.reconnect_max_ms = 500;
+    redis_kill(&redis);
+    CHECK_OK(rl_client_open(&c, redis.url, &o));
+    CHECK(c != NULL);
+    int64_t t = now_ms();
+    long fallbacks = 0;
+    for (int i = 0; i < 10000; i++) {
+        CHECK_OK(rl_acquire(c, "boot", "x", &spec, 1, &r));
+        fallbacks += r.fallback && r.allowed;
+    }
+    int64_t took = now_ms() - t;
+    CHECK_EQ(fallbacks, 10000);
+    CHECK(took < 1000);
+    printf("  Redis down: 10000 decisions by policy in %lld ms\n", (long long)took);
+    CHECK(strstr(rl_errmsg(), "unreachable") != NULL || strstr(rl_errmsg(), "connect") != NULL);
+
+    /* raise: still told at once, and each call fails fast, not after a connect timeout */
+    rl_client *strict = NULL;
+    o.on_error = RL_ON_ERROR_RAISE;
+    CHECK_EQ(rl_client_open(&strict, redis.url, &o), RL_ERR_CONNECTION);
+    CHECK(strict == NULL);
+
+    redis_restart(&redis);
+    t = now_ms();
+    do {
+        CHECK_OK(rl_acquire(c, "boot", "x", &spec, 1, &r));
+    } while (r.fallback && now_ms() - t < 2000 && (sleep_ms(1), 1));
+    CHECK_EQ(r.fallback, 0);
+    CHECK(now_ms() - t <= 500 + 100);
+    printf("  Redis back: decisions from Redis again after %lld ms (reconnect_max_ms 500)\n", (long long)(now_ms() - t));
+    rl_client_close(c);
+}
+
 int main(void)
 {
     redis_start(&redis);
     test_hung_redis_times_out();
     test_fail_open_and_closed();
     test_dead_at_open();
+    test_boot_during_outage();
     test_killed_mid_run();
     redis_stop(&redis);
     return test_summary("failure");
