@@ -53,12 +53,30 @@ static void spawn(test_redis *r)
     if (r->pid == 0) {
         int devnull = open("/dev/null", O_WRONLY);
         if (devnull >= 0) dup2(devnull, 1);
+        if (r->tls_dir[0]) {
+            char cert[600], key[600], ca[600];
+            snprintf(cert, sizeof cert, "%s/server.crt", r->tls_dir);
+            snprintf(key, sizeof key, "%s/server.key", r->tls_dir);
+            snprintf(ca, sizeof ca, "%s/ca.crt", r->tls_dir);
+            execlp("redis-server", "redis-server", "--port", "0", "--tls-port", port, "--tls-cert-file", cert,
+                   "--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no", "--bind",
+                   "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning",
+                   (char *)NULL);
+        }
         execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
                "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning", (char *)NULL);
         perror("exec redis-server");
         _exit(127);
     }
-    for (int i = 0; i < 500; i++) {
+    for (int i = 0; i < 500 && r->tls_dir[0]; i++) {
+        rl_client *client = NULL;
+        if (rl_client_open(&client, r->url, NULL) == RL_OK) {
+            rl_client_close(client);
+            return;
+        }
+        sleep_ms(10);
+    }
+    for (int i = 0; i < 500 && !r->tls_dir[0]; i++) {
         redisContext *c = redisConnect("127.0.0.1", r->port);
         if (c && !c->err) {
             redisReply *reply = redisCommand(c, "PING");
@@ -79,6 +97,14 @@ void redis_start(test_redis *r)
 {
     r->port = free_port();
     snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d", r->port);
+    spawn(r);
+}
+
+void redis_start_tls(test_redis *r, const char *tls_dir)
+{
+    r->port = free_port();
+    snprintf(r->tls_dir, sizeof r->tls_dir, "%s", tls_dir);
+    snprintf(r->url, sizeof r->url, "rediss://127.0.0.1:%d?ssl_ca_certs=%s/ca.crt", r->port, tls_dir);
     spawn(r);
 }
 

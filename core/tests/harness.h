@@ -11,11 +11,14 @@
 typedef struct {
     int port;
     pid_t pid;
-    char url[64];
+    char url[600];
+    char tls_dir[400]; /* non-empty: TLS only, with DIR/server.crt, server.key, ca.crt */
 } test_redis;
 
 /* Starts redis-server on a free loopback port; exits the test on failure. */
 void redis_start(test_redis *r);
+/* The same, speaking only TLS (rediss://...?ssl_ca_certs=DIR/ca.crt). */
+void redis_start_tls(test_redis *r, const char *tls_dir);
 /* Starts it again on the same port (after redis_kill). */
 void redis_restart(test_redis *r);
 void redis_kill(test_redis *r);

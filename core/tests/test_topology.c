@@ -310,8 +310,6 @@ static void test_tls_checks(void)
     CHECK_EQ(try_open(url, &o), RL_ERR_INVALID);
 }
 
-/* ---- under failover and resharding -------------------------------------- */
-
 typedef struct {
     rl_client *client;
     const char *name;
@@ -353,6 +351,42 @@ static void stop_load(load *l, pthread_t *threads, int n)
     l->stop = 1;
     for (int i = 0; i < n; i++) pthread_join(threads[i], NULL);
 }
+
+/* A TLS server killed under load: SIGPIPE stays at its default here, so a
+ * write into the dead session that raised it would end this process. */
+static void test_tls_server_killed(void)
+{
+    test_redis tls;
+    memset(&tls, 0, sizeof tls);
+    redis_start_tls(&tls, env("RL_TEST_TLS_DIR"));
+    rl_options o = RL_OPTIONS_INIT;
+    o.command_timeout_ms = 300;
+    o.connect_timeout_ms = 300;
+    o.reconnect_max_ms = 100;
+    rl_client *c = open_url(tls.url, &o);
+    load l;
+    memset(&l, 0, sizeof l);
+    l.client = c;
+    l.name = "tls-kill";
+    l.spec = (rl_spec){RL_TOKEN_BUCKET, 1000000, 1000, 0};
+    pthread_t threads[4];
+    start_load(&l, threads, 4);
+    sleep_ms(200);
+    redis_kill(&tls);
+    sleep_ms(300);
+    redis_restart(&tls); /* empty: the scripts are loaded again */
+    l.mark = 1;
+    sleep_ms(500);
+    stop_load(&l, threads, 4);
+    printf("  TLS server killed and restarted: %ld calls, %ld connection/timeout errors, %ld after\n", l.calls,
+           l.conn_errors, l.ok_after_mark);
+    CHECK(l.conn_errors > 0);
+    CHECK_EQ(l.other_errors, 0);
+    CHECK(l.ok_after_mark > 10);
+    rl_client_close(c);
+    redis_stop(&tls);
+}
+
 
 static void test_sentinel_failover(void)
 {
@@ -441,6 +475,7 @@ int main(int argc, char **argv)
     if (rl_has_tls()) {
         suite("tls", env("RL_TEST_TLS_URL"), NULL);
         test_tls_checks();
+        test_tls_server_killed();
     } else {
         printf("  tls: skipped (this build has no TLS)\n");
     }
