@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from typing import Any, Callable, Iterable, List, Optional, Tuple, TypeVar, Union
 
 from . import _ratelimit
@@ -37,6 +38,7 @@ from ._ratelimit import (
     RedisError,
     Result,
     Timeout,
+    has_tls,
     parse_rate,
     scripts,
 )
@@ -60,6 +62,7 @@ __all__ = [
     "Result",
     "Semaphore",
     "Timeout",
+    "has_tls",
     "parse_rate",
     "scripts",
 ]
@@ -73,6 +76,7 @@ __version__ = "%d.%d.%d" % (
 F = TypeVar("F", bound=Callable[..., Any])
 Seconds = Union[int, float]
 Text = Union[str, bytes]
+FilePath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 # A wait with no timeout runs as successive waits of this length: the core
 # takes a finite timeout, and a day is far beyond any useful single wait.
@@ -424,19 +428,39 @@ class DelayQueue:
 
 
 class Client(_ratelimit.Client):
-    """A connection pool to one Redis server, shared by all threads.
+    """A connection pool to Redis, shared by all threads.
 
-    url: "redis://[[user]:password@]host[:port][/db]" or
-        "unix:///path.sock[?db=N]". One connection is made at once, so a
-        bad URL, password or dead server raises here.
+    url: where Redis is; the same strings in every binding:
+        "redis://[[user]:password@]host[:port][/db]",
+        "unix:///path.sock[?db=N]",
+        "rediss://host:port/db[?ssl_cert_reqs=required|none&ssl_ca_certs=...
+        &ssl_certfile=...&ssl_keyfile=...]" (TLS, see has_tls()),
+        "redis+sentinel://h1:26379,h2:26379/service[/db][?sentinel_password=...]",
+        "redis+cluster://h1:7000,h2:7000" (and rediss+sentinel://,
+        rediss+cluster:// for TLS).
+        With on_redis_error="raise" (the default) one connection is made at
+        once, so a bad URL, password, certificate or a dead server raises
+        here; with "allow" or "deny" the client opens while Redis is down.
     prefix: the first part of every Redis key (core default "rl").
     timeout: seconds a Redis command may take (core default 1.0).
     connect_timeout: seconds to connect (core default 1.0).
-    pool_size: connections shared by all threads (core default 8).
+    pool_size: connections per server shared by all threads (core default 8).
     on_redis_error: what a rate-limit decision does when Redis cannot be
         reached: "raise" (ConnectionError / Timeout; the default), "allow"
         (fail open) or "deny" (fail closed); the Result then has
         fallback=True.
+    ssl_ca_certs, ssl_certfile, ssl_keyfile, ssl_cert_reqs: TLS options
+        named as redis-py names them; each overrides the URL's option of the
+        same name and needs a rediss:// URL. ssl_ca_certs: a PEM CA bundle
+        (default: the system's trust store); ssl_certfile / ssl_keyfile: a
+        client certificate and its key (PEM; the key defaults to the
+        certificate file) for servers with tls-auth-clients; ssl_cert_reqs:
+        "required" (check the chain and the host name; the default) or
+        "none" (encrypt only), or ssl.CERT_REQUIRED / ssl.CERT_NONE.
+    reconnect_max: while Redis is unreachable, reconnects back off
+        exponentially (with jitter) up to this many seconds, and calls in
+        between fail at once or are decided by on_redis_error (core
+        default 1.0).
 
     Thread-safe, and fork-safe: a child process opens its own connections
     on first use. Closing (close() or a with block) waits for no call: the
@@ -447,9 +471,13 @@ class Client(_ratelimit.Client):
 
     def __init__(self, url: str, *, prefix: Optional[str] = None, timeout: Optional[Seconds] = None,
                  connect_timeout: Optional[Seconds] = None, pool_size: Optional[int] = None,
-                 on_redis_error: Optional[str] = None) -> None:
+                 on_redis_error: Optional[str] = None, ssl_ca_certs: Optional[FilePath] = None,
+                 ssl_certfile: Optional[FilePath] = None, ssl_keyfile: Optional[FilePath] = None,
+                 ssl_cert_reqs: Union[str, int, None] = None, reconnect_max: Optional[Seconds] = None) -> None:
         super().__init__(url, prefix=prefix, timeout=timeout, connect_timeout=connect_timeout,
-                         pool_size=pool_size, on_redis_error=on_redis_error)
+                         pool_size=pool_size, on_redis_error=on_redis_error, ssl_ca_certs=ssl_ca_certs,
+                         ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_cert_reqs=ssl_cert_reqs,
+                         reconnect_max=reconnect_max)
 
     def limiter(self, name: str, rate: Union[str, Tuple[int, Seconds]], *, algorithm: str = "gcra",
                 burst: Optional[int] = None) -> Limiter:

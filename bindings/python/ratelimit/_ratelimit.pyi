@@ -1,9 +1,11 @@
 """Type stubs for the C extension ratelimit._ratelimit."""
+import os
 from builtins import ConnectionError as _BuiltinConnectionError
 from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
 
 Seconds = Union[int, float]
 Text = Union[str, bytes]
+FilePath = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
 
 ALGORITHMS: Tuple[str, ...]
 VERSION_NUMBER: int
@@ -53,7 +55,9 @@ class Result:
 class Client:
     def __init__(self, url: str, *, prefix: Optional[str] = ..., timeout: Optional[Seconds] = ...,
                  connect_timeout: Optional[Seconds] = ..., pool_size: Optional[int] = ...,
-                 on_redis_error: Optional[str] = ...) -> None: ...
+                 on_redis_error: Optional[str] = ..., ssl_ca_certs: Optional[FilePath] = ...,
+                 ssl_certfile: Optional[FilePath] = ..., ssl_keyfile: Optional[FilePath] = ...,
+                 ssl_cert_reqs: Union[str, int, None] = ..., reconnect_max: Optional[Seconds] = ...) -> None: ...
     @property
     def closed(self) -> bool: ...
     @property
@@ -101,6 +105,7 @@ class Limiter:
                      now: Optional[Seconds] = ...) -> List[Result]: ...
     def key(self, id: Text) -> str: ...
 
+def has_tls() -> bool: ...
 def parse_rate(text: str) -> Tuple[int, float]: ...
 def scripts() -> List[Tuple[str, str]]: ...
 def strerror(code: int) -> str: ...

@@ -291,7 +291,8 @@ class AsyncDelayQueue:
 
 
 class AsyncClient:
-    """The asyncio client: same options as ratelimit.Client.
+    """The asyncio client: same options as ratelimit.Client (URLs for one
+    server, TLS, Sentinel and Cluster; the ssl_* options; reconnect_max).
 
     Prefer ``await AsyncClient.connect(url, ...)``, which connects in the
     executor; AsyncClient(url, ...) connects at once (blocking briefly).
@@ -300,13 +301,21 @@ class AsyncClient:
     """
 
     def __init__(self, url: str, *, executor: Optional[concurrent.futures.Executor] = None,
-                 **options: Any) -> None:
+                 prefix: Optional[str] = None, timeout: Optional[Seconds] = None,
+                 connect_timeout: Optional[Seconds] = None, pool_size: Optional[int] = None,
+                 on_redis_error: Optional[str] = None, ssl_ca_certs: Optional[_sync.FilePath] = None,
+                 ssl_certfile: Optional[_sync.FilePath] = None, ssl_keyfile: Optional[_sync.FilePath] = None,
+                 ssl_cert_reqs: Union[str, int, None] = None, reconnect_max: Optional[Seconds] = None) -> None:
         self._own_executor = executor is None
         if executor is None:
             executor = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="ratelimit")
         self.executor = executor
         try:
-            self.sync = _sync.Client(url, **options)
+            self.sync = _sync.Client(url, prefix=prefix, timeout=timeout, connect_timeout=connect_timeout,
+                                     pool_size=pool_size, on_redis_error=on_redis_error,
+                                     ssl_ca_certs=ssl_ca_certs, ssl_certfile=ssl_certfile,
+                                     ssl_keyfile=ssl_keyfile, ssl_cert_reqs=ssl_cert_reqs,
+                                     reconnect_max=reconnect_max)
         except BaseException:
             if self._own_executor:
                 executor.shutdown(wait=False)
@@ -315,10 +324,20 @@ class AsyncClient:
 
     @classmethod
     async def connect(cls, url: str, *, executor: Optional[concurrent.futures.Executor] = None,
-                      **options: Any) -> "AsyncClient":
-        """Make an AsyncClient without blocking the event loop."""
+                      prefix: Optional[str] = None, timeout: Optional[Seconds] = None,
+                      connect_timeout: Optional[Seconds] = None, pool_size: Optional[int] = None,
+                      on_redis_error: Optional[str] = None, ssl_ca_certs: Optional[_sync.FilePath] = None,
+                      ssl_certfile: Optional[_sync.FilePath] = None, ssl_keyfile: Optional[_sync.FilePath] = None,
+                      ssl_cert_reqs: Union[str, int, None] = None,
+                      reconnect_max: Optional[Seconds] = None) -> "AsyncClient":
+        """Make an AsyncClient without blocking the event loop (the options
+        are Client's)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, functools.partial(cls, url, executor=executor, **options))
+        return await loop.run_in_executor(None, functools.partial(
+            cls, url, executor=executor, prefix=prefix, timeout=timeout, connect_timeout=connect_timeout,
+            pool_size=pool_size, on_redis_error=on_redis_error, ssl_ca_certs=ssl_ca_certs,
+            ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_cert_reqs=ssl_cert_reqs,
+            reconnect_max=reconnect_max))
 
     @property
     def prefix(self) -> Optional[str]:

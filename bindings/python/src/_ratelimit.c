@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ratelimit.h"
 
@@ -404,11 +405,93 @@ static PyObject *client_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     return (PyObject *)self;
 }
 
+/* A file path option: str, bytes or os.PathLike, as the file system
+ * encodes it. *keep owns the bytes. */
+static int conv_path(rl_state *st, PyObject *o, const char *param, PyObject **keep, const char **out)
+{
+    PyObject *p;
+    if (PyBool_Check(o) || !(PyUnicode_Check(o) || PyBytes_Check(o) || PyObject_HasAttrString(o, "__fspath__"))) {
+        PyErr_Format(PyExc_TypeError, "%s must be a path (str, bytes or os.PathLike), not %.100s", param,
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    if (!(p = PyOS_FSPath(o))) return -1;
+    if (PyUnicode_Check(p)) {
+        *keep = PyUnicode_EncodeFSDefault(p);
+        Py_DECREF(p);
+        if (!*keep) return -1;
+    } else {
+        *keep = p; /* bytes: PyOS_FSPath returns str or bytes only */
+    }
+    if (memchr(PyBytes_AS_STRING(*keep), '\0', (size_t)PyBytes_GET_SIZE(*keep))) {
+        Py_CLEAR(*keep);
+        raise_fmt(st, RL_ERR_INVALID, "%s must not contain NUL characters", param);
+        return -1;
+    }
+    *out = PyBytes_AS_STRING(*keep);
+    return 0;
+}
+
+/* Seconds -> a positive int of milliseconds for an rl_options field. */
+static int conv_option_ms(rl_state *st, PyObject *o, const char *param, int *out)
+{
+    int64_t v;
+    if (conv_seconds(st, o, param, &v) < 0) return -1;
+    if (v > INT32_MAX) {
+        raise_fmt(st, RL_ERR_INVALID, "%s is too large", param);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* ssl_cert_reqs as redis-py takes it: "required" / "none" (any case), or
+ * ssl.CERT_REQUIRED / ssl.CERT_NONE (ssl.VerifyMode, an int). */
+static int conv_cert_reqs(rl_state *st, PyObject *o, rl_tls_verify *out)
+{
+    if (PyUnicode_Check(o)) {
+        const char *s = PyUnicode_AsUTF8(o);
+        if (!s) return -1;
+        if (!strcasecmp(s, "required")) *out = RL_TLS_VERIFY_REQUIRED;
+        else if (!strcasecmp(s, "none")) *out = RL_TLS_VERIFY_NONE;
+        else {
+            raise_fmt(st, RL_ERR_INVALID, "ssl_cert_reqs must be 'required' or 'none' (got '%.50s')%s", s,
+                      strcasecmp(s, "optional") ? "" : ": 'optional' is not supported");
+            return -1;
+        }
+        return 0;
+    }
+    if (PyLong_Check(o) && !PyBool_Check(o)) {
+        long v = PyLong_AsLong(o);
+        if (v == -1 && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+            PyErr_Clear();
+        }
+        if (v == 2) *out = RL_TLS_VERIFY_REQUIRED; /* ssl.CERT_REQUIRED */
+        else if (v == 0) *out = RL_TLS_VERIFY_NONE; /* ssl.CERT_NONE */
+        else {
+            raise_fmt(st, RL_ERR_INVALID,
+                      "ssl_cert_reqs must be 'required', 'none', ssl.CERT_REQUIRED or ssl.CERT_NONE (got %ld)%s", v,
+                      v == 1 ? ": ssl.CERT_OPTIONAL is not supported" : "");
+            return -1;
+        }
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "ssl_cert_reqs must be str ('required' or 'none') or ssl.VerifyMode, not %.100s",
+                 Py_TYPE(o)->tp_name);
+    return -1;
+}
+
 static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"url", "prefix", "timeout", "connect_timeout", "pool_size", "on_redis_error", NULL};
+    static char *kwlist[] = {"url", "prefix", "timeout", "connect_timeout", "pool_size", "on_redis_error",
+                             "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "reconnect_max", NULL};
+    enum { CA, CERT, KEY, NPATHS };
+    static const char *path_names[NPATHS] = {"ssl_ca_certs", "ssl_certfile", "ssl_keyfile"};
     PyObject *url, *prefix = Py_None, *timeout = Py_None, *connect_timeout = Py_None, *pool_size = Py_None,
-                   *on_error = Py_None;
+                   *on_error = Py_None, *cert_reqs = Py_None, *reconnect_max = Py_None;
+    PyObject *paths[NPATHS] = {Py_None, Py_None, Py_None}, *path_keep[NPATHS] = {NULL, NULL, NULL};
+    const char **path_fields[NPATHS];
     PyObject *url_keep = NULL, *prefix_keep = NULL;
     const char *url_s, *prefix_s;
     rl_state *st = STATE(self);
@@ -416,17 +499,21 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
     rl_client *rl = NULL;
     char err[ERRBUF];
     int64_t v;
-    int rc;
+    int rc = -1;
 
     if (!st) return -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOO:Client", kwlist, &url, &prefix, &timeout,
-                                     &connect_timeout, &pool_size, &on_error))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOOOOOOO:Client", kwlist, &url, &prefix, &timeout,
+                                     &connect_timeout, &pool_size, &on_error, &paths[CA], &paths[CERT],
+                                     &paths[KEY], &cert_reqs, &reconnect_max))
         return -1;
     if (self->rl || self->closing) {
         raise_code(st, RL_ERR_INVALID, "Client.__init__ may be called only once");
         return -1;
     }
     rl_options_init(&opts);
+    path_fields[CA] = &opts.tls_ca_file;
+    path_fields[CERT] = &opts.tls_cert_file;
+    path_fields[KEY] = &opts.tls_key_file;
     if (!PyUnicode_Check(url)) {
         PyErr_Format(PyExc_TypeError, "url must be str, not %.100s", Py_TYPE(url)->tp_name);
         return -1;
@@ -435,32 +522,20 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
     if (prefix != Py_None) {
         if (!PyUnicode_Check(prefix)) {
             PyErr_Format(PyExc_TypeError, "prefix must be str, not %.100s", Py_TYPE(prefix)->tp_name);
-            goto fail;
+            goto done;
         }
-        if (conv_text(st, prefix, "prefix", 0, &prefix_keep, &prefix_s, NULL) < 0) goto fail;
+        if (conv_text(st, prefix, "prefix", 0, &prefix_keep, &prefix_s, NULL) < 0) goto done;
         opts.key_prefix = prefix_s;
     }
-    if (timeout != Py_None) {
-        if (conv_seconds(st, timeout, "timeout", &v) < 0) goto fail;
-        if (v > INT32_MAX) {
-            raise_code(st, RL_ERR_INVALID, "timeout is too large");
-            goto fail;
-        }
-        opts.command_timeout_ms = (int)v;
-    }
-    if (connect_timeout != Py_None) {
-        if (conv_seconds(st, connect_timeout, "connect_timeout", &v) < 0) goto fail;
-        if (v > INT32_MAX) {
-            raise_code(st, RL_ERR_INVALID, "connect_timeout is too large");
-            goto fail;
-        }
-        opts.connect_timeout_ms = (int)v;
-    }
+    if (timeout != Py_None && conv_option_ms(st, timeout, "timeout", &opts.command_timeout_ms) < 0) goto done;
+    if (connect_timeout != Py_None &&
+        conv_option_ms(st, connect_timeout, "connect_timeout", &opts.connect_timeout_ms) < 0)
+        goto done;
     if (pool_size != Py_None) {
-        if (conv_int64(st, pool_size, "pool_size", &v) < 0) goto fail;
+        if (conv_int64(st, pool_size, "pool_size", &v) < 0) goto done;
         if (v < INT32_MIN || v > INT32_MAX) {
             raise_code(st, RL_ERR_INVALID, "pool_size is out of range");
-            goto fail;
+            goto done;
         }
         opts.pool_size = (int)v;
     }
@@ -468,33 +543,44 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
         const char *s = PyUnicode_Check(on_error) ? PyUnicode_AsUTF8(on_error) : NULL;
         if (!PyUnicode_Check(on_error)) {
             PyErr_Format(PyExc_TypeError, "on_redis_error must be str, not %.100s", Py_TYPE(on_error)->tp_name);
-            goto fail;
+            goto done;
         }
-        if (!s) goto fail;
+        if (!s) goto done;
         if (!strcmp(s, "raise")) opts.on_error = RL_ON_ERROR_RAISE;
         else if (!strcmp(s, "allow")) opts.on_error = RL_ON_ERROR_ALLOW;
         else if (!strcmp(s, "deny")) opts.on_error = RL_ON_ERROR_DENY;
         else {
             raise_fmt(st, RL_ERR_INVALID, "on_redis_error must be 'raise', 'allow' or 'deny' (got '%.50s')", s);
-            goto fail;
+            goto done;
+        }
+    }
+    for (int i = 0; i < NPATHS; i++)
+        if (paths[i] != Py_None && conv_path(st, paths[i], path_names[i], &path_keep[i], path_fields[i]) < 0)
+            goto done;
+    if (cert_reqs != Py_None && conv_cert_reqs(st, cert_reqs, &opts.tls_verify) < 0) goto done;
+    if (reconnect_max != Py_None) {
+        /* 0 ms means "the default" to the core: here that is None */
+        if (conv_option_ms(st, reconnect_max, "reconnect_max", &opts.reconnect_max_ms) < 0) goto done;
+        if (opts.reconnect_max_ms <= 0) {
+            raise_code(st, RL_ERR_INVALID, "reconnect_max must be at least 0.001 seconds (None: the default, 1.0)");
+            goto done;
         }
     }
     Py_BEGIN_ALLOW_THREADS
     rc = rl_client_open(&rl, url_s, &opts);
     if (rc) save_errmsg(err, rc);
     Py_END_ALLOW_THREADS
-    Py_XDECREF(url_keep);
-    Py_XDECREF(prefix_keep);
     if (rc) {
         raise_code(st, rc, err);
-        return -1;
+        rc = -1;
+        goto done;
     }
     self->rl = rl;
-    return 0;
-fail:
+done:
     Py_XDECREF(url_keep);
     Py_XDECREF(prefix_keep);
-    return -1;
+    for (int i = 0; i < NPATHS; i++) Py_XDECREF(path_keep[i]);
+    return rc;
 }
 
 static int client_traverse(ClientObject *self, visitproc visit, void *arg)
@@ -910,8 +996,10 @@ static PyMemberDef client_members[] = {
     {NULL}};
 
 PyDoc_STRVAR(client_doc,
-"Client(url, *, prefix=None, timeout=None, connect_timeout=None, pool_size=None, on_redis_error=None)\n--\n\n"
-"A connection pool to one Redis server, shared safely by all threads.");
+"Client(url, *, prefix=None, timeout=None, connect_timeout=None, pool_size=None, on_redis_error=None,\n"
+"       ssl_ca_certs=None, ssl_certfile=None, ssl_keyfile=None, ssl_cert_reqs=None, reconnect_max=None)\n--\n\n"
+"A connection pool to Redis (one server, TLS, Sentinel or Cluster), shared\n"
+"safely by all threads. See ratelimit.Client for the options.");
 
 static PyType_Slot client_slots[] = {
     {Py_tp_new, client_new},
@@ -1454,7 +1542,18 @@ static PyObject *mod_strerror(PyObject *module, PyObject *code)
     return PyUnicode_FromString(rl_strerror((int)c));
 }
 
+PyDoc_STRVAR(has_tls_doc,
+"has_tls()\n--\n\n"
+"True if this build speaks TLS (rediss:// URLs and the ssl_* options): it\n"
+"was built against hiredis >= 1.0 with hiredis_ssl and OpenSSL.");
+
+static PyObject *mod_has_tls(PyObject *module, PyObject *unused)
+{
+    return PyBool_FromLong(rl_has_tls());
+}
+
 static PyMethodDef module_methods[] = {
+    {"has_tls", (PyCFunction)mod_has_tls, METH_NOARGS, has_tls_doc},
     {"parse_rate", (PyCFunction)mod_parse_rate, METH_O, parse_rate_doc},
     {"scripts", (PyCFunction)mod_scripts, METH_NOARGS, scripts_doc},
     {"strerror", (PyCFunction)mod_strerror, METH_O, strerror_doc},

@@ -46,6 +46,26 @@ def test_exception_hierarchy():
     (dict(on_redis_error=1), TypeError, "on_redis_error"),
     (dict(prefix=""), InvalidArgument, "key_prefix"),
     (dict(prefix=b"rl"), TypeError, "prefix"),
+    (dict(ssl_cert_reqs="optional"), InvalidArgument, "ssl_cert_reqs 'optional' supported"),
+    (dict(ssl_cert_reqs="maybe"), InvalidArgument, "ssl_cert_reqs 'required' 'none'"),
+    (dict(ssl_cert_reqs=1), InvalidArgument, "ssl_cert_reqs CERT_OPTIONAL"),
+    (dict(ssl_cert_reqs=7), InvalidArgument, "ssl_cert_reqs"),
+    (dict(ssl_cert_reqs=True), TypeError, "ssl_cert_reqs"),
+    (dict(ssl_cert_reqs=2.0), TypeError, "ssl_cert_reqs"),
+    (dict(ssl_ca_certs=5), TypeError, "ssl_ca_certs path"),
+    (dict(ssl_certfile=True), TypeError, "ssl_certfile"),
+    (dict(ssl_keyfile=["k"]), TypeError, "ssl_keyfile"),
+    (dict(ssl_ca_certs="a\0b"), InvalidArgument, "ssl_ca_certs NUL"),
+    (dict(ssl_ca_certs=""), InvalidArgument, "TLS empty"),
+    (dict(ssl_ca_certs="/etc/ssl/ca.pem"), InvalidArgument, "TLS rediss://"),
+    (dict(ssl_cert_reqs="none"), InvalidArgument, "TLS rediss://"),
+    (dict(reconnect_max=-1), InvalidArgument, "reconnect_max"),
+    (dict(reconnect_max=0), InvalidArgument, "reconnect_max"),
+    (dict(reconnect_max=0.0001), InvalidArgument, "reconnect_max"),
+    (dict(reconnect_max=float("inf")), InvalidArgument, "reconnect_max"),
+    (dict(reconnect_max=1000.0), InvalidArgument, "reconnect_max"),
+    (dict(reconnect_max=1e12), InvalidArgument, "reconnect_max"),
+    (dict(reconnect_max="1"), TypeError, "reconnect_max"),
 ])
 def test_bad_client_options(server, raw, kwargs, exc, words):
     kwargs.setdefault("url", server.url)
@@ -152,3 +172,16 @@ def test_closed_client(server, raw):
     with ratelimit.Client(server.url) as c2:
         assert c2.limiter("x", "1/s").acquire("u")
     assert c2.closed
+
+
+def test_good_client_options(server, raw):
+    import datetime
+    import pathlib
+    # a path-like TLS option on a plain URL is refused like a str one
+    check(raw, InvalidArgument, "rediss://", ratelimit.Client, server.url, ssl_certfile=pathlib.Path("/c.pem"))
+    with ratelimit.Client(server.url, reconnect_max=datetime.timedelta(milliseconds=250), connect_timeout=0.5,
+                          timeout=0.5) as c:
+        assert c.limiter("x", "1/s").acquire("u")
+    with ratelimit.Client(server.url, reconnect_max=600, ssl_ca_certs=None, ssl_certfile=None, ssl_keyfile=None,
+                          ssl_cert_reqs=None) as c:
+        assert c.limiter("y", "1/s").acquire("u")

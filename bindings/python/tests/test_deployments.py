@@ -1,0 +1,127 @@
+"""Sentinel and Cluster URLs against real deployments: limits hold exactly,
+semaphores and locks work, many threads share one key exactly."""
+import asyncio
+import threading
+import uuid
+
+import pytest
+
+import ratelimit
+from ratelimit import aio
+
+
+def name(what):
+    return "%s-%s" % (what, uuid.uuid4().hex[:12])
+
+
+@pytest.fixture
+def client(topology_url):
+    c = ratelimit.Client(topology_url, timeout=2.0)
+    yield c
+    c.close()
+
+
+@pytest.mark.parametrize("algorithm", ["fixed_window", "gcra", "sliding_log", "token_bucket"])
+def test_admits_exactly_the_limit(client, algorithm):
+    lim = client.limiter(name(algorithm), "5/10s", algorithm=algorithm)
+    ids = ["user-%d" % i for i in range(12)]  # spread over many cluster slots
+    for ident in ids:
+        results = [lim.acquire(ident) for _ in range(8)]
+        assert [bool(r) for r in results] == [True] * 5 + [False] * 3, (ident, results)
+        assert not any(r.fallback for r in results)
+        assert results[-1].retry_after > 0
+        assert lim.peek(ident).remaining == 0
+
+
+def test_batch_over_many_slots(client):
+    lim = client.limiter(name("batch"), "5/10s", algorithm="fixed_window")
+    ids = ["id-%d" % i for i in range(20)]
+    first = lim.acquire_many([(i, 3) for i in ids])
+    assert all(first) and [r.remaining for r in first] == [2] * 20
+    second = lim.acquire_many([(i, 3) for i in ids] + [(i, 2) for i in ids])
+    assert [bool(r) for r in second] == [False] * 20 + [True] * 20
+    lim.reset(ids[0])
+    assert lim.peek(ids[0]).remaining == 5
+
+
+def test_semaphore(client):
+    sem = client.semaphore(name("sem"), permits=2, lease=10.0)
+    a = sem.acquire(timeout=2.0)
+    b = sem.try_acquire()
+    assert b is not None and sem.try_acquire() is None
+    assert sem.holders() == 2 and sem.available() == 0
+    assert b.fencing_token > a.fencing_token
+    assert a.refresh(5.0)
+    assert a.release() and not a.release()
+    with sem.acquire(timeout=2.0) as c:
+        assert sem.available() == 0 and c.fencing_token > b.fencing_token
+    assert b.release()
+    assert sem.holders() == 0 and sem.available() == 2
+
+
+def test_lock(client):
+    lock = client.lock(name("lock"), lease=10.0)
+    with lock.acquire(timeout=2.0) as held:
+        assert lock.try_acquire() is None
+        assert held.extend(5.0)
+        first = held.fencing_token
+    with lock.acquire(timeout=2.0) as again:
+        assert again.fencing_token > first
+    assert lock.try_acquire().release()
+
+
+def test_lock_waiter_gets_it_on_release(client):
+    lock = client.lock(name("lockwait"), lease=10.0)
+    held = lock.acquire(timeout=2.0)
+    got = []
+    t = threading.Thread(target=lambda: got.append(lock.acquire(timeout=5.0)))
+    t.start()
+    held.release()
+    t.join(10)
+    assert got and got[0].fencing_token > held.fencing_token
+    got[0].release()
+
+
+@pytest.mark.parametrize("algorithm", ["fixed_window", "gcra", "sliding_log"])
+def test_many_threads_one_key_admit_exactly_the_limit(topology_url, algorithm):
+    threads, calls = 8, 50
+    with ratelimit.Client(topology_url, timeout=2.0, pool_size=4) as client:
+        # per hour: nothing refills while the test runs
+        lim = client.limiter(name("hammer"), "100/hour", algorithm=algorithm)
+        allowed, errors = [0] * threads, []
+        start = threading.Barrier(threads)
+
+        def run(i):
+            try:
+                start.wait()
+                for _ in range(calls):
+                    r = lim.acquire("one-key")
+                    assert not r.fallback
+                    allowed[i] += bool(r)
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(60)
+        assert not errors, errors
+        assert sum(allowed) == 100, allowed
+
+
+def test_async_client(topology_url):
+    async def main():
+        async with await aio.AsyncClient.connect(topology_url, timeout=2.0, reconnect_max=0.5) as client:
+            lim = client.limiter(name("aio"), "5/10s", algorithm="fixed_window")
+            results = await asyncio.gather(*[lim.acquire("u") for _ in range(12)])
+            assert sum(map(bool, results)) == 5
+            async with client.semaphore(name("aiosem"), permits=1, lease=5.0).acquire(timeout=2.0) as permit:
+                assert permit.fencing_token > 0
+    asyncio.run(main())
+
+
+def test_keys_use_one_hash_tag_per_entity(client, topology_url):
+    lim = client.limiter("tagged", "5/10s", algorithm="gcra")
+    key = lim.key("user-1")
+    assert "{tagged:user-1}" in key
