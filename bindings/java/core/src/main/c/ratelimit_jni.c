@@ -248,34 +248,46 @@ static void set_int_option(jlong value, int *field)
     *field = value < INT_MIN || value > INT_MAX ? -1 : (int)value;
 }
 
+static jboolean n_has_tls(JNIEnv *env, jclass cls)
+{
+    (void)env;
+    (void)cls;
+    return rl_has_tls() ? JNI_TRUE : JNI_FALSE;
+}
+
+/* The string options: each byte[] (null = unset) becomes a malloc'd C string
+ * that only has to outlive rl_client_open, which copies what it keeps. */
+enum { OPT_URL, OPT_PREFIX, OPT_CA, OPT_CERT, OPT_KEY, OPT_COUNT };
+
 static jlong n_open(JNIEnv *env, jclass cls, jbyteArray url, jbyteArray prefix, jlong connect_ms, jlong command_ms,
-                    jint pool_size, jint on_error)
+                    jint pool_size, jint on_error, jbyteArray ca_file, jbyteArray cert_file, jbyteArray key_file,
+                    jint tls_verify, jlong reconnect_max_ms)
 {
     (void)cls;
     rl_options options;
     rl_client *client = NULL;
-    char *curl, *cprefix;
-    int rc;
+    jbyteArray arrays[OPT_COUNT] = {url, prefix, ca_file, cert_file, key_file};
+    char *str[OPT_COUNT] = {NULL};
+    int rc = RL_OK, i;
 
     rl_options_init(&options);
     set_int_option(connect_ms, &options.connect_timeout_ms);
     set_int_option(command_ms, &options.command_timeout_ms);
+    set_int_option(reconnect_max_ms, &options.reconnect_max_ms);
     if (pool_size != INT32_MIN) options.pool_size = pool_size;
     if (on_error != INT32_MIN) options.on_error = (rl_on_error)on_error;
-    if (copy_bytes(env, url, &curl, NULL)) return 0;
-    if (copy_bytes(env, prefix, &cprefix, NULL)) {
-        free(curl);
-        return 0;
-    }
-    if (cprefix) options.key_prefix = cprefix;
-    rc = rl_client_open(&client, curl, &options);
-    free(curl);
-    free(cprefix); /* rl_client_open copied it */
-    if (rc) {
-        throw_status(env, rc);
-        return 0;
-    }
-    return (jlong)(intptr_t)client;
+    if (tls_verify != INT32_MIN) options.tls_verify = (rl_tls_verify)tls_verify;
+    for (i = 0; i < OPT_COUNT; i++)
+        if (copy_bytes(env, arrays[i], &str[i], NULL)) goto done; /* exception pending */
+    if (str[OPT_PREFIX]) options.key_prefix = str[OPT_PREFIX];
+    options.tls_ca_file = str[OPT_CA];
+    options.tls_cert_file = str[OPT_CERT];
+    options.tls_key_file = str[OPT_KEY];
+    rc = rl_client_open(&client, str[OPT_URL], &options);
+    if (rc) throw_status(env, rc);
+done:
+    for (i = 0; i < OPT_COUNT; i++) free(str[i]); /* rl_client_open copied what it keeps */
+    return rc ? 0 : (jlong)(intptr_t)client;
 }
 
 static void n_close(JNIEnv *env, jclass cls, jlong handle)
@@ -661,7 +673,8 @@ static const JNINativeMethod methods[] = {
     {"algorithmName", "(I)Ljava/lang/String;", (void *)n_algorithm_name},
     {"algorithmParse", "(" B ")I", (void *)n_algorithm_parse},
     {"scripts", "()[Ljava/lang/String;", (void *)n_scripts},
-    {"open", "(" B B "JJII)J", (void *)n_open},
+    {"hasTls", "()Z", (void *)n_has_tls},
+    {"open", "(" B B "JJII" B B B "IJ)J", (void *)n_open},
     {"close", "(J)V", (void *)n_close},
     {"prefix", "(J)Ljava/lang/String;", (void *)n_prefix},
     {"key", "(J" B B "I)[B", (void *)n_key},

@@ -1,11 +1,14 @@
 package io.ratelimit;
 
+import java.nio.file.Path;
 import java.time.Duration;
+import java.util.function.Consumer;
 
 /**
  * Client settings. Immutable: every setter returns a copy. Anything not set
  * keeps the C core's default (rl_options_init), which this class does not
- * repeat.
+ * repeat. Values are checked by the core when a client is opened
+ * ({@link InvalidArgumentException}).
  */
 public final class ClientOptions {
     private final String prefix;
@@ -13,45 +16,153 @@ public final class ClientOptions {
     private final Duration commandTimeout;
     private final Integer poolSize;
     private final OnRedisError onRedisError;
+    private final String tlsCaFile;
+    private final String tlsCertFile;
+    private final String tlsKeyFile;
+    private final TlsVerify tlsVerify;
+    private final Duration reconnectMax;
 
-    private ClientOptions(String prefix, Duration connectTimeout, Duration commandTimeout, Integer poolSize,
-            OnRedisError onRedisError) {
-        this.prefix = prefix;
-        this.connectTimeout = connectTimeout;
-        this.commandTimeout = commandTimeout;
-        this.poolSize = poolSize;
-        this.onRedisError = onRedisError;
+    /** The mutable form a setter edits before freezing it into a new ClientOptions. */
+    private static final class Fields {
+        String prefix;
+        Duration connectTimeout;
+        Duration commandTimeout;
+        Integer poolSize;
+        OnRedisError onRedisError;
+        String tlsCaFile;
+        String tlsCertFile;
+        String tlsKeyFile;
+        TlsVerify tlsVerify;
+        Duration reconnectMax;
+    }
+
+    private ClientOptions(Fields f) {
+        this.prefix = f.prefix;
+        this.connectTimeout = f.connectTimeout;
+        this.commandTimeout = f.commandTimeout;
+        this.poolSize = f.poolSize;
+        this.onRedisError = f.onRedisError;
+        this.tlsCaFile = f.tlsCaFile;
+        this.tlsCertFile = f.tlsCertFile;
+        this.tlsKeyFile = f.tlsKeyFile;
+        this.tlsVerify = f.tlsVerify;
+        this.reconnectMax = f.reconnectMax;
+    }
+
+    /** A copy with the edit applied. */
+    private ClientOptions with(Consumer<Fields> edit) {
+        Fields f = new Fields();
+        f.prefix = prefix;
+        f.connectTimeout = connectTimeout;
+        f.commandTimeout = commandTimeout;
+        f.poolSize = poolSize;
+        f.onRedisError = onRedisError;
+        f.tlsCaFile = tlsCaFile;
+        f.tlsCertFile = tlsCertFile;
+        f.tlsKeyFile = tlsKeyFile;
+        f.tlsVerify = tlsVerify;
+        f.reconnectMax = reconnectMax;
+        edit.accept(f);
+        return new ClientOptions(f);
     }
 
     public static ClientOptions defaults() {
-        return new ClientOptions(null, null, null, null, null);
+        return new ClientOptions(new Fields());
     }
 
     /** Key prefix (core default "rl"). */
     public ClientOptions prefix(String prefix) {
-        return new ClientOptions(prefix, connectTimeout, commandTimeout, poolSize, onRedisError);
+        return with(f -> f.prefix = prefix);
     }
 
     /** Sets both the connect and the command timeout. */
     public ClientOptions timeout(Duration timeout) {
-        return new ClientOptions(prefix, timeout, timeout, poolSize, onRedisError);
+        return with(f -> {
+            f.connectTimeout = timeout;
+            f.commandTimeout = timeout;
+        });
     }
 
     public ClientOptions connectTimeout(Duration timeout) {
-        return new ClientOptions(prefix, timeout, commandTimeout, poolSize, onRedisError);
+        return with(f -> f.connectTimeout = timeout);
     }
 
     public ClientOptions commandTimeout(Duration timeout) {
-        return new ClientOptions(prefix, connectTimeout, timeout, poolSize, onRedisError);
+        return with(f -> f.commandTimeout = timeout);
     }
 
     /** Connections shared by all threads. */
     public ClientOptions poolSize(int poolSize) {
-        return new ClientOptions(prefix, connectTimeout, commandTimeout, poolSize, onRedisError);
+        return with(f -> f.poolSize = poolSize);
     }
 
+    /**
+     * What rate-limit decisions do while Redis is unreachable. With
+     * {@link OnRedisError#ALLOW} or {@link OnRedisError#DENY} opening a client
+     * succeeds even while Redis is down (an application can boot in an outage);
+     * with {@link OnRedisError#RAISE} (the default) it connects at once and fails.
+     */
     public ClientOptions onRedisError(OnRedisError policy) {
-        return new ClientOptions(prefix, connectTimeout, commandTimeout, poolSize, policy);
+        return with(f -> f.onRedisError = policy);
+    }
+
+    /**
+     * PEM CA bundle that server certificates must chain to ({@code rediss://}
+     * only); overrides the URL's {@code ssl_ca_certs}. Default: the system's
+     * trust store. null: back to the URL's setting.
+     */
+    public ClientOptions tlsCaFile(String file) {
+        return with(f -> f.tlsCaFile = file);
+    }
+
+    /** {@link #tlsCaFile(String)} from a Path. */
+    public ClientOptions tlsCaFile(Path file) {
+        return tlsCaFile(path(file));
+    }
+
+    /**
+     * Client certificate (PEM), for servers with {@code tls-auth-clients};
+     * overrides the URL's {@code ssl_certfile}.
+     */
+    public ClientOptions tlsCertFile(String file) {
+        return with(f -> f.tlsCertFile = file);
+    }
+
+    /** {@link #tlsCertFile(String)} from a Path. */
+    public ClientOptions tlsCertFile(Path file) {
+        return tlsCertFile(path(file));
+    }
+
+    /**
+     * Private key (PEM) of the client certificate; overrides the URL's
+     * {@code ssl_keyfile}. Default: read from the certificate file.
+     */
+    public ClientOptions tlsKeyFile(String file) {
+        return with(f -> f.tlsKeyFile = file);
+    }
+
+    /** {@link #tlsKeyFile(String)} from a Path. */
+    public ClientOptions tlsKeyFile(Path file) {
+        return tlsKeyFile(path(file));
+    }
+
+    /** Certificate checks; overrides the URL's {@code ssl_cert_reqs} unless {@link TlsVerify#DEFAULT}. */
+    public ClientOptions tlsVerify(TlsVerify verify) {
+        return with(f -> f.tlsVerify = verify);
+    }
+
+    /**
+     * The longest pause between reconnect attempts while Redis is unreachable
+     * (they back off exponentially, with jitter, up to this; core default 1 s).
+     * Calls in between fail at once, or the {@link OnRedisError} policy decides.
+     * Must be positive; null keeps the default.
+     */
+    public ClientOptions reconnectMax(Duration pause) {
+        return with(f -> f.reconnectMax = pause);
+    }
+
+    private static String path(Path file) {
+        return file == null ? null : file.toString();
     }
 
     String prefix() {
@@ -74,9 +185,38 @@ public final class ClientOptions {
         return onRedisError == null ? Integer.MIN_VALUE : onRedisError.code();
     }
 
+    String tlsCaFile() {
+        return tlsCaFile;
+    }
+
+    String tlsCertFile() {
+        return tlsCertFile;
+    }
+
+    String tlsKeyFile() {
+        return tlsKeyFile;
+    }
+
+    int tlsVerifyOrUnset() {
+        return tlsVerify == null ? Integer.MIN_VALUE : tlsVerify.code();
+    }
+
+    long reconnectMaxMs() {
+        if (reconnectMax == null) {
+            return Native.UNSET;
+        }
+        // the core reads 0 as "the default": a zero pause must not silently become 1 s
+        if (reconnectMax.isZero()) {
+            throw new InvalidArgumentException("reconnect max must be positive (got 0; leave it unset for the default)");
+        }
+        return Native.millis("reconnect max", reconnectMax);
+    }
+
     @Override
     public String toString() {
         return "ClientOptions{prefix=" + prefix + ", connectTimeout=" + connectTimeout + ", commandTimeout="
-                + commandTimeout + ", poolSize=" + poolSize + ", onRedisError=" + onRedisError + "}";
+                + commandTimeout + ", poolSize=" + poolSize + ", onRedisError=" + onRedisError + ", tlsCaFile="
+                + tlsCaFile + ", tlsCertFile=" + tlsCertFile + ", tlsKeyFile=" + tlsKeyFile + ", tlsVerify="
+                + tlsVerify + ", reconnectMax=" + reconnectMax + "}";
     }
 }

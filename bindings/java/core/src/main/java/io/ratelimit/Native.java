@@ -100,8 +100,12 @@ final class Native {
     /** {name0, sha1_0, name1, sha1_1, ...} */
     static native String[] scripts();
 
+    static native boolean hasTls();
+
+    /** Each option at UNSET / Integer.MIN_VALUE / null keeps the core's default. */
     static native long open(byte[] url, byte[] prefix, long connectTimeoutMs, long commandTimeoutMs, int poolSize,
-            int onError);
+            int onError, byte[] tlsCaFile, byte[] tlsCertFile, byte[] tlsKeyFile, int tlsVerify,
+            long reconnectMaxMs);
 
     static native void close(long client);
 

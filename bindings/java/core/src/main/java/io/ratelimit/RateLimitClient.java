@@ -32,15 +32,31 @@ public final class RateLimitClient implements AutoCloseable {
     }
 
     /**
-     * Connects to {@code redis://[[user]:password@]host[:port][/db]} or
-     * {@code unix:///path.sock[?db=N]}; one connection is opened now, so a bad
-     * URL or a dead server fails here.
+     * Opens a client for one of the URL forms every binding accepts:
+     * <ul>
+     * <li>{@code redis://[[user]:password@]host[:port][/db]}</li>
+     * <li>{@code rediss://[[user]:password@]host[:port][/db][?ssl_cert_reqs=required|none&ssl_ca_certs=/ca.pem
+     * &ssl_certfile=/c.pem&ssl_keyfile=/k.pem]} (TLS, when {@link #hasTls()})</li>
+     * <li>{@code unix:///path.sock[?db=N]}</li>
+     * <li>{@code redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db][?sentinel_password=...]}
+     * ({@code rediss+sentinel://} for TLS)</li>
+     * <li>{@code redis+cluster://[[user]:password@]host:port[,host:port...]} ({@code rediss+cluster://})</li>
+     * </ul>
+     * A malformed URL or option throws {@link InvalidArgumentException} at once.
+     * With {@link OnRedisError#RAISE} (the default) the client connects now, so
+     * a dead server, a bad password or a bad certificate fails here
+     * ({@link ConnectionException}, {@link TimeoutException}...); with
+     * {@link OnRedisError#ALLOW} or {@link OnRedisError#DENY} opening succeeds
+     * while Redis is down and decisions follow the policy until it answers.
      */
     public static RateLimitClient connect(String url, ClientOptions options) {
         Native.notNull("options", options);
         long ptr = Native.open(Native.name("url", url), Native.name("prefix", options.prefix()),
                 options.connectTimeoutMs(), options.commandTimeoutMs(), options.poolSizeOrUnset(),
-                options.onErrorOrUnset());
+                options.onErrorOrUnset(), Native.name("TLS CA file", options.tlsCaFile()),
+                Native.name("TLS certificate file", options.tlsCertFile()),
+                Native.name("TLS key file", options.tlsKeyFile()), options.tlsVerifyOrUnset(),
+                options.reconnectMaxMs());
         return new RateLimitClient(new ClientHandle(ptr));
     }
 
@@ -126,6 +142,15 @@ public final class RateLimitClient implements AutoCloseable {
     /** The version of the C core in use (e.g. 100 for 0.1.0). */
     public static int coreVersion() {
         return Native.version();
+    }
+
+    /**
+     * True when the native library speaks TLS ({@code rediss://}): it was built
+     * with hiredis_ssl. Without it a {@code rediss://} URL is an
+     * {@link InvalidArgumentException}.
+     */
+    public static boolean hasTls() {
+        return Native.hasTls();
     }
 
     /** The Lua scripts embedded in the core, each as {name, SHA1 hex} (what EVALSHA sends). */

@@ -29,10 +29,18 @@ public final class RedisServer implements AutoCloseable {
     }
 
     public static RedisServer start() throws Exception {
-        int port;
+        return start(freePort());
+    }
+
+    /** A loopback port nothing listens on (right now). */
+    public static int freePort() throws IOException {
         try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-            port = s.getLocalPort();
+            return s.getLocalPort();
         }
+    }
+
+    /** A server on this port (e.g. one a client was already pointed at while it was dead). */
+    public static RedisServer start(int port) throws Exception {
         Process p = new ProcessBuilder("redis-server", "--port", String.valueOf(port), "--bind", "127.0.0.1",
                 "--save", "", "--appendonly", "no").redirectErrorStream(true)
                 .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();

@@ -4,7 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeFalse;
 
+import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
@@ -79,7 +81,32 @@ class ValidationTest extends RedisTestBase {
                 bad("url scheme", () -> RateLimitClient.connect("http://127.0.0.1:6379")),
                 bad("url port", () -> RateLimitClient.connect("redis://127.0.0.1:99999")),
                 bad("url empty", () -> RateLimitClient.connect("")),
-                bad("url tls", () -> RateLimitClient.connect("rediss://127.0.0.1:6379")),
+                bad("url ssl_cert_reqs", () -> RateLimitClient.connect("rediss://127.0.0.1:6379?ssl_cert_reqs=maybe")),
+                bad("url ssl option on redis://", () -> RateLimitClient.connect(redis.url() + "?ssl_ca_certs=/ca.pem")),
+                bad("url unknown option", () -> RateLimitClient.connect(redis.url() + "?colour=blue")),
+                bad("url sentinel without service", () -> RateLimitClient.connect("redis+sentinel://127.0.0.1:1")),
+                bad("url sentinel_password on redis://", () -> RateLimitClient.connect(
+                        redis.url() + "?sentinel_password=x")),
+                bad("url cluster db", () -> RateLimitClient.connect("redis+cluster://127.0.0.1:1,127.0.0.1:2/3")),
+                bad("url several hosts", () -> RateLimitClient.connect("redis://127.0.0.1:1,127.0.0.1:2")),
+                bad("TLS CA on redis://", () -> RateLimitClient.connect(redis.url(),
+                        ClientOptions.defaults().tlsCaFile("/ca.pem"))),
+                bad("TLS verify on redis://", () -> RateLimitClient.connect(redis.url(),
+                        ClientOptions.defaults().tlsVerify(TlsVerify.NONE))),
+                bad("TLS cert on redis://", () -> RateLimitClient.connect(redis.url(),
+                        ClientOptions.defaults().tlsCertFile(Paths.get("/c.pem")).tlsKeyFile(Paths.get("/k.pem")))),
+                bad("TLS empty CA file", () -> RateLimitClient.connect("rediss://127.0.0.1:6379",
+                        ClientOptions.defaults().tlsCaFile(""))),
+                bad("TLS NUL in key file", () -> RateLimitClient.connect("rediss://127.0.0.1:6379",
+                        ClientOptions.defaults().tlsKeyFile("/k\0.pem"))),
+                bad("reconnect max zero", () -> RateLimitClient.connect(redis.url(),
+                        ClientOptions.defaults().reconnectMax(Duration.ZERO))),
+                bad("reconnect max negative", () -> RateLimitClient.connect(redis.url(),
+                        ClientOptions.defaults().reconnectMax(Duration.ofMillis(-1)))),
+                bad("reconnect max huge", () -> RateLimitClient.connect(redis.url(),
+                        ClientOptions.defaults().reconnectMax(Duration.ofMinutes(11)))),
+                bad("reconnect max overflow", () -> RateLimitClient.connect(redis.url(),
+                        ClientOptions.defaults().reconnectMax(Duration.ofDays(100_000)))),
                 bad("empty prefix", () -> RateLimitClient.connect(redis.url(), ClientOptions.defaults().prefix(""))),
                 bad("zero timeout", () -> RateLimitClient.connect(redis.url(),
                         ClientOptions.defaults().timeout(Duration.ZERO))),
@@ -114,6 +141,24 @@ class ValidationTest extends RedisTestBase {
         e = assertThrows(InvalidArgumentException.class,
                 () -> lim(Rate.parse("5/s"), Algorithm.GCRA).acquireMany(List.of("a", ""), 1));
         assertTrue(e.getMessage().startsWith("request 1:"), e.getMessage());
+    }
+
+    @Test
+    void tlsUrlWithoutTlsSupportIsInvalid() {
+        assumeFalse(RateLimitClient.hasTls(), "this build speaks TLS");
+        InvalidArgumentException e = assertThrows(InvalidArgumentException.class,
+                () -> RateLimitClient.connect("rediss://127.0.0.1:6379"));
+        assertTrue(e.getMessage().contains("TLS"), e.getMessage());
+    }
+
+    @Test
+    void optionMessagesNameTheOption() {
+        InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> RateLimitClient.connect(
+                redis.url(), ClientOptions.defaults().reconnectMax(Duration.ofMinutes(11))));
+        assertTrue(e.getMessage().contains("reconnect"), e.getMessage());
+        e = assertThrows(InvalidArgumentException.class, () -> RateLimitClient.connect(redis.url(),
+                ClientOptions.defaults().tlsCaFile("/ca.pem")));
+        assertTrue(e.getMessage().contains("rediss://"), e.getMessage());
     }
 
     @AfterEach

@@ -2,6 +2,7 @@ package io.ratelimit.spring;
 
 import io.ratelimit.ClientOptions;
 import io.ratelimit.OnRedisError;
+import io.ratelimit.TlsVerify;
 import java.time.Duration;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 
@@ -13,7 +14,11 @@ import org.springframework.boot.context.properties.ConfigurationProperties;
 public class RateLimitProperties {
     /** Set to false to skip the auto-configuration. */
     private boolean enabled = true;
-    /** redis://[[user]:password@]host[:port][/db] or unix:///path.sock[?db=N]. */
+    /**
+     * redis://[[user]:password@]host[:port][/db], rediss://...[?ssl_ca_certs=...] (TLS),
+     * unix:///path.sock[?db=N], redis+sentinel://host:port[,host:port...]/service[/db]
+     * or redis+cluster://host:port[,host:port...] (rediss+sentinel://, rediss+cluster:// for TLS).
+     */
     private String url = "redis://127.0.0.1:6379";
     /** Key prefix. */
     private String prefix;
@@ -25,6 +30,54 @@ public class RateLimitProperties {
     private Integer poolSize;
     /** raise, allow (fail open) or deny (fail closed) when Redis is unreachable. */
     private OnRedisError onRedisError;
+    /** Longest pause between reconnect attempts while Redis is unreachable, e.g. 5s. */
+    private Duration reconnectMax;
+    /** TLS for rediss:// URLs; each overrides the URL's ssl_* option of the same meaning. */
+    private final Tls tls = new Tls();
+
+    /** {@code ratelimit.tls.*}. */
+    public static class Tls {
+        /** PEM CA bundle server certificates must chain to (default: the system's trust store). */
+        private String caFile;
+        /** Client certificate (PEM), for servers with tls-auth-clients. */
+        private String certFile;
+        /** Its private key (PEM); default: read from cert-file. */
+        private String keyFile;
+        /** default (the URL's ssl_cert_reqs, else required), required or none. */
+        private TlsVerify verify;
+
+        public String getCaFile() {
+            return caFile;
+        }
+
+        public void setCaFile(String caFile) {
+            this.caFile = caFile;
+        }
+
+        public String getCertFile() {
+            return certFile;
+        }
+
+        public void setCertFile(String certFile) {
+            this.certFile = certFile;
+        }
+
+        public String getKeyFile() {
+            return keyFile;
+        }
+
+        public void setKeyFile(String keyFile) {
+            this.keyFile = keyFile;
+        }
+
+        public TlsVerify getVerify() {
+            return verify;
+        }
+
+        public void setVerify(TlsVerify verify) {
+            this.verify = verify;
+        }
+    }
 
     /** The client options these properties describe. */
     public ClientOptions toClientOptions() {
@@ -46,6 +99,21 @@ public class RateLimitProperties {
         }
         if (onRedisError != null) {
             o = o.onRedisError(onRedisError);
+        }
+        if (reconnectMax != null) {
+            o = o.reconnectMax(reconnectMax);
+        }
+        if (tls.caFile != null) {
+            o = o.tlsCaFile(tls.caFile);
+        }
+        if (tls.certFile != null) {
+            o = o.tlsCertFile(tls.certFile);
+        }
+        if (tls.keyFile != null) {
+            o = o.tlsKeyFile(tls.keyFile);
+        }
+        if (tls.verify != null) {
+            o = o.tlsVerify(tls.verify);
         }
         return o;
     }
@@ -112,5 +180,17 @@ public class RateLimitProperties {
 
     public void setOnRedisError(OnRedisError onRedisError) {
         this.onRedisError = onRedisError;
+    }
+
+    public Duration getReconnectMax() {
+        return reconnectMax;
+    }
+
+    public void setReconnectMax(Duration reconnectMax) {
+        this.reconnectMax = reconnectMax;
+    }
+
+    public Tls getTls() {
+        return tls;
     }
 }
