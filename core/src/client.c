@@ -35,6 +35,7 @@ static void free_client(rl_client *c)
     rl_tls_free(c);
     rl_url_free(&c->url);
     free(c->prefix);
+    pthread_cond_destroy(&c->discovered);
     pthread_mutex_destroy(&c->topology);
     free(c);
 }
@@ -84,6 +85,7 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
     c = calloc(1, sizeof *c);
     if (!c) return rl_fail(RL_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&c->topology, NULL);
+    pthread_cond_init(&c->discovered, NULL);
     c->options = *options;
     if (c->options.reconnect_max_ms == 0) c->options.reconnect_max_ms = 1000;
     c->pid = getpid();

@@ -450,6 +450,7 @@ void rl_forget_parent_connections(rl_client *c)
     if (seen != 0 && __atomic_compare_exchange_n(&c->pid, &seen, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         /* the parent's threads may have held the mutexes at fork time */
         pthread_mutex_init(&c->topology, NULL);
+        pthread_cond_init(&c->discovered, NULL);
         for (int n = 0; n < c->node_count; n++) {
             rl_node *node = c->nodes[n];
             pthread_mutex_init(&node->mutex, NULL);

@@ -87,6 +87,7 @@ struct rl_client {
     void *tls; /* SSL_CTX * when the URL is rediss */
 
     pthread_mutex_t topology; /* guards what follows */
+    pthread_cond_t discovered; /* a discovery finished */
     rl_node **nodes;
     int node_count, node_cap;
     rl_node *master;        /* standalone and sentinel: where commands go; NULL = ask the sentinels */

@@ -1,8 +1,10 @@
 /* Where a command goes: the one server, the master the sentinels name, or
  * the master of a cluster slot; and learning again when that changes. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -203,18 +205,38 @@ static int cluster_discover(rl_client *c)
 }
 
 /* Runs discovery with the client's backoff: while every sentinel or seed is
- * down, calls fail at once instead of each paying the connect timeout. */
-static int discover(rl_client *c)
+ * down, calls fail at once instead of each paying the connect timeout. With
+ * wait, a caller that has no route at all waits for a discovery under way. */
+static int discover(rl_client *c, int wait)
 {
     rl_node *master = NULL;
     int rc;
     pthread_mutex_lock(&c->topology);
-    rc = rl_backoff_check(&c->discovery, rl_monotonic_ms());
-    if (rc == RL_OK && c->discovery.failures == 0) {
-        /* nobody failed yet: still one discoverer at a time */
-        if (c->discovery.probing) rc = rl_fail(RL_ERR_CONNECTION, "looking for the Redis master");
-        else c->discovery.probing = 1;
+    if (c->discovery.probing && !wait) {
+        pthread_mutex_unlock(&c->topology);
+        return rl_fail(RL_ERR_CONNECTION, "refreshing the topology");
     }
+    if (c->discovery.failures == 0 && c->discovery.probing) {
+        /* someone is asking already and nobody failed yet: wait for the answer */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += c->options.command_timeout_ms / 1000;
+        until.tv_nsec += (long)(c->options.command_timeout_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (c->discovery.probing &&
+               pthread_cond_timedwait(&c->discovered, &c->topology, &until) != ETIMEDOUT) {
+        }
+        rc = c->discovery.probing ? rl_fail(RL_ERR_TIMEOUT, "still looking for the Redis servers")
+             : c->discovery.failures ? rl_fail(c->discovery.status, "%s", c->discovery.message)
+                                     : RL_OK;
+        pthread_mutex_unlock(&c->topology);
+        return rc;
+    }
+    rc = rl_backoff_check(&c->discovery, rl_monotonic_ms());
+    if (rc == RL_OK) c->discovery.probing = 1;
     pthread_mutex_unlock(&c->topology);
     if (rc) return rc;
     rc = c->url.mode == RL_MODE_SENTINEL ? sentinel_discover(c, &master) : cluster_discover(c);
@@ -226,6 +248,7 @@ static int discover(rl_client *c)
         rl_backoff_failed(&c->discovery, rc == RL_ERR_TIMEOUT ? RL_ERR_TIMEOUT : RL_ERR_CONNECTION,
                           rl_monotonic_ms(), c->options.reconnect_max_ms);
     }
+    pthread_cond_broadcast(&c->discovered);
     pthread_mutex_unlock(&c->topology);
     return rc;
 }
@@ -246,7 +269,7 @@ int rl_route(rl_client *c, int slot, rl_node **out)
     }
     pthread_mutex_unlock(&c->topology);
     if (due) {
-        int rc = discover(c);
+        int rc = discover(c, !node);
         if (rc && !node) return rc; /* with a stale map, go on: MOVED will correct it */
         if (rc == RL_OK) {
             pthread_mutex_lock(&c->topology);
@@ -287,7 +310,7 @@ int rl_topology_connect(rl_client *c)
     rl_node *node;
     rl_conn *conn;
     int rc;
-    if (c->url.mode != RL_MODE_STANDALONE && (rc = discover(c))) return rc;
+    if (c->url.mode != RL_MODE_STANDALONE && (rc = discover(c, 1))) return rc;
     if ((rc = rl_route(c, -1, &node)) || (rc = rl_conn_get(c, node, &conn))) return rc;
     /* a round trip: TLS 1.3 reports a refused client certificate only here */
     const char *argv[1] = {"PING"};
