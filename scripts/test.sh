@@ -8,8 +8,12 @@ scripts/deps.sh
 jobs=2
 step() { printf '\n==> %s\n' "$*"; }
 
+# every build uses hiredis 1.2 with TLS (build/deps/hiredis from scripts/hiredis.sh,
+# or the system's); one step builds without TLS against the system hiredis 0.14
+hiredis_line() { grep -E '^-- (hiredis .* with TLS|Building without TLS)' || true; }
+
 step "C core, gcc, -Werror"
-cmake -S . -B build -G Ninja -DCMAKE_C_COMPILER=gcc >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_C_COMPILER=gcc | hiredis_line
 cmake --build build -j $jobs
 ctest --test-dir build --output-on-failure -j $jobs
 
@@ -19,9 +23,17 @@ cmake --install build --prefix "$root/build/install" >/dev/null
 cmake -S tests/package -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$root/build/install" >/dev/null
 cmake --build build/consumer >/dev/null
 build/consumer/consumer
-pc_flags=$(PKG_CONFIG_PATH="$root/build/install/lib/pkgconfig" pkg-config --cflags --libs ratelimit)
+build/consumer/consumer_shared
+export PKG_CONFIG_PATH="$root/build/install/lib/pkgconfig"
+pc_flags=$(pkg-config --cflags --libs ratelimit)
 cc tests/package/consumer.c $pc_flags -Wl,-rpath,"$root/build/install/lib" -o build/consumer/consumer_pc
 build/consumer/consumer_pc
+# static: libratelimit.a plus what Libs.private says it needs
+pc_static=$(pkg-config --static --libs ratelimit)
+cc tests/package/consumer.c $(pkg-config --cflags ratelimit) ${pc_static/-lratelimit/-l:libratelimit.a} \
+  -o build/consumer/consumer_pc_static
+build/consumer/consumer_pc_static
+unset PKG_CONFIG_PATH
 
 step "C core, clang, -Werror"
 cmake -S . -B build-clang -G Ninja -DCMAKE_C_COMPILER=clang >/dev/null
@@ -39,6 +51,15 @@ for t in rate limiters sync; do
     build/core/tests/test_$t
 done
 
+step "C core without TLS (system hiredis 0.14)"
+cmake -S . -B build-notls -G Ninja -DCMAKE_C_COMPILER=gcc -DRL_TLS=OFF -DRL_HIREDIS_PREFIX= | hiredis_line
+cmake --build build-notls -j $jobs
+ctest --test-dir build-notls --output-on-failure -j $jobs -R 'rate|limiters|vectors'
+rm -rf build/venv-notls
+python3 -m venv build/venv-notls
+RL_HIREDIS_PREFIX= RL_TLS=0 build/venv-notls/bin/pip install -q .
+build/venv-notls/bin/python -c 'import ratelimit'
+
 step "Python binding"
 python3 -m venv build/venv
 build/venv/bin/pip install -q --upgrade pip
@@ -49,7 +70,10 @@ build/venv/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests
 step "Python sdist and wheel install in a fresh venv"
 rm -rf build/dist build/venv-wheel
 build/venv/bin/pip install -q build
-build/venv/bin/python -m build -q --outdir build/dist . >/dev/null
+# the wheel is built from the unpacked sdist elsewhere: point it at build/deps/hiredis
+deps_env=()
+[ -d build/deps/hiredis ] && deps_env=(RL_HIREDIS_PREFIX="$root/build/deps/hiredis")
+env "${deps_env[@]}" build/venv/bin/python -m build -q --outdir build/dist . >/dev/null
 python3 -m venv build/venv-wheel
 build/venv-wheel/bin/pip install -q build/dist/*.whl pytest redis
 build/venv-wheel/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests/test_limiters.py
