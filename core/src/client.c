@@ -405,7 +405,7 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
         for (size_t k = 0; k < m; k++) {
             size_t i = idx[k];
             char host[256];
-            int slot, port;
+            int slot = -1, port = 0;
             reply_kind kind = classify(c, replies[i], &slot, host, sizeof host, &port);
             ask[i] = NULL;
             if (kind == REPLY_FINAL) {

@@ -307,7 +307,7 @@ void rl_cluster_moved(rl_client *c, int slot, const char *host, int port)
 
 int rl_topology_connect(rl_client *c)
 {
-    rl_node *node;
+    rl_node *node = NULL;
     rl_conn *conn;
     int rc;
     if (c->url.mode != RL_MODE_STANDALONE && (rc = discover(c, 1))) return rc;
