@@ -12,6 +12,13 @@ step() { printf '\n==> %s\n' "$*"; }
 # or the system's); one step builds without TLS against the system hiredis 0.14
 hiredis_line() { grep -E '^-- (hiredis .* with TLS|Building without TLS)' || true; }
 
+step "Test servers: TLS, Sentinel (3 sentinels, master + replica), Cluster (3 masters + 3 replicas)"
+# started once and shared by every suite below (RL_TEST_* variables)
+topology=build/topology
+python3 tests/topology/topology.py down "$root/$topology" >/dev/null 2>&1 || true
+eval "$(python3 tests/topology/topology.py up "$root/$topology" -q)"
+trap 'python3 tests/topology/topology.py down "$root/$topology" >/dev/null 2>&1 || true' EXIT
+
 step "C core, gcc, -Werror"
 cmake -S . -B build -G Ninja -DCMAKE_C_COMPILER=gcc | hiredis_line
 cmake --build build -j $jobs
@@ -46,7 +53,7 @@ cmake --build build-asan -j $jobs
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j 1
 
 step "C core under valgrind"
-for t in rate limiters sync; do
+for t in rate url limiters sync; do
   valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
     build/core/tests/test_$t
 done
@@ -54,7 +61,7 @@ done
 step "C core without TLS (system hiredis 0.14)"
 cmake -S . -B build-notls -G Ninja -DCMAKE_C_COMPILER=gcc -DRL_TLS=OFF -DRL_HIREDIS_PREFIX= | hiredis_line
 cmake --build build-notls -j $jobs
-ctest --test-dir build-notls --output-on-failure -j $jobs -R 'rate|limiters|vectors'
+ctest --test-dir build-notls --output-on-failure -j $jobs -R 'rate|url|limiters|failure|vectors|topology'
 rm -rf build/venv-notls
 python3 -m venv build/venv-notls
 RL_HIREDIS_PREFIX= RL_TLS=0 build/venv-notls/bin/pip install -q .
