@@ -36,7 +36,8 @@ def test_async_limiter(server, raw):
             assert lim.key("u") == "rl:{aio:u}:sliding_window"
             g = client.limiter("aio-res", "10/s", algorithm="gcra", burst=1)
             assert await g.reserve("u", max_wait=1.0) == 0.0
-            assert await g.reserve("u", max_wait=1.0) == pytest.approx(0.1)
+            # Redis time: the wait is 0.1 s less what passed since the first booking
+            assert 0.08 <= await g.reserve("u", max_wait=1.0) <= 0.1
 
             @lim.limit(key=lambda user: user)
             async def handler(user):

@@ -1,0 +1,330 @@
+/* ratelimit.Client: a pool of connections to Redis (rl_client) and its
+ * options. The semaphore, lock and delay queue methods are in sync.c. */
+#include <strings.h>
+
+#include "module.h"
+
+/* ---- Client ------------------------------------------------------------------- */
+
+/* Marks a call in flight; close() defers rl_client_close until none is. */
+rl_client *client_enter(rl_state *st, ClientObject *c)
+{
+    if (!c->rl || c->closing) {
+        raise_code(st, RL_ERR_CLOSED, c->closing ? "the client is closed" : "the client is not open");
+        return NULL;
+    }
+    c->inflight++;
+    return c->rl;
+}
+
+void client_leave(ClientObject *c)
+{
+    if (--c->inflight == 0 && c->closing && c->rl) {
+        rl_client *rl = c->rl;
+        c->rl = NULL;
+        rl_client_close(rl);
+    }
+}
+
+static PyObject *client_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
+{
+    ClientObject *self = (ClientObject *)tp->tp_alloc(tp, 0);
+    return (PyObject *)self;
+}
+
+/* A file path option: str, bytes or os.PathLike, as the file system
+ * encodes it. *keep owns the bytes. */
+static int conv_path(rl_state *st, PyObject *o, const char *param, PyObject **keep, const char **out)
+{
+    PyObject *p;
+    if (PyBool_Check(o) || !(PyUnicode_Check(o) || PyBytes_Check(o) || PyObject_HasAttrString(o, "__fspath__"))) {
+        PyErr_Format(PyExc_TypeError, "%s must be a path (str, bytes or os.PathLike), not %.100s", param,
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    if (!(p = PyOS_FSPath(o))) return -1;
+    if (PyUnicode_Check(p)) {
+        *keep = PyUnicode_EncodeFSDefault(p);
+        Py_DECREF(p);
+        if (!*keep) return -1;
+    } else {
+        *keep = p; /* bytes: PyOS_FSPath returns str or bytes only */
+    }
+    if (memchr(PyBytes_AS_STRING(*keep), '\0', (size_t)PyBytes_GET_SIZE(*keep))) {
+        Py_CLEAR(*keep);
+        raise_fmt(st, RL_ERR_INVALID, "%s must not contain NUL characters", param);
+        return -1;
+    }
+    *out = PyBytes_AS_STRING(*keep);
+    return 0;
+}
+
+/* Seconds -> a positive int of milliseconds for an rl_options field. */
+static int conv_option_ms(rl_state *st, PyObject *o, const char *param, int *out)
+{
+    int64_t v;
+    if (conv_seconds(st, o, param, &v) < 0) return -1;
+    if (v > INT32_MAX) {
+        raise_fmt(st, RL_ERR_INVALID, "%s is too large", param);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* ssl_cert_reqs as redis-py takes it: "required" / "none" (any case), or
+ * ssl.CERT_REQUIRED / ssl.CERT_NONE (ssl.VerifyMode, an int). */
+static int conv_cert_reqs(rl_state *st, PyObject *o, rl_tls_verify *out)
+{
+    if (PyUnicode_Check(o)) {
+        const char *s = PyUnicode_AsUTF8(o);
+        if (!s) return -1;
+        if (!strcasecmp(s, "required")) *out = RL_TLS_VERIFY_REQUIRED;
+        else if (!strcasecmp(s, "none")) *out = RL_TLS_VERIFY_NONE;
+        else {
+            raise_fmt(st, RL_ERR_INVALID, "ssl_cert_reqs must be 'required' or 'none' (got '%.50s')%s", s,
+                      strcasecmp(s, "optional") ? "" : ": 'optional' is not supported");
+            return -1;
+        }
+        return 0;
+    }
+    if (PyLong_Check(o) && !PyBool_Check(o)) {
+        long v = PyLong_AsLong(o);
+        if (v == -1 && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+            PyErr_Clear();
+        }
+        if (v == 2) *out = RL_TLS_VERIFY_REQUIRED; /* ssl.CERT_REQUIRED */
+        else if (v == 0) *out = RL_TLS_VERIFY_NONE; /* ssl.CERT_NONE */
+        else {
+            raise_fmt(st, RL_ERR_INVALID,
+                      "ssl_cert_reqs must be 'required', 'none', ssl.CERT_REQUIRED or ssl.CERT_NONE (got %ld)%s", v,
+                      v == 1 ? ": ssl.CERT_OPTIONAL is not supported" : "");
+            return -1;
+        }
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "ssl_cert_reqs must be str ('required' or 'none') or ssl.VerifyMode, not %.100s",
+                 Py_TYPE(o)->tp_name);
+    return -1;
+}
+
+static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"url", "prefix", "timeout", "connect_timeout", "pool_size", "on_redis_error",
+                             "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "reconnect_max", NULL};
+    enum { CA, CERT, KEY, NPATHS };
+    static const char *path_names[NPATHS] = {"ssl_ca_certs", "ssl_certfile", "ssl_keyfile"};
+    PyObject *url, *prefix = Py_None, *timeout = Py_None, *connect_timeout = Py_None, *pool_size = Py_None,
+                   *on_error = Py_None, *cert_reqs = Py_None, *reconnect_max = Py_None;
+    PyObject *paths[NPATHS] = {Py_None, Py_None, Py_None}, *path_keep[NPATHS] = {NULL, NULL, NULL};
+    const char **path_fields[NPATHS];
+    PyObject *url_keep = NULL, *prefix_keep = NULL;
+    const char *url_s, *prefix_s;
+    rl_state *st = STATE(self);
+    rl_options opts;
+    rl_client *rl = NULL;
+    char err[ERRBUF];
+    int64_t v;
+    int rc = -1;
+
+    if (!st) return -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOOOOOOO:Client", kwlist, &url, &prefix, &timeout,
+                                     &connect_timeout, &pool_size, &on_error, &paths[CA], &paths[CERT],
+                                     &paths[KEY], &cert_reqs, &reconnect_max))
+        return -1;
+    if (self->rl || self->closing) {
+        raise_code(st, RL_ERR_INVALID, "Client.__init__ may be called only once");
+        return -1;
+    }
+    rl_options_init(&opts);
+    path_fields[CA] = &opts.tls_ca_file;
+    path_fields[CERT] = &opts.tls_cert_file;
+    path_fields[KEY] = &opts.tls_key_file;
+    if (!PyUnicode_Check(url)) {
+        PyErr_Format(PyExc_TypeError, "url must be str, not %.100s", Py_TYPE(url)->tp_name);
+        return -1;
+    }
+    if (conv_text(st, url, "url", 0, &url_keep, &url_s, NULL) < 0) return -1;
+    if (prefix != Py_None) {
+        if (!PyUnicode_Check(prefix)) {
+            PyErr_Format(PyExc_TypeError, "prefix must be str, not %.100s", Py_TYPE(prefix)->tp_name);
+            goto done;
+        }
+        if (conv_text(st, prefix, "prefix", 0, &prefix_keep, &prefix_s, NULL) < 0) goto done;
+        opts.key_prefix = prefix_s;
+    }
+    if (timeout != Py_None && conv_option_ms(st, timeout, "timeout", &opts.command_timeout_ms) < 0) goto done;
+    if (connect_timeout != Py_None &&
+        conv_option_ms(st, connect_timeout, "connect_timeout", &opts.connect_timeout_ms) < 0)
+        goto done;
+    if (pool_size != Py_None) {
+        if (conv_int64(st, pool_size, "pool_size", &v) < 0) goto done;
+        if (v < INT32_MIN || v > INT32_MAX) {
+            raise_code(st, RL_ERR_INVALID, "pool_size is out of range");
+            goto done;
+        }
+        opts.pool_size = (int)v;
+    }
+    if (on_error != Py_None) {
+        const char *s = PyUnicode_Check(on_error) ? PyUnicode_AsUTF8(on_error) : NULL;
+        if (!PyUnicode_Check(on_error)) {
+            PyErr_Format(PyExc_TypeError, "on_redis_error must be str, not %.100s", Py_TYPE(on_error)->tp_name);
+            goto done;
+        }
+        if (!s) goto done;
+        if (!strcmp(s, "raise")) opts.on_error = RL_ON_ERROR_RAISE;
+        else if (!strcmp(s, "allow")) opts.on_error = RL_ON_ERROR_ALLOW;
+        else if (!strcmp(s, "deny")) opts.on_error = RL_ON_ERROR_DENY;
+        else {
+            raise_fmt(st, RL_ERR_INVALID, "on_redis_error must be 'raise', 'allow' or 'deny' (got '%.50s')", s);
+            goto done;
+        }
+    }
+    for (int i = 0; i < NPATHS; i++)
+        if (paths[i] != Py_None && conv_path(st, paths[i], path_names[i], &path_keep[i], path_fields[i]) < 0)
+            goto done;
+    if (cert_reqs != Py_None && conv_cert_reqs(st, cert_reqs, &opts.tls_verify) < 0) goto done;
+    if (reconnect_max != Py_None) {
+        /* 0 ms means "the default" to the core: here that is None */
+        if (conv_option_ms(st, reconnect_max, "reconnect_max", &opts.reconnect_max_ms) < 0) goto done;
+        if (opts.reconnect_max_ms <= 0) {
+            raise_code(st, RL_ERR_INVALID, "reconnect_max must be at least 0.001 seconds (None: the default, 1.0)");
+            goto done;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = rl_client_open(&rl, url_s, &opts);
+    if (rc) save_errmsg(err, rc);
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        raise_code(st, rc, err);
+        rc = -1;
+        goto done;
+    }
+    self->rl = rl;
+done:
+    Py_XDECREF(url_keep);
+    Py_XDECREF(prefix_keep);
+    for (int i = 0; i < NPATHS; i++) Py_XDECREF(path_keep[i]);
+    return rc;
+}
+
+static int client_traverse(ClientObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static void client_dealloc(ClientObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
+    /* calls hold a reference to the client, so none is in flight here */
+    if (self->rl) {
+        rl_client *rl = self->rl;
+        self->rl = NULL;
+        rl_client_close(rl);
+    }
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+PyDoc_STRVAR(client_close_doc,
+"close()\n--\n\n"
+"Close all connections. Calls still running finish first (the connections\n"
+"are closed when the last one returns); new calls raise ClientClosed.\n"
+"Closing twice is a no-op.");
+
+static PyObject *client_close(ClientObject *self, PyObject *unused)
+{
+    if (self->closing) Py_RETURN_NONE;
+    self->closing = 1;
+    if (self->inflight == 0 && self->rl) {
+        rl_client *rl = self->rl;
+        self->rl = NULL;
+        Py_BEGIN_ALLOW_THREADS
+        rl_client_close(rl);
+        Py_END_ALLOW_THREADS
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *client_get_closed(ClientObject *self, void *c)
+{
+    return PyBool_FromLong(self->closing || !self->rl);
+}
+
+static PyObject *client_get_prefix(ClientObject *self, void *c)
+{
+    if (!self->rl) Py_RETURN_NONE;
+    return PyUnicode_FromString(rl_client_prefix(self->rl));
+}
+
+PyDoc_STRVAR(client_semaphore_acquire_doc,
+"_semaphore_acquire(name, permits, lease, timeout=None, cancel=None)\n--\n\n"
+"Low level: (permit_id, fencing_token, lease) or None if not acquired within\n"
+"timeout seconds. Use Client.semaphore() instead.");
+
+PyDoc_STRVAR(client_lock_acquire_doc,
+"_lock_acquire(name, lease, timeout=None, cancel=None)\n--\n\n"
+"Low level: (token, fencing_token, lease) or None. Use Client.lock() instead.");
+
+static PyMethodDef client_methods[] = {
+    {"close", (PyCFunction)client_close, METH_NOARGS, client_close_doc},
+    {"_semaphore_acquire", (PyCFunction)(void (*)(void))client_semaphore_acquire, METH_VARARGS | METH_KEYWORDS,
+     client_semaphore_acquire_doc},
+    {"_semaphore_release", (PyCFunction)client_semaphore_release, METH_VARARGS,
+     "_semaphore_release(name, permit_id) -> bool"},
+    {"_semaphore_refresh", (PyCFunction)client_semaphore_refresh, METH_VARARGS,
+     "_semaphore_refresh(name, permit_id, lease) -> bool"},
+    {"_semaphore_available", (PyCFunction)client_semaphore_available, METH_VARARGS,
+     "_semaphore_available(name, permits) -> int"},
+    {"_semaphore_holders", (PyCFunction)client_semaphore_holders, METH_VARARGS, "_semaphore_holders(name) -> int"},
+    {"_lock_acquire", (PyCFunction)(void (*)(void))client_lock_acquire, METH_VARARGS | METH_KEYWORDS,
+     client_lock_acquire_doc},
+    {"_lock_release", (PyCFunction)client_lock_release, METH_VARARGS, "_lock_release(name, token) -> bool"},
+    {"_lock_extend", (PyCFunction)client_lock_extend, METH_VARARGS, "_lock_extend(name, token, lease) -> bool"},
+    {"_queue_push", (PyCFunction)client_queue_push, METH_VARARGS, "_queue_push(queue, message, delay) -> bool"},
+    {"_queue_pop_ready", (PyCFunction)(void (*)(void))client_queue_pop_ready, METH_VARARGS | METH_KEYWORDS,
+     "_queue_pop_ready(queue, max) -> list[bytes]"},
+    {"_queue_pop_wait", (PyCFunction)(void (*)(void))client_queue_pop_wait, METH_VARARGS | METH_KEYWORDS,
+     "_queue_pop_wait(queue, max, timeout=None, cancel=None) -> list[bytes]"},
+    {"_queue_size", (PyCFunction)client_queue_size, METH_VARARGS, "_queue_size(queue) -> int"},
+    {"_queue_remove", (PyCFunction)client_queue_remove, METH_VARARGS, "_queue_remove(queue, message) -> bool"},
+    {NULL}};
+
+static PyGetSetDef client_getset[] = {
+    {"closed", (getter)client_get_closed, NULL, "True once close() was called.", NULL},
+    {"prefix", (getter)client_get_prefix, NULL, "The key prefix in use (None once closed).", NULL},
+    {NULL}};
+
+static PyMemberDef client_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(ClientObject, weakrefs), READONLY, NULL},
+    {NULL}};
+
+PyDoc_STRVAR(client_doc,
+"Client(url, *, prefix=None, timeout=None, connect_timeout=None, pool_size=None, on_redis_error=None,\n"
+"       ssl_ca_certs=None, ssl_certfile=None, ssl_keyfile=None, ssl_cert_reqs=None, reconnect_max=None)\n--\n\n"
+"A connection pool to Redis (one server, TLS, Sentinel or Cluster), shared\n"
+"safely by all threads. See ratelimit.Client for the options.");
+
+static PyType_Slot client_slots[] = {
+    {Py_tp_new, client_new},
+    {Py_tp_init, client_init},
+    {Py_tp_dealloc, client_dealloc},
+    {Py_tp_traverse, client_traverse},
+    {Py_tp_methods, client_methods},
+    {Py_tp_getset, client_getset},
+    {Py_tp_members, client_members},
+    {Py_tp_doc, (void *)client_doc},
+    {0, NULL}};
+
+PyType_Spec client_spec = {
+    .name = "ratelimit._ratelimit.Client",
+    .basicsize = sizeof(ClientObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = client_slots,
+};
+

@@ -1,0 +1,120 @@
+/* What the files of ratelimit._ratelimit share: the module state, the
+ * Client object (limiter.c and sync.c call through it), errors, argument
+ * conversion and the types' specs. Names here are hidden in the shared
+ * object (-fvisibility=hidden and the version script export only
+ * PyInit__ratelimit). */
+#ifndef RL_PY_MODULE_H
+#define RL_PY_MODULE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ratelimit.h"
+
+/* ---- module state (module.c) ------------------------------------------------ */
+
+typedef struct {
+    PyObject *RateLimitError;
+    PyObject *InvalidArgument;
+    PyObject *ConnectionError;
+    PyObject *Timeout;
+    PyObject *ProtocolError;
+    PyObject *RedisError;
+    PyObject *Cancelled;
+    PyObject *ClientClosed;
+    PyObject *RateLimitExceeded;
+    PyTypeObject *ClientType;
+    PyTypeObject *LimiterType;
+    PyTypeObject *ResultType;
+} rl_state;
+
+static inline rl_state *get_state(PyObject *module)
+{
+    return (rl_state *)PyModule_GetState(module);
+}
+
+/* The state of the module that defined tp or one of its bases (Python
+ * subclasses of our types have no module of their own). */
+rl_state *state_of_type(PyTypeObject *tp);
+
+#define STATE(obj) state_of_type(Py_TYPE(obj))
+
+/* PyModule_AddObject with a new reference of the caller's (AddObjectRef is 3.10+). */
+int add_ref(PyObject *module, const char *name, PyObject *obj);
+
+/* ---- errors (errors.c) --------------------------------------------------------- */
+
+#define ERRBUF 600
+
+/* rl_errmsg() is thread-local and the cancel callback may run Python code
+ * (signal handlers) that calls the core again: copy it while still in the
+ * released region, right after the call. */
+void save_errmsg(char *buf, int rc);
+
+/* Raise the exception class for rc with message msg and .code = rc; NULL. */
+PyObject *raise_code(rl_state *st, int rc, const char *msg);
+PyObject *raise_fmt(rl_state *st, int rc, const char *fmt, ...);
+
+int errors_init(PyObject *module, rl_state *st);
+
+/* ---- argument conversion and cancellation (util.c) ------------------------------- */
+
+int conv_text(rl_state *st, PyObject *o, const char *param, int allow_nul, PyObject **keep, const char **data,
+              Py_ssize_t *len);
+int conv_int64(rl_state *st, PyObject *o, const char *param, int64_t *out);
+int conv_seconds(rl_state *st, PyObject *o, const char *param, int64_t *out_ms);
+PyObject *ms_to_seconds(int64_t ms);
+
+/* The rl_wait.cancel of every blocking call: ts is the thread state saved
+ * when the GIL was released, cancel the caller's callable or NULL. */
+typedef struct {
+    PyThreadState *ts;
+    PyObject *cancel;
+} cancel_ctx;
+
+int cancel_cb(void *p);
+
+/* ---- Client (client.c) ------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    rl_client *rl;
+    Py_ssize_t inflight; /* calls running with the GIL released */
+    int closing;
+    PyObject *weakrefs;
+} ClientObject;
+
+/* A call in flight: client_enter (with the GIL) gives the rl_client or
+ * raises ClientClosed; client_leave (with the GIL) ends it, and closes the
+ * client if close() came meanwhile. */
+rl_client *client_enter(rl_state *st, ClientObject *c);
+void client_leave(ClientObject *c);
+
+/* ---- Client methods for the primitives (sync.c) ------------------------------------ */
+
+PyObject *client_semaphore_acquire(ClientObject *self, PyObject *args, PyObject *kw);
+PyObject *client_semaphore_release(ClientObject *self, PyObject *args);
+PyObject *client_semaphore_refresh(ClientObject *self, PyObject *args);
+PyObject *client_semaphore_available(ClientObject *self, PyObject *args);
+PyObject *client_semaphore_holders(ClientObject *self, PyObject *args);
+PyObject *client_lock_acquire(ClientObject *self, PyObject *args, PyObject *kw);
+PyObject *client_lock_release(ClientObject *self, PyObject *args);
+PyObject *client_lock_extend(ClientObject *self, PyObject *args);
+PyObject *client_queue_push(ClientObject *self, PyObject *args);
+PyObject *client_queue_pop_ready(ClientObject *self, PyObject *args, PyObject *kw);
+PyObject *client_queue_pop_wait(ClientObject *self, PyObject *args, PyObject *kw);
+PyObject *client_queue_size(ClientObject *self, PyObject *args);
+PyObject *client_queue_remove(ClientObject *self, PyObject *args);
+
+/* ---- the types ------------------------------------------------------------------------ */
+
+extern PyType_Spec client_spec;  /* client.c */
+extern PyType_Spec limiter_spec; /* limiter.c */
+extern PyType_Spec result_spec;  /* limiter.c */
+
+#endif
