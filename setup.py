@@ -210,14 +210,15 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
-sources = ["bindings/python/src/_ratelimit.c"] + sorted(
-    os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "core", "src", "*.c")))
+sources = sorted(os.path.relpath(p, ROOT) for pattern in ("bindings/python/src/*.c", "core/src/*.c")
+                 for p in glob.glob(os.path.join(ROOT, pattern)))
 
 extension = Extension(
     "ratelimit._ratelimit",
     sources=sources,
     include_dirs=["core/include", "core/src"],
-    depends=glob.glob("core/include/*.h") + glob.glob("core/src/*.h") + glob.glob("lua/*.lua"),
+    depends=glob.glob("core/include/*.h") + glob.glob("core/src/*.h") + glob.glob("bindings/python/src/*.h")
+    + glob.glob("lua/*.lua"),
     extra_compile_args=["-std=gnu11", "-fvisibility=hidden", "-pthread", "-Wall", "-Wno-unused-parameter"],
     extra_link_args=["-pthread"],
 )
