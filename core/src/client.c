@@ -120,9 +120,11 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
         }
     }
     /* raise: report a dead server, bad password or bad certificate now;
-     * allow / deny: an application boots during an outage */
+     * allow / deny: an application boots during an outage, but not with a
+     * server certificate it refuses (a misconfiguration, not an outage) */
     rc = rl_topology_connect(c);
-    if (rc && (options->on_error == RL_ON_ERROR_RAISE || (rc != RL_ERR_CONNECTION && rc != RL_ERR_TIMEOUT))) {
+    if (rc && (options->on_error == RL_ON_ERROR_RAISE || (rc != RL_ERR_CONNECTION && rc != RL_ERR_TIMEOUT) ||
+               c->certificate_refused)) {
         free_client(c);
         return rc;
     }

@@ -274,6 +274,7 @@ static int tls_start(rl_client *c, rl_conn *conn, const char *host, const char *
     ERR_clear_error();
     if (redisInitiateSSL(conn->ctx, ssl) != REDIS_OK) {
         long verify = SSL_get_verify_result(ssl);
+        if (verify != X509_V_OK) c->certificate_refused = 1;
         int rc = verify != X509_V_OK
                      ? rl_fail(RL_ERR_CONNECTION, "%s: TLS certificate verify failed: %s", where,
                                X509_verify_cert_error_string(verify))

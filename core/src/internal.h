@@ -85,6 +85,7 @@ struct rl_client {
     rl_options options;
     char *prefix;
     void *tls; /* SSL_CTX * when the URL is rediss */
+    int certificate_refused; /* a server's certificate failed our checks (set, never cleared) */
 
     pthread_mutex_t topology; /* guards what follows */
     pthread_cond_t discovered; /* a discovery finished */

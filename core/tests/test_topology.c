@@ -283,6 +283,10 @@ static void test_tls_checks(void)
     CHECK_EQ(try_open(url, &o), RL_ERR_CONNECTION);
     CHECK(strstr(rl_errmsg(), "certificate verify failed") != NULL);
     printf("  wrong CA: %s\n", rl_errmsg());
+    /* a refused certificate is a misconfiguration, not an outage: no policy opens it */
+    o.on_error = RL_ON_ERROR_ALLOW;
+    CHECK_EQ(try_open(url, &o), RL_ERR_CONNECTION);
+    o.on_error = RL_ON_ERROR_RAISE;
 
     /* a certificate for another host name */
     snprintf(url, sizeof url, "rediss://127.0.0.1:%s?ssl_ca_certs=%s", env("RL_TEST_TLS_BADHOST_PORT"), ca);
