@@ -214,6 +214,57 @@ typedef struct {
 RL_API int rl_acquire_wait(rl_client *client, const rl_request *request,
                            const rl_wait *wait, rl_result *out);
 
+/* ---- asynchronous decisions ------------------------------------------- */
+
+/* rl_submit sends a decision without waiting for it. The client runs one I/O
+ * thread (started by the first submit) that owns one connection per server:
+ * requests submitted while a write is in flight go out together in the next
+ * write (automatic pipelining), so many concurrent callers cost Redis few
+ * syscalls. Per request, everything holds as in rl_execute: validation before
+ * anything is sent, NOSCRIPT loading, cluster redirects, the command timeout,
+ * never sending twice what may have run, and the on_error policy.
+ *
+ * A completion goes to exactly one target:
+ *   - a callback, called on the I/O thread (it must not block nor call
+ *     rl_client_close; the JNI layer attaches that thread to the JVM once), or
+ *   - an rl_completions queue, whose file descriptor becomes readable when
+ *     completions wait: an event loop (asyncio add_reader, libuv, libevent,
+ *     epoll) watches it and drains the queue with rl_completions_take, one
+ *     wake-up for many completions.
+ * Closing the client completes every request still in flight with
+ * RL_ERR_CLOSED. A queue outlives the clients that post to it. */
+typedef struct {
+    uint64_t tag;      /* the caller's, from rl_submit */
+    int status;        /* RL_OK, or what failed (message in error) */
+    rl_result result;  /* status RL_OK: the decision (fallback = 1: by policy) */
+    char error[200];
+} rl_completion;
+
+typedef void (*rl_complete_fn)(void *ctx, const rl_completion *completion);
+
+typedef struct rl_completions rl_completions;
+
+typedef struct {
+    rl_complete_fn fn; /* either fn (with ctx) ... */
+    void *ctx;
+    rl_completions *queue; /* ... or a queue */
+} rl_target;
+
+RL_API int rl_completions_open(rl_completions **out);
+/* Readable while completions wait (an eventfd); never read it yourself. */
+RL_API int rl_completions_fd(const rl_completions *queue);
+/* Moves up to max waiting completions into out; returns how many (0: none).
+ * Never blocks. */
+RL_API size_t rl_completions_take(rl_completions *queue, rl_completion *out, size_t max);
+/* No client may still post to it. NULL is a no-op. */
+RL_API void rl_completions_close(rl_completions *queue);
+
+/* Queues one decision (acquire, peek or reserve; the request's strings are
+ * copied). Returns RL_ERR_INVALID (nothing queued) for a bad request or
+ * target, RL_ERR_CLOSED while the client closes; else RL_OK and the
+ * completion follows exactly once. Thread-safe. */
+RL_API int rl_submit(rl_client *client, const rl_request *request, uint64_t tag, const rl_target *target);
+
 /* ---- semaphore and lock ---------------------------------------------- */
 
 #define RL_PERMIT_ID_SIZE 48

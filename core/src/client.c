@@ -135,7 +135,9 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
 
 void rl_client_close(rl_client *client)
 {
-    if (client) free_client(client);
+    if (!client) return;
+    rl_async_stop(client);
+    free_client(client);
 }
 
 /* ---- commands ----------------------------------------------------------------- */
@@ -218,7 +220,7 @@ void rl_cmd_script(rl_cmd *cmd, int script, int nkeys)
 /* Redirects and "not now" answers of one call, before it gives up. */
 #define MAX_REDIRECTS 16
 
-static int is_noscript(const redisReply *r)
+int rl_reply_is_noscript(const redisReply *r)
 {
     return r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8);
 }
@@ -276,7 +278,7 @@ static int reload_scripts(rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t
     int loaded[RL_SCRIPT_COUNT] = {0};
     for (size_t k = 0; k < m; k++) {
         size_t i = idx[k];
-        if (!is_noscript(replies[i]) || cmds[i].script < 0 || loaded[cmds[i].script]) continue;
+        if (!rl_reply_is_noscript(replies[i]) || cmds[i].script < 0 || loaded[cmds[i].script]) continue;
         const rl_script_def *def = &rl_scripts[cmds[i].script];
         const char *argv[3] = {"SCRIPT", "LOAD", def->text};
         size_t lens[3] = {6, 4, def->length};
@@ -292,7 +294,7 @@ static int reload_scripts(rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t
     }
     for (size_t k = 0; k < m; k++) {
         size_t i = idx[k];
-        if (!is_noscript(replies[i]) || cmds[i].script < 0) continue;
+        if (!rl_reply_is_noscript(replies[i]) || cmds[i].script < 0) continue;
         freeReplyObject(replies[i]);
         replies[i] = NULL;
         int rc = send_and_read(conn, cmds, &i, 1, asking, replies);
@@ -301,12 +303,10 @@ static int reload_scripts(rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t
     return RL_OK;
 }
 
-typedef enum { REPLY_FINAL, REPLY_MOVED, REPLY_ASK, REPLY_LATER, REPLY_READONLY } reply_kind;
-
 /* Replies that prove the command did not run may send it again; nothing
  * else ever is (a timeout or a broken connection may have consumed). */
-static reply_kind classify(const rl_client *c, const redisReply *r, int *slot, char *host, size_t host_size,
-                           int *port)
+reply_kind rl_classify_reply(const rl_client *c, const redisReply *r, int *slot, char *host, size_t host_size,
+                             int *port)
 {
     if (!r || r->type != REDIS_REPLY_ERROR) return REPLY_FINAL;
     int moved = !strncmp(r->str, "MOVED ", 6), ask = !strncmp(r->str, "ASK ", 4);
@@ -408,7 +408,7 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
             size_t i = idx[k];
             char host[256];
             int slot = -1, port = 0;
-            reply_kind kind = classify(c, replies[i], &slot, host, sizeof host, &port);
+            reply_kind kind = rl_classify_reply(c, replies[i], &slot, host, sizeof host, &port);
             ask[i] = NULL;
             if (kind == REPLY_FINAL) {
                 done[i] = 1;

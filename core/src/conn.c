@@ -173,6 +173,50 @@ int rl_conn_flush(rl_conn *conn)
     return rc;
 }
 
+/* Non-blocking sockets (the I/O thread): write what the socket takes now. */
+int rl_conn_flush_some(rl_conn *conn)
+{
+    redisContext *ctx = conn->ctx;
+    if (conn->ssl) {
+        sigpipe_guard g;
+        int done = 0;
+        sigpipe_block(&g);
+        int rc = redisBufferWrite(ctx, &done);
+        sigpipe_restore(&g);
+        return rc;
+    }
+    size_t len;
+    while (!ctx->err && (len = sdslen(ctx->obuf)) > 0) {
+        ssize_t n = send(ctx->fd, ctx->obuf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return REDIS_OK;
+            int err = errno;
+            ctx->err = REDIS_ERR_IO;
+            snprintf(ctx->errstr, sizeof ctx->errstr, "%s", strerror(err));
+            errno = err;
+            return REDIS_ERR;
+        }
+        if ((size_t)n < len) {
+            sdsrange(ctx->obuf, (int)n, -1);
+        } else {
+            sdsfree(ctx->obuf);
+            if (!(ctx->obuf = sdsempty())) ctx->err = REDIS_ERR_OOM;
+        }
+    }
+    return ctx->err ? REDIS_ERR : REDIS_OK;
+}
+
+int rl_conn_buffer_read(rl_conn *conn)
+{
+    if (!conn->ssl) return redisBufferRead(conn->ctx);
+    sigpipe_guard g;
+    sigpipe_block(&g);
+    int rc = redisBufferRead(conn->ctx);
+    sigpipe_restore(&g);
+    return rc;
+}
+
 int rl_conn_read(rl_conn *conn, void **reply)
 {
     if (!conn->ssl) return redisGetReply(conn->ctx, reply);

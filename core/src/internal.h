@@ -80,6 +80,8 @@ struct rl_node {
 
 #define RL_CLUSTER_SLOTS 16384
 
+typedef struct rl_async rl_async;
+
 struct rl_client {
     rl_url url; /* TLS fields merged with the options */
     rl_options options;
@@ -97,6 +99,7 @@ struct rl_client {
     int64_t refresh_due_ms; /* cluster: refresh the slot map at or after this (0 = not due) */
     int next_sentinel;      /* the sentinel that answered last is asked first */
     pid_t pid;              /* a forked child drops the parent's connections */
+    rl_async *async;        /* the I/O thread, started by the first rl_submit */
 };
 
 /* errors: set the thread's message and return the status */
@@ -115,6 +118,9 @@ redisReply *rl_command(rl_conn *conn, int argc, const char **argv, const size_t 
 /* Writes the output buffer / reads one reply, never raising SIGPIPE. */
 int rl_conn_flush(rl_conn *conn);
 int rl_conn_read(rl_conn *conn, void **reply);
+/* Non-blocking connections (the I/O thread): write what fits now; read what came. */
+int rl_conn_flush_some(rl_conn *conn);
+int rl_conn_buffer_read(rl_conn *conn);
 /* Maps a failed connection to RL_ERR_TIMEOUT / RL_ERR_CONNECTION with a message. */
 int rl_conn_error(rl_conn *conn, const char *what);
 int rl_tls_setup(rl_client *client);
@@ -171,6 +177,21 @@ int rl_run(rl_client *client, rl_cmd *cmds, size_t n, redisReply **replies);
 /* The publish / subscribe commands the scripts and waiters use: sharded in a
  * cluster so a wake-up reaches only the entity's shard. */
 const char *rl_publish_command(const rl_client *client);
+
+/* Replies that prove a command did not run (it may be sent again). */
+typedef enum { REPLY_FINAL, REPLY_MOVED, REPLY_ASK, REPLY_LATER, REPLY_READONLY } reply_kind;
+reply_kind rl_classify_reply(const rl_client *c, const redisReply *r, int *slot, char *host, size_t host_size,
+                             int *port);
+int rl_reply_is_noscript(const redisReply *r);
+
+/* decisions, shared by rl_execute and rl_submit (limiter.c) */
+int rl_validate_request(const rl_request *req);
+void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *req);
+int rl_decode_result(const redisReply *r, rl_result *out);
+void rl_fallback_result(const rl_client *client, const rl_spec *spec, rl_result *out);
+
+/* async.c: completes what is in flight with RL_ERR_CLOSED and stops the I/O thread */
+void rl_async_stop(rl_client *client);
 
 /* reply helpers */
 int rl_reply_int(const redisReply *r, size_t index, int64_t *out);

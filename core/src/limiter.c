@@ -95,7 +95,7 @@ int rl_spec_validate(const rl_spec *spec)
     return validate_spec(spec);
 }
 
-static int validate_request(const rl_request *req)
+int rl_validate_request(const rl_request *req)
 {
     int rc;
     if ((rc = rl_check_name("name", req->name)) || (rc = rl_check_name("id", req->id)) ||
@@ -144,7 +144,7 @@ int rl_key(const rl_client *client, const char *name, const char *id, rl_algorit
     return rc;
 }
 
-static void build_call(rl_cmd *cmd, const rl_client *client, const rl_request *req)
+void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *req)
 {
     char *tag = entity_tag(req->name, req->id);
     rl_cmd_init(cmd);
@@ -164,7 +164,7 @@ static void build_call(rl_cmd *cmd, const rl_client *client, const rl_request *r
     rl_cmd_int(cmd, req->max_wait_ms);
 }
 
-static int decode(const redisReply *r, rl_result *out)
+int rl_decode_result(const redisReply *r, rl_result *out)
 {
     int64_t v[6];
     int rc;
@@ -183,11 +183,11 @@ static int decode(const redisReply *r, rl_result *out)
 }
 
 /* Redis is unreachable and the client was told to decide without it. */
-static void fallback(const rl_client *client, const rl_request *req, rl_result *out)
+void rl_fallback_result(const rl_client *client, const rl_spec *spec, rl_result *out)
 {
     int allow = client->options.on_error == RL_ON_ERROR_ALLOW;
     out->allowed = allow;
-    out->limit = capacity_of(&req->spec);
+    out->limit = capacity_of(spec);
     out->remaining = 0;
     out->retry_after_ms = allow ? -1 : 1000;
     out->reset_after_ms = 0;
@@ -207,7 +207,7 @@ int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_resul
     if (!requests || !results) return rl_fail(RL_ERR_INVALID, "requests and results must not be NULL");
     if (n > 100000) return rl_fail(RL_ERR_INVALID, "a batch holds at most 100000 requests (got %zu)", n);
     for (size_t i = 0; i < n; i++) {
-        if ((rc = validate_request(&requests[i]))) {
+        if ((rc = rl_validate_request(&requests[i]))) {
             if (n > 1) {
                 char msg[512];
                 snprintf(msg, sizeof msg, "%s", rl_errmsg());
@@ -228,13 +228,13 @@ int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_resul
         }
         return rl_fail(RL_ERR_NOMEM, "out of memory");
     }
-    for (size_t i = 0; i < n; i++) build_call(&cmds[i], client, &requests[i]);
+    for (size_t i = 0; i < n; i++) rl_build_decision(&cmds[i], client, &requests[i]);
     rc = rl_run(client, cmds, n, replies);
     if (rc == RL_OK) {
-        for (size_t i = 0; i < n && rc == RL_OK; i++) rc = decode(replies[i], &results[i]);
+        for (size_t i = 0; i < n && rc == RL_OK; i++) rc = rl_decode_result(replies[i], &results[i]);
         for (size_t i = 0; i < n; i++) freeReplyObject(replies[i]);
     } else if ((rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) && client->options.on_error != RL_ON_ERROR_RAISE) {
-        for (size_t i = 0; i < n; i++) fallback(client, &requests[i], &results[i]);
+        for (size_t i = 0; i < n; i++) rl_fallback_result(client, &requests[i].spec, &results[i]);
         rc = RL_OK; /* rl_errmsg() still says what went wrong */
     }
     for (size_t i = 0; i < n; i++) rl_cmd_free(&cmds[i]);

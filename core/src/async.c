@@ -1,0 +1,634 @@
+/* Asynchronous decisions: one I/O thread per client, one connection per
+ * server, requests pipelined as they come (see rl_submit in ratelimit.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <hiredis/sds.h>
+
+#include "internal.h"
+
+/* ---- completion queues ------------------------------------------------- */
+
+struct rl_completions {
+    pthread_mutex_t mutex;
+    rl_completion *items;
+    size_t head, count, cap;
+    int fd;
+    int signalled; /* the fd holds a wake-up nobody took yet */
+};
+
+int rl_completions_open(rl_completions **out)
+{
+    rl_completions *q;
+    rl_clear_error();
+    if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
+    if (!(q = calloc(1, sizeof *q))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    q->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (q->fd < 0) {
+        free(q);
+        return rl_fail(RL_ERR_NOMEM, "eventfd: %s", strerror(errno));
+    }
+    pthread_mutex_init(&q->mutex, NULL);
+    *out = q;
+    return RL_OK;
+}
+
+int rl_completions_fd(const rl_completions *q)
+{
+    return q ? q->fd : -1;
+}
+
+static void completions_push(rl_completions *q, const rl_completion *c)
+{
+    pthread_mutex_lock(&q->mutex);
+    if (q->count == q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 64;
+        rl_completion *grown = malloc(cap * sizeof *grown);
+        if (!grown) abort(); /* a completion must never be lost */
+        for (size_t i = 0; i < q->count; i++) grown[i] = q->items[(q->head + i) % q->cap];
+        free(q->items);
+        q->items = grown;
+        q->head = 0;
+        q->cap = cap;
+    }
+    q->items[(q->head + q->count++) % q->cap] = *c;
+    if (!q->signalled) {
+        uint64_t one = 1;
+        q->signalled = write(q->fd, &one, sizeof one) == sizeof one;
+    }
+    pthread_mutex_unlock(&q->mutex);
+}
+
+size_t rl_completions_take(rl_completions *q, rl_completion *out, size_t max)
+{
+    size_t n = 0;
+    if (!q || !out) return 0;
+    pthread_mutex_lock(&q->mutex);
+    while (n < max && q->count > 0) {
+        out[n++] = q->items[q->head];
+        q->head = (q->head + 1) % q->cap;
+        q->count--;
+    }
+    if (q->count == 0 && q->signalled) {
+        uint64_t v;
+        if (read(q->fd, &v, sizeof v) == sizeof v || errno == EAGAIN) q->signalled = 0;
+    }
+    pthread_mutex_unlock(&q->mutex);
+    return n;
+}
+
+void rl_completions_close(rl_completions *q)
+{
+    if (!q) return;
+    close(q->fd);
+    free(q->items);
+    pthread_mutex_destroy(&q->mutex);
+    free(q);
+}
+
+/* ---- requests and connections ---------------------------------------------- */
+
+typedef enum { REQ_DECISION, REQ_ASKING, REQ_SCRIPT_LOAD } req_kind;
+
+typedef struct areq {
+    struct areq *next;
+    req_kind kind;
+    rl_cmd cmd;
+    uint64_t tag;
+    rl_target target;
+    rl_spec spec;         /* for the fallback decision */
+    int64_t deadline_ms;  /* command timeout from submission */
+    int64_t retry_at_ms;  /* waiting after TRYAGAIN / CLUSTERDOWN / ... */
+    int64_t pause_ms;
+    rl_node *ask;         /* an ASK redirect: the next send goes there, after ASKING */
+    int redirects;
+    int abandoned;        /* completed (timed out) while its reply is still due */
+} areq;
+
+typedef struct {
+    areq *head, *tail;
+} areq_list;
+
+static void list_push(areq_list *l, areq *r)
+{
+    r->next = NULL;
+    if (l->tail) l->tail->next = r;
+    else l->head = r;
+    l->tail = r;
+}
+
+static areq *list_pop(areq_list *l)
+{
+    areq *r = l->head;
+    if (r) {
+        l->head = r->next;
+        if (!l->head) l->tail = NULL;
+        r->next = NULL;
+    }
+    return r;
+}
+
+typedef struct {
+    rl_node *node;
+    rl_conn *conn;       /* NULL: not connected */
+    int polling_out;     /* EPOLLOUT registered: the socket took less than we had */
+    areq_list inflight;  /* sent (or buffered), replies due in this order */
+    unsigned loading;    /* scripts a SCRIPT LOAD was queued for on this connection */
+    int64_t last_read_ms;
+} aconn;
+
+struct rl_async {
+    rl_client *client;
+    pthread_t thread;
+    pthread_mutex_t mutex; /* guards submitted, closing, sleeping */
+    areq_list submitted;
+    int closing;
+    int sleeping; /* in epoll_wait: a submit must wake it */
+    int wake_fd;
+    int epoll_fd;
+    /* the I/O thread's own */
+    aconn **conns; /* one per server, never moved */
+    int nconns, cap_conns;
+    areq_list waiting; /* to dispatch again at retry_at_ms */
+    pid_t pid;
+};
+
+/* ---- completing ------------------------------------------------------------- */
+
+static void req_free(areq *r)
+{
+    rl_cmd_free(&r->cmd);
+    free(r);
+}
+
+static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
+{
+    rl_completion c;
+    memset(&c, 0, sizeof c);
+    c.tag = r->tag;
+    c.status = status;
+    if (status == RL_OK && (c.status = rl_decode_result(reply, &c.result)))
+        snprintf(c.error, sizeof c.error, "%s", rl_errmsg());
+    if (c.status == RL_ERR_REDIS || c.status == RL_ERR_CONNECTION || c.status == RL_ERR_TIMEOUT ||
+        c.status == RL_ERR_CLOSED || c.status == RL_ERR_NOMEM)
+        if (!c.error[0]) snprintf(c.error, sizeof c.error, "%s", rl_errmsg());
+    if ((c.status == RL_ERR_CONNECTION || c.status == RL_ERR_TIMEOUT) &&
+        a->client->options.on_error != RL_ON_ERROR_RAISE) {
+        rl_fallback_result(a->client, &r->spec, &c.result);
+        c.status = RL_OK; /* the message still says what went wrong */
+    }
+    if (r->target.queue) completions_push(r->target.queue, &c);
+    else r->target.fn(r->target.ctx, &c);
+}
+
+/* A decision is done: completed unless it already was (timed out). */
+static void finish(rl_async *a, areq *r, int status, const redisReply *reply)
+{
+    if (r->kind == REQ_DECISION && !r->abandoned) complete(a, r, status, reply);
+    req_free(r);
+}
+
+/* ---- connections -------------------------------------------------------------- */
+
+static aconn *conn_for(rl_async *a, rl_node *node)
+{
+    for (int i = 0; i < a->nconns; i++)
+        if (a->conns[i]->node == node) return a->conns[i];
+    if (a->nconns == a->cap_conns) {
+        int cap = a->cap_conns ? a->cap_conns * 2 : 4;
+        aconn **grown = realloc(a->conns, (size_t)cap * sizeof *grown);
+        if (!grown) return NULL;
+        a->conns = grown;
+        a->cap_conns = cap;
+    }
+    aconn *ac = calloc(1, sizeof *ac);
+    if (!ac) return NULL;
+    ac->node = node;
+    a->conns[a->nconns++] = ac;
+    return ac;
+}
+
+/* Fails everything in flight on ac with status: it may have run, so none of
+ * it is ever sent again. */
+static void conn_drop(rl_async *a, aconn *ac, int status)
+{
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s", rl_errmsg());
+    if (ac->conn) {
+        epoll_ctl(a->epoll_fd, EPOLL_CTL_DEL, ac->conn->ctx->fd, NULL);
+        rl_conn_close(ac->conn);
+        ac->conn = NULL;
+    }
+    ac->loading = 0;
+    ac->polling_out = 0;
+    areq *r;
+    while ((r = list_pop(&ac->inflight))) {
+        rl_fail(status, "%s", msg);
+        finish(a, r, status, NULL);
+    }
+    if (status == RL_ERR_CONNECTION) rl_topology_suspect(a->client, ac->node);
+}
+
+static int conn_open(rl_async *a, aconn *ac)
+{
+    rl_client *c = a->client;
+    int rc;
+    pthread_mutex_lock(&ac->node->mutex);
+    rc = rl_backoff_check(&ac->node->backoff, rl_monotonic_ms());
+    pthread_mutex_unlock(&ac->node->mutex);
+    if (rc) return rc;
+    rc = rl_conn_open(c, ac->node, c->url.password, c->url.user, c->url.db, &ac->conn);
+    pthread_mutex_lock(&ac->node->mutex);
+    if (rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT)
+        rl_backoff_failed(&ac->node->backoff, rc, rl_monotonic_ms(), c->options.reconnect_max_ms);
+    else rl_backoff_ok(&ac->node->backoff);
+    pthread_mutex_unlock(&ac->node->mutex);
+    if (rc) return rc;
+    /* from here on the socket never blocks: the I/O thread waits in epoll */
+    redisContext *ctx = ac->conn->ctx;
+    ctx->flags &= ~REDIS_BLOCK;
+    fcntl(ctx->fd, F_SETFL, fcntl(ctx->fd, F_GETFL) | O_NONBLOCK);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ac->node};
+    if (epoll_ctl(a->epoll_fd, EPOLL_CTL_ADD, ctx->fd, &ev) < 0) {
+        rl_conn_close(ac->conn);
+        ac->conn = NULL;
+        return rl_fail(RL_ERR_CONNECTION, "epoll: %s", strerror(errno));
+    }
+    ac->last_read_ms = rl_monotonic_ms();
+    return RL_OK;
+}
+
+static void append(aconn *ac, areq *r)
+{
+    redisAppendCommandArgv(ac->conn->ctx, r->cmd.argc, r->cmd.argv, r->cmd.lens);
+    list_push(&ac->inflight, r);
+}
+
+/* An internal command (ASKING, SCRIPT LOAD) whose reply is read and dropped. */
+static int append_internal(aconn *ac, req_kind kind, int argc, const char **argv, const size_t *lens)
+{
+    areq *r = calloc(1, sizeof *r);
+    if (!r) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    rl_cmd_init(&r->cmd);
+    r->kind = kind;
+    redisAppendCommandArgv(ac->conn->ctx, argc, argv, lens);
+    list_push(&ac->inflight, r);
+    return RL_OK;
+}
+
+/* Routes r and appends it to its server's output buffer. */
+static void dispatch(rl_async *a, areq *r)
+{
+    rl_node *node = r->ask;
+    int rc = RL_OK;
+    if (!node && (rc = rl_route(a->client, r->cmd.slot, &node))) goto fail;
+    aconn *ac = conn_for(a, node);
+    if (!ac) {
+        rc = rl_fail(RL_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (!ac->conn && (rc = conn_open(a, ac))) {
+        if (rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) rl_topology_suspect(a->client, node);
+        goto fail;
+    }
+    if (r->ask) {
+        const char *asking[1] = {"ASKING"};
+        if ((rc = append_internal(ac, REQ_ASKING, 1, asking, NULL))) goto fail;
+        r->ask = NULL;
+    }
+    append(ac, r);
+    return;
+fail:
+    finish(a, r, rc, NULL);
+}
+
+/* ---- replies ------------------------------------------------------------------ */
+
+static void handle_reply(rl_async *a, aconn *ac, areq *r, redisReply *reply)
+{
+    char host[256];
+    int slot = -1, port = 0;
+    if (r->kind != REQ_DECISION) {
+        /* loaded (or not): a later NOSCRIPT (SCRIPT FLUSH) loads it again */
+        if (r->kind == REQ_SCRIPT_LOAD) ac->loading &= ~(1u << r->cmd.script);
+        req_free(r);
+        return;
+    }
+    if (r->abandoned) {
+        req_free(r);
+        return;
+    }
+    if (rl_reply_is_noscript(reply) && r->cmd.script >= 0 && r->redirects < 16) {
+        /* it did not run: load the script (one load queued per connection at
+         * a time: replies come in order, so it runs before this resend) */
+        unsigned bit = 1u << r->cmd.script;
+        r->redirects++;
+        if (!(ac->loading & bit)) {
+            const rl_script_def *def = &rl_scripts[r->cmd.script];
+            const char *argv[3] = {"SCRIPT", "LOAD", def->text};
+            size_t lens[3] = {6, 4, def->length};
+            if (append_internal(ac, REQ_SCRIPT_LOAD, 3, argv, lens)) {
+                finish(a, r, RL_ERR_NOMEM, NULL);
+                return;
+            }
+            ac->inflight.tail->cmd.script = r->cmd.script;
+            ac->loading |= bit;
+        }
+        append(ac, r);
+        return;
+    }
+    reply_kind kind = rl_classify_reply(a->client, reply, &slot, host, sizeof host, &port);
+    if (kind == REPLY_FINAL) {
+        if (reply->type == REDIS_REPLY_ERROR) {
+            rl_fail(RL_ERR_REDIS, "%s", reply->str);
+            finish(a, r, RL_ERR_REDIS, NULL);
+        } else {
+            finish(a, r, RL_OK, reply);
+        }
+        return;
+    }
+    if (++r->redirects > 16) {
+        rl_fail(RL_ERR_REDIS, "gave up after %d redirects and retries: %s", r->redirects - 1, reply->str);
+        finish(a, r, RL_ERR_REDIS, NULL);
+        return;
+    }
+    if (kind == REPLY_MOVED) {
+        rl_cluster_moved(a->client, slot, host[0] ? host : ac->node->host, port);
+        dispatch(a, r);
+    } else if (kind == REPLY_ASK) {
+        if (!(r->ask = rl_node_for(a->client, host[0] ? host : ac->node->host, port))) {
+            finish(a, r, RL_ERR_NOMEM, NULL);
+            return;
+        }
+        dispatch(a, r);
+    } else {
+        if (kind == REPLY_READONLY) rl_topology_suspect(a->client, ac->node);
+        r->pause_ms = r->pause_ms ? (r->pause_ms < 100 ? r->pause_ms * 2 : 100) : 5;
+        r->retry_at_ms = rl_monotonic_ms() + r->pause_ms;
+        list_push(&a->waiting, r);
+    }
+}
+
+static void read_replies(rl_async *a, aconn *ac)
+{
+    redisContext *ctx = ac->conn->ctx;
+    if (rl_conn_buffer_read(ac->conn) != REDIS_OK) {
+        rl_conn_error(ac->conn, "read reply");
+        conn_drop(a, ac, RL_ERR_CONNECTION);
+        return;
+    }
+    ac->last_read_ms = rl_monotonic_ms();
+    for (;;) {
+        void *reply = NULL;
+        if (redisReaderGetReply(ctx->reader, &reply) != REDIS_OK) {
+            rl_fail(RL_ERR_PROTOCOL, "protocol error: %s", ctx->reader->errstr);
+            conn_drop(a, ac, RL_ERR_PROTOCOL);
+            return;
+        }
+        if (!reply) return;
+        areq *r = list_pop(&ac->inflight);
+        if (!r) {
+            freeReplyObject(reply);
+            rl_fail(RL_ERR_PROTOCOL, "a reply nobody asked for");
+            conn_drop(a, ac, RL_ERR_PROTOCOL);
+            return;
+        }
+        handle_reply(a, ac, r, reply);
+        freeReplyObject(reply);
+        if (!ac->conn) return; /* dropped meanwhile */
+    }
+}
+
+static void write_out(rl_async *a, aconn *ac)
+{
+    redisContext *ctx = ac->conn->ctx;
+    if (rl_conn_flush_some(ac->conn) != REDIS_OK) {
+        rl_conn_error(ac->conn, "send command");
+        conn_drop(a, ac, RL_ERR_CONNECTION);
+        return;
+    }
+    /* the rest when the socket takes more */
+    int want_out = sdslen(ctx->obuf) > 0;
+    if (want_out != ac->polling_out) {
+        struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.ptr = ac->node};
+        epoll_ctl(a->epoll_fd, EPOLL_CTL_MOD, ctx->fd, &ev);
+        ac->polling_out = want_out;
+    }
+}
+
+/* ---- timeouts ------------------------------------------------------------------ */
+
+/* Completes (with the timeout status) what waited past its deadline; returns
+ * the next deadline or retry time, or -1. */
+static int64_t expire(rl_async *a, int64_t now)
+{
+    int64_t next = -1;
+#define NEXT(t) (next = next < 0 || (t) < next ? (t) : next)
+    for (int i = 0; i < a->nconns; i++) {
+        aconn *ac = a->conns[i];
+        /* a server that has said nothing for two timeouts is stuck: drop it */
+        if (ac->conn && ac->inflight.head && now - ac->last_read_ms > 2 * (int64_t)a->client->options.command_timeout_ms) {
+            rl_fail(RL_ERR_TIMEOUT, "no reply from %s:%d for %d ms", ac->node->host, ac->node->port,
+                    2 * a->client->options.command_timeout_ms);
+            conn_drop(a, ac, RL_ERR_TIMEOUT);
+            continue;
+        }
+        for (areq *r = ac->inflight.head; r; r = r->next) {
+            if (r->kind != REQ_DECISION || r->abandoned) continue;
+            if (r->deadline_ms <= now) {
+                rl_fail(RL_ERR_TIMEOUT, "no reply within %d ms", a->client->options.command_timeout_ms);
+                complete(a, r, RL_ERR_TIMEOUT, NULL);
+                r->abandoned = 1; /* its reply, when it comes, is dropped */
+            } else {
+                NEXT(r->deadline_ms);
+                break; /* deadlines grow along a connection's queue */
+            }
+        }
+    }
+    areq_list still = {NULL, NULL};
+    areq *r;
+    while ((r = list_pop(&a->waiting))) {
+        if (r->deadline_ms <= now) {
+            rl_fail(RL_ERR_TIMEOUT, "gave up after %d retries in %d ms", r->redirects,
+                    a->client->options.command_timeout_ms);
+            finish(a, r, RL_ERR_TIMEOUT, NULL);
+        } else if (r->retry_at_ms <= now) {
+            dispatch(a, r);
+        } else {
+            NEXT(r->retry_at_ms);
+            list_push(&still, r);
+        }
+    }
+    a->waiting = still;
+    return next;
+#undef NEXT
+}
+
+/* ---- the I/O thread ------------------------------------------------------------ */
+
+static void fail_all(rl_async *a, areq_list *l, int status)
+{
+    areq *r;
+    while ((r = list_pop(l))) {
+        rl_fail(status, "the client was closed");
+        finish(a, r, status, NULL);
+    }
+}
+
+static void *io_thread(void *arg)
+{
+    rl_async *a = arg;
+    struct epoll_event events[64];
+    for (;;) {
+        areq_list batch;
+        int closing;
+        pthread_mutex_lock(&a->mutex);
+        batch = a->submitted;
+        a->submitted.head = a->submitted.tail = NULL;
+        closing = a->closing;
+        pthread_mutex_unlock(&a->mutex);
+        if (closing) {
+            rl_fail(RL_ERR_CLOSED, "the client was closed");
+            fail_all(a, &batch, RL_ERR_CLOSED);
+            fail_all(a, &a->waiting, RL_ERR_CLOSED);
+            for (int i = 0; i < a->nconns; i++) {
+                rl_fail(RL_ERR_CLOSED, "the client was closed");
+                conn_drop(a, a->conns[i], RL_ERR_CLOSED);
+            }
+            return NULL;
+        }
+        areq *r;
+        while ((r = list_pop(&batch))) dispatch(a, r);
+        /* one write per server for everything queued meanwhile */
+        for (int i = 0; i < a->nconns; i++)
+            if (a->conns[i]->conn && sdslen(a->conns[i]->conn->ctx->obuf) > 0) write_out(a, a->conns[i]);
+
+        int64_t now = rl_monotonic_ms();
+        int64_t next = expire(a, now);
+        int timeout = next < 0 ? 1000 : (int)(next - now < 0 ? 0 : next - now + 1);
+
+        pthread_mutex_lock(&a->mutex);
+        int idle = a->submitted.head == NULL && !a->closing;
+        a->sleeping = idle;
+        pthread_mutex_unlock(&a->mutex);
+        int n = epoll_wait(a->epoll_fd, events, 64, idle ? timeout : 0);
+        pthread_mutex_lock(&a->mutex);
+        a->sleeping = 0;
+        pthread_mutex_unlock(&a->mutex);
+        for (int k = 0; k < n; k++) {
+            if (events[k].data.ptr == NULL) {
+                uint64_t v;
+                if (read(a->wake_fd, &v, sizeof v) < 0 && errno != EAGAIN) {
+                }
+                continue;
+            }
+            aconn *ac = conn_for(a, events[k].data.ptr);
+            if (!ac || !ac->conn) continue;
+            if (events[k].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) read_replies(a, ac);
+            if (ac->conn && (events[k].events & EPOLLOUT)) write_out(a, ac);
+        }
+    }
+}
+
+static int async_start(rl_client *c)
+{
+    rl_async *a = calloc(1, sizeof *a);
+    if (!a) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    a->client = c;
+    a->pid = getpid();
+    pthread_mutex_init(&a->mutex, NULL);
+    a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    a->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    if (a->wake_fd < 0 || a->epoll_fd < 0 || epoll_ctl(a->epoll_fd, EPOLL_CTL_ADD, a->wake_fd, &ev) < 0 ||
+        pthread_create(&a->thread, NULL, io_thread, a) != 0) {
+        int err = errno;
+        if (a->wake_fd >= 0) close(a->wake_fd);
+        if (a->epoll_fd >= 0) close(a->epoll_fd);
+        pthread_mutex_destroy(&a->mutex);
+        free(a);
+        return rl_fail(RL_ERR_NOMEM, "cannot start the I/O thread: %s", strerror(err));
+    }
+    c->async = a;
+    return RL_OK;
+}
+
+void rl_async_stop(rl_client *c)
+{
+    rl_async *a = c->async;
+    uint64_t one = 1;
+    if (!a) return;
+    if (a->pid != getpid()) return; /* a forked child has no I/O thread to stop */
+    pthread_mutex_lock(&a->mutex);
+    a->closing = 1;
+    pthread_mutex_unlock(&a->mutex);
+    if (write(a->wake_fd, &one, sizeof one) < 0) {
+    }
+    pthread_join(a->thread, NULL);
+    for (int i = 0; i < a->nconns; i++) {
+        rl_conn_close(a->conns[i]->conn);
+        free(a->conns[i]);
+    }
+    free(a->conns);
+    close(a->wake_fd);
+    close(a->epoll_fd);
+    pthread_mutex_destroy(&a->mutex);
+    free(a);
+    c->async = NULL;
+}
+
+int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_target *target)
+{
+    areq *r;
+    int rc;
+    rl_clear_error();
+    if (!c || !request || !target) return rl_fail(RL_ERR_INVALID, "client, request and target must not be NULL");
+    if ((target->fn == NULL) == (target->queue == NULL))
+        return rl_fail(RL_ERR_INVALID, "a target is a callback or a completion queue (exactly one)");
+    if ((rc = rl_validate_request(request))) return rc;
+    if (!(r = calloc(1, sizeof *r))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    r->kind = REQ_DECISION;
+    r->tag = tag;
+    r->target = *target;
+    r->spec = request->spec;
+    rl_build_decision(&r->cmd, c, request);
+    if (r->cmd.failed) {
+        req_free(r);
+        return rl_fail(RL_ERR_NOMEM, "out of memory building a command");
+    }
+    r->deadline_ms = rl_monotonic_ms() + c->options.command_timeout_ms;
+
+    pthread_mutex_lock(&c->topology);
+    if (c->async && c->async->pid != getpid()) c->async = NULL; /* forked: the thread stayed with the parent */
+    if (!c->async && (rc = async_start(c))) {
+        pthread_mutex_unlock(&c->topology);
+        req_free(r);
+        return rc;
+    }
+    rl_async *a = c->async;
+    pthread_mutex_unlock(&c->topology);
+
+    pthread_mutex_lock(&a->mutex);
+    if (a->closing) {
+        pthread_mutex_unlock(&a->mutex);
+        req_free(r);
+        return rl_fail(RL_ERR_CLOSED, "the client is closing");
+    }
+    list_push(&a->submitted, r);
+    int wake = a->sleeping;
+    a->sleeping = 0; /* one wake-up is enough for everyone until it runs */
+    pthread_mutex_unlock(&a->mutex);
+    if (wake) {
+        uint64_t one = 1;
+        if (write(a->wake_fd, &one, sizeof one) < 0) {
+        }
+    }
+    return RL_OK;
+}

@@ -1,0 +1,218 @@
+/* rl_submit: exactness with thousands in flight, both completion targets,
+ * NOSCRIPT, timeouts, Redis down, and closing with requests in flight. */
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static test_redis redis;
+
+/* Drains a queue until want completions arrived or timeout_ms passed. */
+static size_t drain(rl_completions *q, rl_completion *all, size_t want, int64_t timeout_ms)
+{
+    size_t got = 0;
+    int64_t end = now_ms() + timeout_ms;
+    while (got < want && now_ms() < end) {
+        struct pollfd pfd = {rl_completions_fd(q), POLLIN, 0};
+        poll(&pfd, 1, 100);
+        got += rl_completions_take(q, all + got, want - got);
+    }
+    return got;
+}
+
+typedef struct {
+    rl_client *client;
+    rl_completions *queue;
+    const char *name;
+    rl_spec spec;
+    int first_tag, count;
+    int rejected;
+} submitter;
+
+static void *submit_run(void *arg)
+{
+    submitter *s = arg;
+    rl_target target = {NULL, NULL, s->queue};
+    rl_request req = {s->name, "hot", s->spec, 1, RL_OP_ACQUIRE, 0, 0};
+    for (int i = 0; i < s->count; i++)
+        if (rl_submit(s->client, &req, (uint64_t)(s->first_tag + i), &target) != RL_OK) s->rejected++;
+    return NULL;
+}
+
+static void test_queue_exact(void)
+{
+    enum { THREADS = 4, EACH = 2500, N = THREADS * EACH };
+    rl_client *c = open_client(&redis, NULL);
+    rl_completions *q;
+    CHECK_OK(rl_completions_open(&q));
+    submitter s[THREADS];
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        s[i] = (submitter){c, q, "async-exact", {RL_FIXED_WINDOW, 1000, 3600000, 0}, i * EACH, EACH, 0};
+        pthread_create(&t[i], NULL, submit_run, &s[i]);
+    }
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    rl_completion *all = calloc(N, sizeof *all);
+    size_t got = drain(q, all, N, 10000);
+    CHECK_EQ(got, N);
+    char *seen = calloc(N, 1);
+    long allowed = 0, errors = 0, duplicates = 0;
+    for (size_t i = 0; i < got; i++) {
+        if (all[i].status != RL_OK) errors++;
+        else allowed += all[i].result.allowed;
+        if (all[i].tag < N && seen[all[i].tag]++) duplicates++;
+    }
+    CHECK_EQ(errors, 0);
+    CHECK_EQ(allowed, 1000);
+    CHECK_EQ(duplicates, 0);
+    CHECK_EQ(rl_completions_take(q, all, 1), 0);
+    /* the queue's fd is quiet again once drained */
+    struct pollfd pfd = {rl_completions_fd(q), POLLIN, 0};
+    CHECK_EQ(poll(&pfd, 1, 0), 0);
+    free(seen);
+    free(all);
+    rl_client_close(c);
+    rl_completions_close(q);
+}
+
+typedef struct {
+    long done, allowed, errors, closed;
+} tally;
+
+static void count(void *ctx, const rl_completion *c)
+{
+    tally *t = ctx;
+    if (c->status == RL_OK) t->allowed += c->result.allowed;
+    else if (c->status == RL_ERR_CLOSED) t->closed++;
+    else t->errors++;
+    __atomic_add_fetch(&t->done, 1, __ATOMIC_RELEASE); /* only the I/O thread writes the others */
+}
+
+static void wait_done(tally *t, long n, int64_t timeout_ms)
+{
+    int64_t end = now_ms() + timeout_ms;
+    while (__atomic_load_n(&t->done, __ATOMIC_ACQUIRE) < n && now_ms() < end) sleep_ms(1);
+}
+
+static void test_callback_and_noscript(void)
+{
+    rl_client *c = open_client(&redis, NULL);
+    tally t = {0, 0, 0, 0};
+    rl_target target = {count, &t, NULL};
+    rl_request req = {"async-cb", "x", {RL_GCRA, 50, 60000, 0}, 1, RL_OP_ACQUIRE, 0, 0};
+    redisContext *raw = redis_raw(&redis);
+    redisReply *r = redisCommand(raw, "SCRIPT FLUSH");
+    freeReplyObject(r);
+    for (int i = 0; i < 200; i++) CHECK_OK(rl_submit(c, &req, (uint64_t)i, &target));
+    wait_done(&t, 200, 5000);
+    CHECK_EQ(t.done, 200);
+    CHECK_EQ(t.errors, 0);
+    CHECK_EQ(t.allowed, 50);
+    /* scripts flushed while requests are in flight are loaded again, once */
+    for (int round = 0; round < 3; round++) {
+        r = redisCommand(raw, "SCRIPT FLUSH");
+        freeReplyObject(r);
+        for (int i = 0; i < 100; i++) CHECK_OK(rl_submit(c, &req, (uint64_t)i, &target));
+    }
+    wait_done(&t, 500, 5000);
+    CHECK_EQ(t.done, 500);
+    CHECK_EQ(t.errors, 0);
+    CHECK_EQ(t.allowed, 50);
+    redisFree(raw);
+
+    /* bad requests and targets: refused at once, nothing written */
+    redis_flush(&redis);
+    rl_request bad = req;
+    bad.permits = 0;
+    CHECK_EQ(rl_submit(c, &bad, 1, &target), RL_ERR_INVALID);
+    bad = req;
+    bad.id = "";
+    CHECK_EQ(rl_submit(c, &bad, 1, &target), RL_ERR_INVALID);
+    rl_target neither = {NULL, NULL, NULL};
+    CHECK_EQ(rl_submit(c, &req, 1, &neither), RL_ERR_INVALID);
+    CHECK_EQ(rl_submit(NULL, &req, 1, &target), RL_ERR_INVALID);
+    sleep_ms(50);
+    CHECK_EQ(redis_dbsize(&redis), 0);
+    CHECK_EQ(t.done, 500);
+    rl_client_close(c);
+}
+
+static void test_close_in_flight(void)
+{
+    rl_client *c = open_client(&redis, NULL);
+    tally t = {0, 0, 0, 0};
+    rl_target target = {count, &t, NULL};
+    rl_request req = {"async-close", "x", {RL_TOKEN_BUCKET, 1000000, 1000, 0}, 1, RL_OP_ACQUIRE, 0, 0};
+    for (int i = 0; i < 20000; i++) CHECK_OK(rl_submit(c, &req, (uint64_t)i, &target));
+    rl_client_close(c); /* completes everything before it returns */
+    CHECK_EQ(t.done, 20000);
+    CHECK_EQ(t.errors, 0);
+    printf("  close with 20000 in flight: %ld decided, %ld closed\n", t.done - t.closed, t.closed);
+}
+
+static void test_timeout_and_outage(void)
+{
+    rl_options o = RL_OPTIONS_INIT;
+    o.command_timeout_ms = 300;
+    o.connect_timeout_ms = 300;
+    o.reconnect_max_ms = 200;
+    rl_client *c = open_client(&redis, &o);
+    rl_completions *q;
+    CHECK_OK(rl_completions_open(&q));
+    rl_target target = {NULL, NULL, q};
+    rl_request req = {"async-to", "x", {RL_TOKEN_BUCKET, 1000000, 1000, 0}, 1, RL_OP_ACQUIRE, 0, 0};
+    rl_completion all[100];
+
+    redis_pause(&redis);
+    int64_t t = now_ms();
+    for (int i = 0; i < 10; i++) CHECK_OK(rl_submit(c, &req, (uint64_t)i, &target));
+    CHECK_EQ(drain(q, all, 10, 3000), 10);
+    int64_t took = now_ms() - t;
+    CHECK(took >= 250 && took < 1500);
+    for (int i = 0; i < 10; i++) CHECK_EQ(all[i].status, RL_ERR_TIMEOUT);
+    redis_resume(&redis);
+    sleep_ms(50);
+    for (int i = 0; i < 10; i++) CHECK_OK(rl_submit(c, &req, (uint64_t)i, &target));
+    CHECK_EQ(drain(q, all, 10, 3000), 10);
+    int ok = 0;
+    for (int i = 0; i < 10; i++) ok += all[i].status == RL_OK && all[i].result.allowed;
+    CHECK_EQ(ok, 10);
+    rl_client_close(c);
+
+    /* Redis down and the allow policy: decided at once, by the policy */
+    o.on_error = RL_ON_ERROR_ALLOW;
+    redis_kill(&redis);
+    c = open_client(&redis, &o);
+    t = now_ms();
+    for (int i = 0; i < 100; i++) CHECK_OK(rl_submit(c, &req, (uint64_t)i, &target));
+    CHECK_EQ(drain(q, all, 100, 3000), 100);
+    int fallbacks = 0;
+    for (int i = 0; i < 100; i++) fallbacks += all[i].status == RL_OK && all[i].result.fallback && all[i].result.allowed;
+    CHECK_EQ(fallbacks, 100);
+    CHECK(now_ms() - t < 1000);
+    redis_restart(&redis);
+    t = now_ms();
+    int back = 0;
+    while (!back && now_ms() - t < 2000) {
+        CHECK_OK(rl_submit(c, &req, 0, &target));
+        CHECK_EQ(drain(q, all, 1, 2000), 1);
+        back = all[0].status == RL_OK && !all[0].result.fallback;
+        if (!back) sleep_ms(5);
+    }
+    CHECK(back);
+    rl_client_close(c);
+    rl_completions_close(q);
+}
+
+int main(void)
+{
+    redis_start(&redis);
+    test_queue_exact();
+    test_callback_and_noscript();
+    test_close_in_flight();
+    test_timeout_and_outage();
+    redis_stop(&redis);
+    return test_summary("async");
+}
