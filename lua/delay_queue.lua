@@ -2,6 +2,10 @@
 -- atomically so no two consumers ever get the same message. A message is its
 -- own id: pushing one already queued changes nothing (producers may retry).
 -- Undelivered messages are kept 7 days past the latest due time.
+-- Bounded work per call: push is O(log n); pop takes at most `max` due
+-- messages (capped at 10,000 here too, as in the client) with one range read
+-- and one ZREMRANGEBYRANK (the due messages are the lowest-scored ones):
+-- O(log n + max) plus the bytes it returns.
 -- KEYS[1] zset {message -> due ms}
 -- ARGV[1] op: push | pop
 --   push: ARGV[2] message, ARGV[3] delay_ms, ARGV[4] channel to PUBLISH on
@@ -27,8 +31,9 @@ if op == 'push' then
   return added
 end
 
-local due = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
-for _, message in ipairs(due) do redis.call('ZREM', key, message) end
+local max = math.min(tonumber(ARGV[2]), 10000)
+local due = redis.call('ZRANGEBYSCORE', key, '-inf', string.format('%d', now), 'LIMIT', 0, max)
+if #due > 0 then redis.call('ZREMRANGEBYRANK', key, 0, #due - 1) end
 local head = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
 local next_in = -1
 if head[2] ~= nil then next_in = math.max(0, tonumber(head[2]) - now) end

@@ -8,7 +8,11 @@
 /* The longest period and explicit clock accepted; Lua doubles stay exact. */
 #define RL_MAX_PERIOD_MS ((int64_t)100 * 365 * 24 * 3600 * 1000)
 #define RL_MAX_NOW_MS (RL_MAX_EXACT / 1000 / 4)
-#define RL_SLIDING_LOG_MAX 1000000
+/* sliding_log keeps running totals of permits modulo 2 x 10^15 (within a
+ * millisecond they may carry up to limit past it): with limit <= 10^15 every
+ * total stays below 2^53, where Lua's doubles are exact. Its cost does not
+ * depend on limit or permits. */
+#define RL_SLIDING_LOG_MAX 1000000000000000LL
 
 static const char *const algorithm_names[RL_ALGORITHM_COUNT] = {
     "fixed_window", "sliding_log", "sliding_window", "token_bucket", "leaky_bucket", "gcra",
