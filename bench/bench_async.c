@@ -1,0 +1,160 @@
+/* Blocking rl_acquire against rl_submit (automatic pipelining), in one run on
+ * one Redis, with the Redis CPU each decision costs (INFO cpu). The physical
+ * limit, redis-benchmark -P 16 running the same script, is printed by
+ * bench/bench_async.sh beside it.
+ * Usage: bench_async [seconds]   (REDIS_URL=redis://host:port) */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hiredis/hiredis.h>
+
+#include "ratelimit.h"
+
+static const char *url = "redis://127.0.0.1:6379";
+static char host[64] = "127.0.0.1";
+static int port = 6379;
+static double seconds = 3.0;
+static rl_client *client;
+static const rl_spec spec = {RL_GCRA, 1000000000, 1000, 0};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Redis's own CPU seconds (user + sys) so far */
+static double redis_cpu(void)
+{
+    redisContext *c = redisConnect(host, port);
+    redisReply *r = redisCommand(c, "INFO cpu");
+    double user = 0, sys = 0;
+    const char *u = strstr(r->str, "used_cpu_user:"), *s = strstr(r->str, "used_cpu_sys:");
+    if (u) user = atof(u + 14);
+    if (s) sys = atof(s + 13);
+    freeReplyObject(r);
+    redisFree(c);
+    return user + sys;
+}
+
+typedef struct {
+    int index;
+    long ops;
+} worker;
+
+static void *blocking(void *arg)
+{
+    worker *w = arg;
+    char id[32];
+    rl_result res;
+    double end = now_s() + seconds;
+    snprintf(id, sizeof id, "user-%d", w->index);
+    while (now_s() < end) {
+        if (rl_acquire(client, "bench-async", id, &spec, 1, &res) != RL_OK) {
+            fprintf(stderr, "acquire: %s\n", rl_errmsg());
+            exit(1);
+        }
+        w->ops++;
+    }
+    return NULL;
+}
+
+/* a window of in-flight requests: each completion submits the next one */
+typedef struct {
+    long done;
+    int stop;
+    long outstanding;
+    rl_request req;
+} window;
+
+static void on_done(void *ctx, const rl_completion *c)
+{
+    window *w = ctx;
+    if (c->status != RL_OK) {
+        fprintf(stderr, "async: %s\n", c->error);
+        exit(1);
+    }
+    w->done++;
+    if (__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
+        __atomic_sub_fetch(&w->outstanding, 1, __ATOMIC_ACQ_REL);
+        return;
+    }
+    rl_target target = {on_done, w, NULL};
+    if (rl_submit(client, &w->req, 0, &target) != RL_OK) exit(1);
+}
+
+static double run_async(int in_flight)
+{
+    window w;
+    memset(&w, 0, sizeof w);
+    w.req = (rl_request){"bench-async", "user-async", spec, 1, RL_OP_ACQUIRE, 0, 0};
+    w.outstanding = in_flight;
+    rl_target target = {on_done, &w, NULL};
+    double start = now_s();
+    for (int i = 0; i < in_flight; i++) rl_submit(client, &w.req, 0, &target);
+    struct timespec pause = {(time_t)seconds, (long)((seconds - (int)seconds) * 1e9)};
+    nanosleep(&pause, NULL);
+    __atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
+    while (__atomic_load_n(&w.outstanding, __ATOMIC_ACQUIRE) > 0) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    return __atomic_load_n(&w.done, __ATOMIC_ACQUIRE) / (now_s() - start);
+}
+
+static double run_blocking(int threads)
+{
+    pthread_t t[64];
+    worker w[64];
+    long total = 0;
+    double start = now_s();
+    for (int i = 0; i < threads; i++) {
+        w[i] = (worker){i, 0};
+        pthread_create(&t[i], NULL, blocking, &w[i]);
+    }
+    for (int i = 0; i < threads; i++) {
+        pthread_join(t[i], NULL);
+        total += w[i].ops;
+    }
+    return total / (now_s() - start);
+}
+
+static void row(const char *name, double (*fn)(int), int arg, double base)
+{
+    double cpu = redis_cpu();
+    double rate = fn(arg);
+    double used = redis_cpu() - cpu;
+    double per = used / (rate * seconds) * 1e6;
+    printf("%-34s %10.0f decisions/s  %5.2fx  Redis CPU %5.2f us/decision\n", name, rate, base > 0 ? rate / base : 1.0,
+           per);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1) seconds = atof(argv[1]);
+    if (getenv("REDIS_URL")) url = getenv("REDIS_URL");
+    if (sscanf(url, "redis://%63[^:]:%d", host, &port) < 1) {
+        fprintf(stderr, "bench_async needs a redis://host:port URL\n");
+        return 1;
+    }
+    rl_options o = RL_OPTIONS_INIT;
+    o.pool_size = 64;
+    if (rl_client_open(&client, url, &o)) {
+        fprintf(stderr, "%s\n", rl_errmsg());
+        return 1;
+    }
+    double base = run_blocking(1);
+    printf("gcra, %.1f s per row, against %s\n", seconds, url);
+    printf("%-34s %10.0f decisions/s  1.00x\n", "blocking rl_acquire, 1 thread", base);
+    row("blocking rl_acquire, 4 threads", run_blocking, 4, base);
+    row("blocking rl_acquire, 64 threads", run_blocking, 64, base);
+    row("rl_submit, 1 in flight", run_async, 1, base);
+    row("rl_submit, 64 in flight", run_async, 64, base);
+    row("rl_submit, 1024 in flight", run_async, 1024, base);
+    rl_client_close(client);
+    return 0;
+}
