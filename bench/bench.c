@@ -3,6 +3,10 @@
  *   - raw: a hiredis round trip doing the same amount of Redis work as the
  *     simplest limiter (EVALSHA of a one-INCR script), per thread;
  *   - each algorithm through rl_acquire with the same thread count.
+ * Then the server time per call of each algorithm's script at permits = 1,
+ * 1,000 and 1,000,000, from Redis's own INFO commandstats (EVALSHA usec per
+ * call, so without the round trip): what one call costs every other client of
+ * that Redis, which runs one script at a time.
  * Usage: bench [threads] [seconds]  (REDIS_URL or a local redis-server) */
 #include <pthread.h>
 #include <stdio.h>
@@ -67,7 +71,6 @@ static void *run(void *arg)
         return NULL;
     }
     rl_spec spec = {(rl_algorithm)w->algorithm, 1000000000, 1000, 0};
-    if (w->algorithm == RL_SLIDING_LOG) spec.limit = 1000000;
     rl_result res;
     while (now_s() < end) {
         if (rl_acquire(client, "bench", id, &spec, 1, &res) != RL_OK) {
@@ -136,6 +139,56 @@ static void wake_latency(int rounds)
            rounds);
 }
 
+/* usec_per_call of cmdstat_evalsha, or -1 */
+static double evalsha_usec_per_call(redisContext *c)
+{
+    double usec = -1;
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    if (r && r->type == REDIS_REPLY_STRING) {
+        const char *line = strstr(r->str, "cmdstat_evalsha:");
+        const char *at = line ? strstr(line, "usec_per_call=") : NULL;
+        if (at) usec = atof(at + strlen("usec_per_call="));
+    }
+    if (r) freeReplyObject(r);
+    return usec;
+}
+
+/* Server time per acquire, admitted, at several permit counts: every call
+ * takes `permits` from a limiter of 10^12 per second that can hold them. */
+static void server_time(void)
+{
+    static const int64_t permits[] = {1, 1000, 1000000};
+    redisContext *c = redisConnect(host, port);
+    if (!c || c->err) {
+        fprintf(stderr, "server_time: cannot connect\n");
+        return;
+    }
+    printf("\nserver time per call (INFO commandstats, EVALSHA usec_per_call; admitted acquires)\n");
+    printf("%-16s %12s %12s %12s\n", "algorithm", "permits 1", "1,000", "1,000,000");
+    for (int a = 0; a < RL_ALGORITHM_COUNT; a++) {
+        printf("%-16s", rl_algorithm_name((rl_algorithm)a));
+        for (size_t p = 0; p < sizeof permits / sizeof permits[0]; p++) {
+            rl_spec spec = {(rl_algorithm)a, 1000000000000LL, 1000, 0};
+            rl_result res;
+            char id[32];
+            int calls = 200;
+            snprintf(id, sizeof id, "cost-%lld", (long long)permits[p]);
+            rl_acquire(client, "bench-cost", id, &spec, 1, &res); /* loads the script */
+            freeReplyObject(redisCommand(c, "CONFIG RESETSTAT"));
+            for (int i = 0; i < calls; i++) {
+                if (rl_acquire(client, "bench-cost", id, &spec, permits[p], &res) != RL_OK || !res.allowed) {
+                    fprintf(stderr, "\n%s: acquire(%lld): %s\n", rl_algorithm_name((rl_algorithm)a),
+                            (long long)permits[p], res.allowed ? rl_errmsg() : "denied");
+                    exit(1);
+                }
+            }
+            printf(" %9.1f us", evalsha_usec_per_call(c));
+        }
+        printf("\n");
+    }
+    redisFree(c);
+}
+
 int main(int argc, char **argv)
 {
     int threads = argc > 1 ? atoi(argv[1]) : 4;
@@ -161,6 +214,7 @@ int main(int argc, char **argv)
         printf("%-24s %10.0f ops/s  %.2fx\n", rl_algorithm_name((rl_algorithm)a), r, r / base);
     }
     wake_latency(20);
+    server_time();
     rl_client_close(client);
     return 0;
 }
