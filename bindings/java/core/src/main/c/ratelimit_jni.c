@@ -15,7 +15,10 @@
  */
 #include <jni.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +34,12 @@ static jmethodID g_exception;    /* static RuntimeException Native.exception(int
 static jmethodID g_result_init;  /* Result(boolean, long, long, long, long, long, boolean) */
 static jmethodID g_permit_init;  /* NativePermit(String, long, long) */
 static jmethodID g_cancel;       /* boolean ClientHandle.cancelRequested() */
+static jmethodID g_complete;     /* void AsyncCalls.complete(long, int, boolean, long, long, long, long, long,
+                                    boolean, byte[]) */
+static JavaVM *g_vm;
+static pthread_key_t g_detach_key; /* set on an I/O thread we attached: detach it when it ends */
+static int g_detach_key_ok;
+static atomic_int g_io_threads;    /* numbers the I/O threads' names */
 
 /* ---- errors --------------------------------------------------------------- */
 
@@ -659,6 +668,150 @@ static jboolean n_queue_remove(JNIEnv *env, jclass cls, jlong handle, jbyteArray
     return removed ? JNI_TRUE : JNI_FALSE;
 }
 
+
+/* ---- natives: asynchronous decisions ----------------------------------------------------- */
+
+/* rl_submit's target is a callback on the client's I/O thread; its ctx is a
+ * global reference to the client's io.ratelimit.AsyncCalls, made once per
+ * client (asyncContext) and deleted after rl_client_close returned
+ * (asyncContextFree), because the core runs the callbacks of everything still
+ * in flight during the close. The tag is a Java-side id into that object's
+ * map of pending futures, so no JNI reference is made or deleted per call.
+ *
+ * The I/O thread is attached to the JVM on its first callback (as a daemon
+ * named ratelimit-io-N) and stays attached: a pthread key's destructor
+ * detaches it when the core ends the thread (rl_client_close joins it). */
+
+static void detach_at_exit(void *vm)
+{
+    (*(JavaVM *)vm)->DetachCurrentThread((JavaVM *)vm);
+}
+
+/* The calling thread's JNIEnv, attaching it the first time; NULL if the JVM
+ * refuses (then the completion cannot be delivered). */
+static JNIEnv *io_env(void)
+{
+    JNIEnv *env = NULL;
+    jint rc = (*g_vm)->GetEnv(g_vm, (void **)&env, RLJ_JNI_VERSION);
+    if (rc == JNI_OK) return env; /* attached already: ours, or a Java thread */
+    if (rc != JNI_EDETACHED) return NULL;
+    char name[32];
+    snprintf(name, sizeof name, "ratelimit-io-%d", atomic_fetch_add(&g_io_threads, 1) + 1);
+    JavaVMAttachArgs args = {RLJ_JNI_VERSION, name, NULL};
+    if ((*g_vm)->AttachCurrentThreadAsDaemon(g_vm, (void **)&env, &args) != JNI_OK) return NULL;
+    /* without the key the thread would stay attached after it ends: refuse */
+    if (!g_detach_key_ok || pthread_setspecific(g_detach_key, g_vm) != 0) {
+        (*g_vm)->DetachCurrentThread(g_vm);
+        return NULL;
+    }
+    return env;
+}
+
+static void on_complete(void *ctx, const rl_completion *c)
+{
+    JNIEnv *env = io_env();
+    if (!env) {
+        /* the future stays pending until the client closes (AsyncCalls then fails it) */
+        fprintf(stderr, "ratelimit: cannot attach the I/O thread to the JVM; completion %llu dropped\n",
+                (unsigned long long)c->tag);
+        return;
+    }
+    const rl_result *r = &c->result;
+    jbyteArray message = NULL;
+    if (c->status != RL_OK) {
+        const char *msg = c->error[0] ? c->error : rl_strerror(c->status);
+        jsize len = (jsize)strnlen(msg, sizeof c->error);
+        if ((message = (*env)->NewByteArray(env, len)))
+            (*env)->SetByteArrayRegion(env, message, 0, len, (const jbyte *)msg);
+        else (*env)->ExceptionClear(env); /* Java falls back to the status's text */
+    }
+    (*env)->CallVoidMethod(env, (jobject)ctx, g_complete, (jlong)c->tag, (jint)c->status,
+                           (jboolean)(r->allowed != 0), (jlong)r->limit, (jlong)r->remaining,
+                           (jlong)r->retry_after_ms, (jlong)r->reset_after_ms, (jlong)r->wait_ms,
+                           (jboolean)(r->fallback != 0), message);
+    /* AsyncCalls.complete catches everything; an Error thrown anyway must not
+     * stay pending on a thread that never returns to Java */
+    if ((*env)->ExceptionCheck(env)) {
+        (*env)->ExceptionDescribe(env);
+        (*env)->ExceptionClear(env);
+    }
+    /* this thread never returns to Java: local references would pile up */
+    if (message) (*env)->DeleteLocalRef(env, message);
+}
+
+static jlong n_async_context(JNIEnv *env, jclass cls, jobject calls)
+{
+    (void)cls;
+    jobject ref = (*env)->NewGlobalRef(env, calls);
+    if (!ref) throw_oom(env);
+    return (jlong)(intptr_t)ref;
+}
+
+/* only after rl_client_close returned: no callback can run any more */
+static void n_async_context_free(JNIEnv *env, jclass cls, jlong ref)
+{
+    (void)cls;
+    if (ref) (*env)->DeleteGlobalRef(env, (jobject)(intptr_t)ref);
+}
+
+/* Copies a byte[] into buf when it fits (no allocation on the hot path), else
+ * into a malloc'd buffer; *out is NULL for a null array. Returns 0, or -1 with
+ * an exception pending. Free *out with free_bytes. */
+static int copy_bytes_small(JNIEnv *env, jbyteArray array, char *buf, size_t size, char **out)
+{
+    *out = NULL;
+    if (!array) return 0;
+    jsize n = (*env)->GetArrayLength(env, array);
+    char *dst = (size_t)n < size ? buf : malloc((size_t)n + 1);
+    if (!dst) {
+        throw_oom(env);
+        return -1;
+    }
+    (*env)->GetByteArrayRegion(env, array, 0, n, (jbyte *)dst);
+    dst[n] = '\0';
+    *out = dst;
+    return 0;
+}
+
+static void free_bytes(char *p, char *buf)
+{
+    if (p != buf) free(p);
+}
+
+/* Queues one decision; the completion calls AsyncCalls.complete(tag, ...) on
+ * the I/O thread. A failure to queue (bad request, closing) throws here, on
+ * the caller's thread, with the core's message, as the blocking calls do. */
+static void n_submit(JNIEnv *env, jclass cls, jlong handle, jlong ctx, jlong tag, jbyteArray name, jbyteArray id,
+                     jint algorithm, jlong limit, jlong period_ms, jlong burst, jlong permits, jint op,
+                     jlong max_wait_ms, jlong now_ms)
+{
+    (void)cls;
+    char name_buf[128], id_buf[128];
+    rl_request req;
+    memset(&req, 0, sizeof req);
+    char *cname, *cid;
+    if (copy_bytes_small(env, name, name_buf, sizeof name_buf, &cname)) return;
+    if (copy_bytes_small(env, id, id_buf, sizeof id_buf, &cid)) {
+        free_bytes(cname, name_buf);
+        return;
+    }
+    req.name = cname;
+    req.id = cid;
+    req.spec.algorithm = (rl_algorithm)algorithm;
+    req.spec.limit = limit;
+    req.spec.period_ms = period_ms;
+    req.spec.burst = burst;
+    req.permits = permits;
+    req.op = (rl_op)op;
+    req.max_wait_ms = max_wait_ms;
+    req.now_ms = now_ms;
+    rl_target target = {on_complete, (void *)(intptr_t)ctx, NULL};
+    int rc = rl_submit(client_of(handle), &req, (uint64_t)tag, &target); /* copies the strings */
+    free_bytes(cname, name_buf);
+    free_bytes(cid, id_buf);
+    if (rc) throw_status(env, rc);
+}
+
 /* ---- registration ------------------------------------------------------------------------ */
 
 #define B "[B"
@@ -691,6 +844,9 @@ static const JNINativeMethod methods[] = {
     {"queuePop", "(J" HANDLE B "JJ)[[B", (void *)n_queue_pop},
     {"queueSize", "(J" B ")J", (void *)n_queue_size},
     {"queueRemove", "(J" B B ")Z", (void *)n_queue_remove},
+    {"asyncContext", "(Lio/ratelimit/AsyncCalls;)J", (void *)n_async_context},
+    {"asyncContextFree", "(J)V", (void *)n_async_context_free},
+    {"submit", "(JJJ" B B "IJJJJIJJ)V", (void *)n_submit},
 };
 
 static jclass global_class(JNIEnv *env, const char *name)
@@ -705,9 +861,12 @@ static jclass global_class(JNIEnv *env, const char *name)
 JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved)
 {
     JNIEnv *env;
-    jclass handle;
+    jclass handle, calls;
     (void)reserved;
     if ((*vm)->GetEnv(vm, (void **)&env, RLJ_JNI_VERSION) != JNI_OK) return JNI_ERR;
+    g_vm = vm;
+    /* never deleted: an I/O thread may still end after an unload */
+    if (!g_detach_key_ok) g_detach_key_ok = pthread_key_create(&g_detach_key, detach_at_exit) == 0;
     /* the core is linked in statically, so this only fails if the build
      * mixed a header and sources from different versions */
     if (rl_version_number() != RL_VERSION_NUMBER) return JNI_ERR;
@@ -721,7 +880,10 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved)
     g_permit_init = (*env)->GetMethodID(env, g_permit, "<init>", "(Ljava/lang/String;JJ)V");
     g_cancel = (*env)->GetMethodID(env, handle, "cancelRequested", "()Z");
     (*env)->DeleteLocalRef(env, handle);
-    if (!g_exception || !g_result_init || !g_permit_init || !g_cancel) return JNI_ERR;
+    if (!(calls = (*env)->FindClass(env, "io/ratelimit/AsyncCalls"))) return JNI_ERR;
+    g_complete = (*env)->GetMethodID(env, calls, "complete", "(JIZJJJJJZ[B)V");
+    (*env)->DeleteLocalRef(env, calls);
+    if (!g_exception || !g_result_init || !g_permit_init || !g_cancel || !g_complete) return JNI_ERR;
     if ((*env)->RegisterNatives(env, g_native, methods, (jint)(sizeof methods / sizeof methods[0])) != JNI_OK)
         return JNI_ERR;
     return RLJ_JNI_VERSION;

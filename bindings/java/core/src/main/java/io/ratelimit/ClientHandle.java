@@ -1,5 +1,6 @@
 package io.ratelimit;
 
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 
@@ -10,11 +11,20 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  * {@link #cancelRequested()}, so a close does not wait for their timeouts.
  * Deliberately separate from {@link RateLimitClient}: the Cleaner runs this
  * object, which must not reach the client it cleans up after.
+ *
+ * <p>Calls take the read side with {@code tryLock}: only a close ever holds
+ * the write side, and {@link #closing} is set before it is taken, so a failed
+ * {@code tryLock} means "closing" and the call fails with {@link Status#CLOSED}
+ * instead of queueing behind the writer. That is what keeps a close from
+ * deadlocking with a dependent stage that calls again on the I/O thread: the
+ * closer waits (in rl_client_close) for that thread, which must never wait
+ * for the closer.
  */
 final class ClientHandle implements Runnable {
     private final long ptr;
     private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
     private final AtomicBoolean closing = new AtomicBoolean();
+    final AsyncCalls async;
 
     interface Call<T> {
         T run(long ptr);
@@ -22,11 +32,14 @@ final class ClientHandle implements Runnable {
 
     ClientHandle(long ptr) {
         this.ptr = ptr;
+        this.async = new AsyncCalls();
     }
 
     <T> T call(Call<T> call) {
         ReentrantReadWriteLock.ReadLock read = lock.readLock();
-        read.lock();
+        if (closing.get() || !read.tryLock()) {
+            throw closed(null);
+        }
         try {
             if (closing.get()) {
                 throw closed(null);
@@ -43,6 +56,57 @@ final class ClientHandle implements Runnable {
         }
     }
 
+    /** The parameters of one decision, as the core's rl_request has them. */
+    static final class Decision {
+        byte[] name;
+        byte[] id;
+        int algorithm;
+        long limit;
+        long periodMs;
+        long burst;
+        long permits;
+        int op;
+        long maxWaitMs;
+        long nowMs;
+    }
+
+    /**
+     * Submits one decision without waiting; never blocks and never throws: a
+     * request the core refuses (invalid, or the client closing) gives a future
+     * that failed already, with the exception the blocking call would throw.
+     * {@code owner} (the RateLimitClient) stays reachable until completion.
+     */
+    CompletableFuture<Result> submit(Object owner, Decision d) {
+        AsyncCalls.Pending future = new AsyncCalls.Pending(owner);
+        RuntimeException failure = null;
+        ReentrantReadWriteLock.ReadLock read = lock.readLock();
+        if (closing.get() || !read.tryLock()) {
+            failure = closed(null);
+        } else {
+            try {
+                if (closing.get()) {
+                    failure = closed(null);
+                } else {
+                    long tag = async.register(future);
+                    try {
+                        Native.submit(ptr, async.ref, tag, d.name, d.id, d.algorithm, d.limit, d.periodMs,
+                                d.burst, d.permits, d.op, d.maxWaitMs, d.nowMs);
+                    } catch (RuntimeException e) {
+                        async.forget(tag); // refused: no completion follows
+                        failure = e;
+                    }
+                }
+            } finally {
+                read.unlock();
+            }
+        }
+        if (failure != null) {
+            // nobody holds this future yet: no dependent stage runs here
+            future.completeExceptionally(failure);
+        }
+        return future;
+    }
+
     /** Polled from C during blocking waits, on the waiting thread. */
     boolean cancelRequested() {
         return closing.get() || Thread.currentThread().isInterrupted();
@@ -52,22 +116,45 @@ final class ClientHandle implements Runnable {
         return closing.get();
     }
 
-    /** Close, at most once; waits for calls in flight (blocking ones stop within ~100 ms). */
+    /**
+     * Close, at most once; waits for calls in flight (blocking ones stop within
+     * ~100 ms) and completes every asynchronous decision still in flight with
+     * {@link Status#CLOSED} before it returns. Called on this client's own I/O
+     * thread (from a dependent stage), the close runs on a new thread instead
+     * and this returns at once: the I/O thread cannot wait for itself.
+     */
     @Override
     public void run() {
         if (!closing.compareAndSet(false, true)) {
             return;
         }
+        if (async.onIoThread()) {
+            Thread t = new Thread(this::closeNow, "ratelimit-close");
+            t.setDaemon(true);
+            t.start();
+            return;
+        }
+        closeNow();
+    }
+
+    private void closeNow() {
         ReentrantReadWriteLock.WriteLock write = lock.writeLock();
         write.lock();
         try {
+            // completes everything in flight (RL_ERR_CLOSED) on the I/O thread,
+            // whose dependents find the client closing and never wait for this
+            // lock; then joins the thread, which detaches it from the JVM
             Native.close(ptr);
         } finally {
             write.unlock();
         }
+        // no callback runs any more: fail what the core could not deliver
+        // (nothing, normally), outside the lock, then drop the JNI reference
+        async.failRemaining();
+        async.free();
     }
 
-    private static RateLimitException closed(Throwable cause) {
+    static RateLimitException closed(Throwable cause) {
         return new RateLimitException(Status.CLOSED, "client is closed", cause);
     }
 }

@@ -3,10 +3,41 @@ package io.ratelimit;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.Function;
 
 /**
  * A named rate limit; each id (user, IP...) has its own state in Redis.
  * Immutable and thread-safe; cheap to create.
+ *
+ * <h2>Asynchronous decisions</h2>
+ * {@link #acquireAsync(String, long)}, {@link #peekAsync(String, long)},
+ * {@link #reserveAsync(String, long, Duration)} and
+ * {@link #acquireOrThrowAsync(String, long)} give the same answers as their
+ * blocking twins without blocking the caller: the decision goes to the
+ * client's I/O thread (one per client, named {@code ratelimit-io-N}, started
+ * by the first asynchronous call), which sends the requests of all callers
+ * together (automatic pipelining, one connection per server) and completes
+ * each future when its reply comes.
+ * <ul>
+ * <li>They never throw: everything the blocking call would throw (the same
+ * exception class with the same message: {@link InvalidArgumentException},
+ * {@link ConnectionException}, {@link TimeoutException},
+ * {@link RateLimitException} with {@link Status#CLOSED}...) completes the
+ * future exceptionally instead, and {@link OnRedisError#ALLOW} /
+ * {@link OnRedisError#DENY} give the same fallback results.</li>
+ * <li><b>Threading</b>: the future is completed on the I/O thread, so
+ * dependent stages added without an executor ({@code thenApply},
+ * {@code whenComplete}...) run on it, as Lettuce's do on its event loop.
+ * Keep them short and never block in them (no {@code join()} or
+ * {@code get()}, no blocking {@link #acquire} call, no I/O): while they run
+ * no other completion of this client is delivered. Pass your own executor
+ * ({@code thenApplyAsync(fn, executor)}) for anything longer.</li>
+ * <li>Cancelling the future only stops waiting for it: the request may still
+ * be decided by Redis (its permits count).</li>
+ * <li>{@link RateLimitClient#close()} completes every decision still in
+ * flight exceptionally with {@link Status#CLOSED} before it returns.</li>
+ * </ul>
  */
 public final class Limiter {
     private final RateLimitClient client;
@@ -36,7 +67,10 @@ public final class Limiter {
 
     /** Like {@link #acquire(String, long)} but throws {@link RateLimitExceededException} when denied. */
     public Result acquireOrThrow(String id, long permits) {
-        Result r = acquire(id, permits);
+        return admittedOrThrow(id, acquire(id, permits));
+    }
+
+    private Result admittedOrThrow(String id, Result r) {
         if (!r.allowed()) {
             throw new RateLimitExceededException("rate limit '" + name + "' exceeded for '" + id + "'; retry after "
                     + r.retryAfter().toMillis() + " ms", r.retryAfter(), r);
@@ -93,12 +127,103 @@ public final class Limiter {
      * {@code maxWait} away; nothing is booked then.
      */
     public Duration reserve(String id, long permits, Duration maxWait) {
-        Result r = decide(id, permits, Request.Op.RESERVE, Native.millis("maxWait", maxWait));
+        return bookedOrThrow(id, maxWait, decide(id, permits, Request.Op.RESERVE, Native.millis("maxWait", maxWait)));
+    }
+
+    private Duration bookedOrThrow(String id, Duration maxWait, Result r) {
         if (!r.allowed()) {
             throw new RateLimitExceededException("rate limit '" + name + "': no slot for '" + id + "' within "
                     + maxWait.toMillis() + " ms", r.retryAfter(), r);
         }
         return r.waitTime();
+    }
+
+    // ---- asynchronous decisions (see the class comment) ----------------------------
+
+    /** {@link #acquireAsync(String, long)} of one permit. */
+    public CompletableFuture<Result> acquireAsync(String id) {
+        return acquireAsync(id, 1);
+    }
+
+    /**
+     * {@link #acquire(String, long)} without blocking: the future completes on
+     * the client's I/O thread with the decision (a denial is a result), or
+     * exceptionally with what {@code acquire} would throw.
+     */
+    public CompletableFuture<Result> acquireAsync(String id, long permits) {
+        return submit(id, permits, Request.Op.ACQUIRE, null, 0);
+    }
+
+    /**
+     * {@link #acquireOrThrow(String, long)} without blocking: a denial
+     * completes the future exceptionally with {@link RateLimitExceededException}.
+     */
+    public CompletableFuture<Result> acquireOrThrowAsync(String id, long permits) {
+        return then(acquireAsync(id, permits), r -> admittedOrThrow(id, r));
+    }
+
+    /** {@link #peekAsync(String, long)} of one permit. */
+    public CompletableFuture<Result> peekAsync(String id) {
+        return peekAsync(id, 1);
+    }
+
+    /** {@link #peek(String, long)} without blocking: the answer acquire would give, consuming nothing. */
+    public CompletableFuture<Result> peekAsync(String id, long permits) {
+        return submit(id, permits, Request.Op.PEEK, null, 0);
+    }
+
+    /**
+     * {@link #reserve(String, long, Duration)} without blocking: the future
+     * gives how long to wait before acting, or fails with
+     * {@link RateLimitExceededException} when no slot is free within
+     * {@code maxWait} (nothing is booked then).
+     */
+    public CompletableFuture<Duration> reserveAsync(String id, long permits, Duration maxWait) {
+        return then(submit(id, permits, Request.Op.RESERVE, maxWait, 0), r -> bookedOrThrow(id, maxWait, r));
+    }
+
+    /** A decision for the I/O thread; argument errors give a failed future, as the core's do. */
+    private CompletableFuture<Result> submit(String id, long permits, Request.Op op, Duration maxWait, long nowMs) {
+        ClientHandle.Decision d = new ClientHandle.Decision();
+        try {
+            d.id = Native.name("id", id);
+            d.maxWaitMs = op == Request.Op.RESERVE ? Native.millis("maxWait", maxWait) : 0;
+        } catch (RateLimitException e) {
+            return CompletableFuture.failedFuture(e);
+        }
+        d.name = nameBytes;
+        d.algorithm = algorithm.code();
+        d.limit = rate.limit();
+        d.periodMs = rate.periodMs();
+        d.burst = rate.burst();
+        d.permits = permits;
+        d.op = op.ordinal();
+        d.nowMs = nowMs;
+        return client.submit(d);
+    }
+
+    /**
+     * {@code fn} applied to the result; what it throws, and any failure of
+     * {@code f}, completes the returned future exceptionally as it is (not
+     * wrapped in a CompletionException as thenApply would).
+     */
+    private static <T> CompletableFuture<T> then(CompletableFuture<Result> f, Function<Result, T> fn) {
+        CompletableFuture<T> out = new CompletableFuture<>();
+        f.whenComplete((r, e) -> {
+            if (e != null) {
+                out.completeExceptionally(e);
+                return;
+            }
+            T value;
+            try {
+                value = fn.apply(r);
+            } catch (Throwable t) {
+                out.completeExceptionally(t);
+                return;
+            }
+            out.complete(value);
+        });
+        return out;
     }
 
     /** The Redis key holding the state of {@code id}, as the core names it. */
@@ -159,6 +284,25 @@ public final class Limiter {
          */
         public Result reserve(String id, long permits, Duration maxWait) {
             return decide(id, permits, Request.Op.RESERVE, Native.millis("maxWait", maxWait), nowMs);
+        }
+
+        /** {@link #acquire(String, long)} without blocking; see {@link Limiter#acquireAsync(String, long)}. */
+        public CompletableFuture<Result> acquireAsync(String id, long permits) {
+            return submit(id, permits, Request.Op.ACQUIRE, null, nowMs);
+        }
+
+        /** {@link #peek(String, long)} without blocking. */
+        public CompletableFuture<Result> peekAsync(String id, long permits) {
+            return submit(id, permits, Request.Op.PEEK, null, nowMs);
+        }
+
+        /**
+         * {@link #reserve(String, long, Duration)} without blocking: the raw
+         * decision ({@code allowed() == false} when no slot is free within
+         * {@code maxWait}), no exception for a denial.
+         */
+        public CompletableFuture<Result> reserveAsync(String id, long permits, Duration maxWait) {
+            return submit(id, permits, Request.Op.RESERVE, maxWait, nowMs);
         }
 
         /** The explicit clock, epoch milliseconds (0 = the Redis clock). */

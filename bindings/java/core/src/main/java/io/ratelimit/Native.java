@@ -144,4 +144,20 @@ final class Native {
     static native long queueSize(long client, byte[] queue);
 
     static native boolean queueRemove(long client, byte[] queue, byte[] message);
+
+    // ---- asynchronous decisions (see AsyncCalls) --------------------------------------
+
+    /** A JNI global reference to {@code calls}, the context of the client's completion callback. */
+    static native long asyncContext(AsyncCalls calls);
+
+    /** Deletes it; only once rl_client_close has returned. */
+    static native void asyncContextFree(long ref);
+
+    /**
+     * rl_submit: the completion calls {@link AsyncCalls#complete} with {@code tag}
+     * on the client's I/O thread. Throws (like {@link #decide}) when the core
+     * refuses the request; then no completion follows.
+     */
+    static native void submit(long client, long context, long tag, byte[] name, byte[] id, int algorithm, long limit,
+            long periodMs, long burst, long permits, int op, long maxWaitMs, long nowMs);
 }

@@ -6,6 +6,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * A connection pool to one Redis, shared by any number of threads. Close it
@@ -57,7 +58,14 @@ public final class RateLimitClient implements AutoCloseable {
                 Native.name("TLS certificate file", options.tlsCertFile()),
                 Native.name("TLS key file", options.tlsKeyFile()), options.tlsVerifyOrUnset(),
                 options.reconnectMaxMs());
-        return new RateLimitClient(new ClientHandle(ptr));
+        ClientHandle handle;
+        try {
+            handle = new ClientHandle(ptr);
+        } catch (RuntimeException | Error e) {
+            Native.close(ptr);
+            throw e;
+        }
+        return new RateLimitClient(handle);
     }
 
     public Limiter limiter(String name, Rate rate, Algorithm algorithm) {
@@ -130,6 +138,23 @@ public final class RateLimitClient implements AutoCloseable {
         }
     }
 
+    /**
+     * Submits one decision to the client's I/O thread; the future completes
+     * there. The pending future keeps this client reachable until then.
+     */
+    CompletableFuture<Result> submit(ClientHandle.Decision decision) {
+        try {
+            return handle.submit(this, decision);
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
+    /** Asynchronous decisions of this client still in flight (for tests and metrics). */
+    int asyncInFlight() {
+        return handle.async.inFlight();
+    }
+
     /** The key prefix in use. */
     public String prefix() {
         return prefix;
@@ -163,7 +188,14 @@ public final class RateLimitClient implements AutoCloseable {
         return out;
     }
 
-    /** Frees the client, once; waits for calls in flight (blocking waits stop promptly). */
+    /**
+     * Frees the client, once; waits for calls in flight (blocking waits stop
+     * promptly). Every asynchronous decision still in flight completes
+     * exceptionally with a {@link RateLimitException} of status
+     * {@link Status#CLOSED} before this returns. Called from a dependent stage
+     * running on this client's I/O thread, the close goes on in a new thread
+     * and this returns at once (the I/O thread cannot wait for itself).
+     */
     @Override
     public void close() {
         cleanable.clean();

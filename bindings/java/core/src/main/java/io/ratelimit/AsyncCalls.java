@@ -1,0 +1,120 @@
+package io.ratelimit;
+
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The asynchronous decisions of one client: the futures in flight, each under
+ * a tag that goes down to {@code rl_submit} and comes back in the completion.
+ *
+ * <p>Why a map of tags and not a JNI global reference per future: nothing is
+ * made or deleted in JNI per call (one global reference to this object per
+ * client, deleted after the close); whatever the core might fail to complete
+ * is still here when the client closes, and is failed then, so no future can
+ * stay pending forever; and each entry keeps its {@link RateLimitClient}
+ * strongly reachable while the decision is in flight, so the Cleaner never
+ * closes a client under a caller that only holds the future.
+ *
+ * <p>{@link #complete} runs on the client's I/O thread (called from C) and
+ * completes the future there, holding no lock: dependent stages registered
+ * without an executor run on that thread.
+ */
+final class AsyncCalls {
+    /** A future in flight; {@code owner} keeps the client reachable until it completes. */
+    static final class Pending extends CompletableFuture<Result> {
+        private final Object owner;
+
+        Pending(Object owner) {
+            this.owner = owner;
+        }
+
+        Object owner() {
+            return owner;
+        }
+    }
+
+    private final ConcurrentHashMap<Long, Pending> pending = new ConcurrentHashMap<>();
+    private final AtomicLong nextTag = new AtomicLong();
+    /** The client's I/O thread, known from its first completion. */
+    private volatile Thread ioThread;
+    /** The JNI global reference to this object: the callback's context. */
+    final long ref;
+
+    AsyncCalls() {
+        this.ref = Native.asyncContext(this);
+    }
+
+    /** Registers a future before it is submitted (its completion may come before rl_submit returns). */
+    long register(Pending future) {
+        long tag = nextTag.incrementAndGet();
+        pending.put(tag, future);
+        return tag;
+    }
+
+    /** The submit failed: no completion will come for this tag. */
+    void forget(long tag) {
+        pending.remove(tag);
+    }
+
+    int inFlight() {
+        return pending.size();
+    }
+
+    /** True on this client's I/O thread (where dependents of its futures run). */
+    boolean onIoThread() {
+        Thread t = ioThread;
+        return t != null && t == Thread.currentThread();
+    }
+
+    /**
+     * Called from C on the I/O thread, once per submitted decision. Builds the
+     * result or the exception exactly as the blocking path does and completes
+     * the future; never throws back into C.
+     */
+    void complete(long tag, int status, boolean allowed, long limit, long remaining, long retryAfterMs,
+            long resetAfterMs, long waitMs, boolean fallback, byte[] message) {
+        if (ioThread == null) {
+            ioThread = Thread.currentThread();
+        }
+        Pending future = pending.remove(tag);
+        if (future == null) {
+            return;
+        }
+        try {
+            if (status == 0) {
+                future.complete(new Result(allowed, limit, remaining, retryAfterMs, resetAfterMs, waitMs, fallback));
+            } else if (status == Status.CLOSED.code()) {
+                future.completeExceptionally(ClientHandle.closed(null));
+            } else {
+                String text = message != null ? Native.string(message) : Native.strerror(status);
+                future.completeExceptionally(RateLimitException.of(Status.fromCode(status), text));
+            }
+        } catch (Throwable t) {
+            // a dependent stage threw an Error (CompletableFuture catches the
+            // rest): the I/O thread must go on completing the others
+            if (!future.isDone()) {
+                future.completeExceptionally(t);
+            }
+        }
+    }
+
+    /**
+     * After rl_client_close returned: every completion has been delivered, so
+     * this fails only what the core lost (nothing, unless the I/O thread could
+     * not be attached). Safe to call more than once.
+     */
+    void failRemaining() {
+        for (Long tag : pending.keySet()) {
+            Pending future = pending.remove(tag);
+            if (future != null) {
+                future.completeExceptionally(ClientHandle.closed(null));
+            }
+        }
+    }
+
+    /** Deletes the JNI reference; only after rl_client_close returned. */
+    void free() {
+        Native.asyncContextFree(ref);
+    }
+}
