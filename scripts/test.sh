@@ -52,8 +52,15 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debu
 cmake --build build-asan -j $jobs
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j 1
 
+step "C core under TSan (the async I/O thread, the pools)"
+cmake -S . -B build-tsan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DRL_SANITIZE=thread >/dev/null
+cmake --build build-tsan -j $jobs --target test_async test_concurrency test_sync
+for t in async concurrency sync; do
+  TSAN_OPTIONS=halt_on_error=1 build-tsan/core/tests/test_$t
+done
+
 step "C core under valgrind"
-for t in rate url limiters sync; do
+for t in rate url limiters sync async; do
   valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
     build/core/tests/test_$t
 done

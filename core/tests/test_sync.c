@@ -79,6 +79,15 @@ static void *fifo_wait(void *arg)
     return NULL;
 }
 
+/* how many waiters were served so far (read under their mutex) */
+static int served_so_far(const int *next)
+{
+    pthread_mutex_lock(&order_mutex);
+    int n = *next;
+    pthread_mutex_unlock(&order_mutex);
+    return n;
+}
+
 static void test_semaphore_fifo(void)
 {
     rl_permit a, b;
@@ -102,13 +111,13 @@ static void test_semaphore_fifo(void)
     int64_t t0 = now_ms();
     CHECK_OK(rl_semaphore_release(client, "sem-fifo", a.id, &released));
     CHECK_EQ(released, 1);
-    while (next < 1 && now_ms() - t0 < 2000) sleep_ms(1);
+    while (served_so_far(&next) < 1 && now_ms() - t0 < 2000) sleep_ms(1);
     printf("  wake-up after release: %lld ms\n", (long long)(now_ms() - t0));
     CHECK_OK(rl_semaphore_release(client, "sem-fifo", b.id, &released));
-    while (next < 2 && now_ms() - t0 < 2000) sleep_ms(1);
+    while (served_so_far(&next) < 2 && now_ms() - t0 < 2000) sleep_ms(1);
     /* one permit at a time, so each release has exactly one waiter to serve */
     CHECK_OK(rl_semaphore_release(client, "sem-fifo", waiters[order[0] < 0 ? 0 : order[0]].permit.id, &released));
-    while (next < 3 && now_ms() - t0 < 3000) sleep_ms(1);
+    while (served_so_far(&next) < 3 && now_ms() - t0 < 3000) sleep_ms(1);
     CHECK_OK(rl_semaphore_release(client, "sem-fifo", waiters[order[1] < 0 ? 1 : order[1]].permit.id, &released));
     for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
     for (int i = 0; i < 4; i++) CHECK_EQ(order[i], i);
@@ -253,7 +262,7 @@ static void test_lock(void)
 static int64_t due_at[MESSAGES];
 static int delivered[MESSAGES];
 static int early;
-static volatile int producers_done;
+static int producers_done;
 
 static void *consumer(void *arg)
 {
@@ -269,9 +278,9 @@ static void *consumer(void *arg)
         for (size_t i = 0; i < m.count; i++) {
             int idx = atoi(m.items[i] + 4);
             __atomic_add_fetch(&delivered[idx], 1, __ATOMIC_SEQ_CST);
-            if (t + 2 < due_at[idx]) __atomic_add_fetch(&early, 1, __ATOMIC_SEQ_CST);
+            if (t + 2 < __atomic_load_n(&due_at[idx], __ATOMIC_ACQUIRE)) __atomic_add_fetch(&early, 1, __ATOMIC_SEQ_CST);
         }
-        if (m.count == 0 && producers_done) {
+        if (m.count == 0 && __atomic_load_n(&producers_done, __ATOMIC_ACQUIRE)) {
             int64_t size = -1;
             rl_queue_size(client, "jobs", &size);
             if (size == 0) {
@@ -292,14 +301,14 @@ static void test_delay_queue(void)
         char msg[32];
         int64_t delay = (i * 37) % 600;
         snprintf(msg, sizeof msg, "job-%d", i);
-        due_at[i] = now_ms() + delay;
+        __atomic_store_n(&due_at[i], now_ms() + delay, __ATOMIC_RELEASE); /* Redis orders it before the pop; TSan cannot see that */
         CHECK_OK(rl_queue_push(client, "jobs", msg, strlen(msg), delay, &added));
         CHECK_EQ(added, 1);
     }
     /* pushing an id already queued changes nothing */
     int64_t size;
     CHECK_OK(rl_queue_push(client, "jobs", "job-199", 7, 0, &added));
-    producers_done = 1;
+    __atomic_store_n(&producers_done, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
     int once = 0;
     for (int i = 0; i < MESSAGES; i++) once += delivered[i] == 1;
