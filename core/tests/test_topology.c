@@ -1,6 +1,7 @@
 /* The algorithms and primitives over TLS, Sentinel and Cluster, and what
  * happens under failover and slot migration. Servers come from
  * tests/topology/topology.py (RL_TEST_* variables, or DIR/env). */
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +194,35 @@ static void suite(const char *label, const char *url, const rl_options *o)
     for (int i = 0; i < 64; i++) second += results[i].allowed;
     CHECK_EQ(first, 64);
     CHECK_EQ(second, 0);
+
+    /* the same through rl_submit: pipelined per server (TLS: non-blocking) */
+    rl_completions *cq;
+    rl_completion done[128];
+    CHECK_OK(rl_completions_open(&cq));
+    rl_target target = {NULL, NULL, cq};
+    snprintf(name, sizeof name, "%s-async", label);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 64; i++) {
+            batch[i].name = name;
+            CHECK_OK(rl_submit(c, &batch[i], (uint64_t)i, &target));
+        }
+        size_t got = 0;
+        int64_t end = now_ms() + 5000;
+        while (got < 64 && now_ms() < end) {
+            struct pollfd pfd = {rl_completions_fd(cq), POLLIN, 0};
+            poll(&pfd, 1, 100);
+            got += rl_completions_take(cq, done + got, 64 - got);
+        }
+        CHECK_EQ(got, 64);
+        int allowed = 0, errors = 0;
+        for (size_t i = 0; i < got; i++) {
+            errors += done[i].status != RL_OK;
+            allowed += done[i].status == RL_OK && done[i].result.allowed;
+        }
+        CHECK_EQ(errors, 0);
+        CHECK_EQ(allowed, round == 0 ? 64 : 0);
+    }
+    rl_completions_close(cq); /* every completion taken: nothing posts to it any more */
 
     /* many threads, one key: exactly the limit */
     burst b = {c, NULL, {RL_FIXED_WINDOW, 100, 3600000, 0}, 40, 0, 0};
