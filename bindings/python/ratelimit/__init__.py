@@ -90,6 +90,16 @@ def _exceeded(result: Result, message: str) -> RateLimitExceeded:
     return exc
 
 
+def _reserved(name: str, permits: int, max_wait: Seconds, result: Result) -> float:
+    """reserve()'s answer from its Result: the seconds to wait, or
+    RateLimitExceeded when nothing was booked (shared with ratelimit.aio)."""
+    if not result.allowed:
+        retry = result.retry_after
+        raise _exceeded(result, "%s: cannot book %d permit(s) within %.3f s (retry after %.3f s)"
+                        % (name, permits, float(max_wait), retry if retry is not None else 0.0))
+    return result.wait
+
+
 def _init_exceeded(self: RateLimitExceeded, retry_after: Optional[float] = None, *args: Any) -> None:
     """RateLimitExceeded(retry_after=None, message=None): the message defaults
     to one naming retry_after."""
@@ -134,12 +144,7 @@ class Limiter(_ratelimit.Limiter):
         and proceeds without asking again. Raises RateLimitExceeded (with
         retry_after) if the slot lies beyond max_wait; nothing is booked then.
         """
-        result = self._reserve(id, permits, max_wait=max_wait, now=now)
-        if not result.allowed:
-            retry = result.retry_after
-            raise _exceeded(result, "%s: cannot book %d permit(s) within %.3f s (retry after %.3f s)"
-                            % (self.name, permits, float(max_wait), retry if retry is not None else 0.0))
-        return result.wait
+        return _reserved(self.name, permits, max_wait, self._reserve(id, permits, max_wait=max_wait, now=now))
 
     def limit(self, key: Union[Callable[..., Text], Text, None] = None, *, permits: int = 1,
               timeout: Optional[Seconds] = None) -> Callable[[F], F]:

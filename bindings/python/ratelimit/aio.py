@@ -8,9 +8,29 @@
     async with client.semaphore("db", permits=10, lease=30.0).acquire(timeout=5.0) as permit:
         ...
 
-Each call runs the blocking C call in a thread pool, so the event loop is
-never blocked. Waits (acquire with a timeout, semaphores, locks, queue pops)
-stop promptly when their task is cancelled: the C wait polls a cancel flag.
+Rate-limit decisions (AsyncLimiter.acquire without a timeout, peek,
+reserve, acquire_many, and the limit() decorator) run on the core's
+asynchronous path: no executor, no thread per call. Each one is submitted to
+the client's I/O thread (which pipelines everything submitted meanwhile into
+one write per server) and completes into a queue of this event loop's; the
+loop watches the queue's file descriptor (loop.add_reader, so uvloop works
+too) and resolves the futures of every completion that waits in one
+wake-up. Errors are the blocking calls' exceptions, results the same Result
+objects; on_redis_error holds per decision.
+
+Cancelling a task that awaits a decision stops the wait, not the decision:
+once submitted it may already have run in Redis, and then its permits stay
+consumed (as with redis-py, a cancelled command is not undone). Its
+completion is dropped when it arrives.
+
+Everything that waits in the core (acquire with a timeout, semaphore and
+lock acquires, DelayQueue.pop) and the remaining calls (reset, the
+semaphore, lock and delay-queue operations) still run the blocking C call in
+a thread pool, so the event loop is never blocked; waits stop promptly when
+their task is cancelled (the C wait polls a cancel flag).
+
+Closing the AsyncClient closes the C client: every decision still in flight
+fails with ClientClosed.
 """
 from __future__ import annotations
 
@@ -21,6 +41,7 @@ import threading
 from typing import Any, Awaitable, Callable, Generator, Generic, Iterable, List, Optional, Tuple, TypeVar, Union
 
 import ratelimit as _sync
+from ratelimit import _ratelimit
 from ratelimit import (  # noqa: F401  (re-exported for convenience)
     Cancelled,
     ClientClosed,
@@ -40,11 +61,153 @@ Seconds = Union[int, float]
 Text = Union[str, bytes]
 
 
-class _Runner:
-    """Runs blocking calls in an executor, with a cancel flag for waits."""
+# completions taken in one wake-up of the loop (more wait: it wakes again)
+_TAKE = 1024
 
-    def __init__(self, executor: Optional[concurrent.futures.Executor]) -> None:
+_ACQUIRE, _PEEK, _RESERVE = 0, 1, 2
+
+
+class _LoopState:
+    """One event loop's side of a client: a completion queue whose file
+    descriptor the loop watches, and the futures of the decisions in flight
+    by tag. Used only on its loop's thread."""
+
+    __slots__ = ("loop", "queue", "futures", "next_tag", "closing", "fd")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.queue = _ratelimit.Completions()
+        self.futures: "dict[int, asyncio.Future[Result]]" = {}
+        self.next_tag = 0
+        self.closing = False
+        self.fd = self.queue.fileno()
+        try:
+            loop.add_reader(self.fd, self.drain)
+        except BaseException:
+            self.queue.close()
+            raise
+
+    def submit(self, limiter: _sync.Limiter, op: int, id: Text, permits: Any, max_wait: Any,
+               now: Any) -> "Tuple[int, asyncio.Future[Result]]":
+        tag = self.next_tag
+        self.queue.submit(tag, limiter, id, permits, op, max_wait, now)  # raises: nothing was queued
+        self.next_tag = tag + 1
+        future = self.futures[tag] = self.loop.create_future()
+        return tag, future
+
+    def drain(self) -> None:
+        """The reader: resolve the futures of the completions waiting (up to
+        _TAKE per wake-up; the descriptor stays readable while more wait, so
+        other callbacks run in between)."""
+        futures = self.futures
+        for tag, status, value in self.queue.take(_TAKE):
+            future = futures.pop(tag, None)
+            if future is None:
+                continue  # its task was cancelled: the completion is dropped
+            try:
+                if status:
+                    future.set_exception(value)  # type: ignore[arg-type]
+                else:
+                    future.set_result(value)  # type: ignore[arg-type]
+            except asyncio.InvalidStateError:
+                pass  # cancelled, its task not yet resumed
+        if self.closing and not futures:
+            self.teardown()
+
+    def shutdown(self) -> None:
+        """After the client was closed: resolve what completed (ClientClosed),
+        then stop watching once nothing is in flight."""
+        self.closing = True
+        if not self.loop.is_closed():
+            self.drain()
+        if not self.futures or self.loop.is_closed():
+            self.teardown()
+
+    def teardown(self) -> None:
+        if not self.loop.is_closed():
+            self.loop.remove_reader(self.fd)
+        self.futures.clear()
+        self.queue.close()  # freed once the C client cannot post to it any more
+
+
+class _Runner:
+    """Runs blocking calls in an executor, with a cancel flag for waits, and
+    decisions on the asynchronous core, one _LoopState per event loop."""
+
+    def __init__(self, executor: Optional[concurrent.futures.Executor],
+                 client: Optional[_sync.Client] = None) -> None:
         self.executor = executor
+        self.client = client
+        self.loops: "dict[asyncio.AbstractEventLoop, _LoopState]" = {}
+        self.last: Optional[_LoopState] = None
+
+    def state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        st = self.last
+        if st is not None and st.loop is loop:
+            return st
+        st = self.loops.get(loop)
+        if st is None:
+            if self.client is None or self.client.closed:
+                raise ClientClosed("the client is closed")
+            for old in [s for s in self.loops.values() if s.loop.is_closed()]:
+                del self.loops[old.loop]  # an earlier asyncio.run()'s
+                old.teardown()
+            st = self.loops[loop] = _LoopState(loop)
+        self.last = st
+        return st
+
+    async def decide(self, limiter: _sync.Limiter, op: int, id: Text, permits: Any,
+                     max_wait: Any, now: Any) -> Result:
+        st = self.state()
+        tag, future = st.submit(limiter, op, id, permits, max_wait, now)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            st.futures.pop(tag, None)
+            raise
+
+    async def decide_many(self, limiter: _sync.Limiter, requests: Any, now: Any) -> List[Result]:
+        st = self.state()
+        tag = st.next_tag
+        n = st.queue.submit_many(tag, limiter, requests, now)
+        if isinstance(n, list):
+            return n  # decided by the blocking path (see Completions.submit_many)
+        st.next_tag = tag + n
+        create, futures = st.loop.create_future, st.futures
+        batch: "List[asyncio.Future[Result]]" = []
+        for t in range(tag, tag + n):
+            batch.append(create())
+            futures[t] = batch[-1]
+        results = []
+        try:
+            for future in batch:
+                results.append(await future)
+        except BaseException:
+            for t in range(tag, tag + n):
+                futures.pop(t, None)
+            for future in batch:  # their errors are this one's: no "never retrieved" warnings
+                if future.done() and not future.cancelled():
+                    future.exception()
+            raise
+        return results
+
+    def close(self) -> None:
+        """The client was closed: every loop's state resolves what it still
+        waits for (ClientClosed) and stops watching its queue."""
+        states, self.loops, self.last = list(self.loops.values()), {}, None
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for st in states:
+            if st.loop is current or st.loop.is_closed():
+                st.shutdown()
+            else:
+                try:
+                    st.loop.call_soon_threadsafe(st.shutdown)
+                except RuntimeError:  # closed meanwhile
+                    st.teardown()
 
     async def call(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -112,29 +275,35 @@ class AsyncLimiter:
 
     async def acquire(self, id: Text, permits: int = 1, *, timeout: Optional[Seconds] = None,
                       now: Optional[Seconds] = None) -> Result:
-        """See Limiter.acquire; a timeout waits without blocking the loop."""
+        """See Limiter.acquire. Without a timeout: one decision on the
+        asynchronous core. With one, the wait runs in the thread pool
+        without blocking the loop. Cancelling the task does not undo a
+        decision Redis already made (see the module's docstring)."""
         if timeout:
             return await self._run.wait(self.sync.acquire, id, permits, timeout=timeout, now=now)
-        return await self._run.call(self.sync.acquire, id, permits, now=now)
+        return await self._run.decide(self.sync, _ACQUIRE, id, permits, None, now)
 
     async def peek(self, id: Text, permits: int = 1, *, now: Optional[Seconds] = None) -> Result:
         """See Limiter.peek."""
-        return await self._run.call(self.sync.peek, id, permits, now=now)
+        return await self._run.decide(self.sync, _PEEK, id, permits, None, now)
 
     async def reset(self, id: Text) -> None:
-        """See Limiter.reset."""
+        """See Limiter.reset (runs in the thread pool)."""
         await self._run.call(self.sync.reset, id)
 
     async def acquire_many(self, requests: Iterable[Union[Text, Tuple[Text, int]]], *,
                            now: Optional[Seconds] = None) -> List[Result]:
-        """See Limiter.acquire_many (one round trip)."""
-        return await self._run.call(self.sync.acquire_many, list(requests), now=now)
+        """See Limiter.acquire_many: validated as a whole first (one invalid
+        request: InvalidArgument, nothing sent), then one decision per id on
+        the asynchronous core, pipelined together."""
+        return await self._run.decide_many(self.sync, requests, now)
 
     async def reserve(self, id: Text, permits: int = 1, *, max_wait: Seconds = 0.0,
                       now: Optional[Seconds] = None) -> float:
         """See Limiter.reserve; returns the seconds to wait (await
         asyncio.sleep(it) before acting)."""
-        return await self._run.call(self.sync.reserve, id, permits, max_wait=max_wait, now=now)
+        result = await self._run.decide(self.sync, _RESERVE, id, permits, max_wait, now)
+        return _sync._reserved(self.sync.name, permits, max_wait, result)
 
     def key(self, id: Text) -> str:
         """The Redis key holding id's state."""
@@ -297,7 +466,11 @@ class AsyncClient:
     Prefer ``await AsyncClient.connect(url, ...)``, which connects in the
     executor; AsyncClient(url, ...) connects at once (blocking briefly).
     executor: where blocking calls run (default: a pool of this client's
-    own, so long waits cannot starve the loop's default executor).
+    own, so long waits cannot starve the loop's default executor);
+    decisions never use it.
+
+    One client may serve several event loops (one after the other, or in
+    different threads): each loop gets a completion queue of its own.
     """
 
     def __init__(self, url: str, *, executor: Optional[concurrent.futures.Executor] = None,
@@ -320,7 +493,7 @@ class AsyncClient:
             if self._own_executor:
                 executor.shutdown(wait=False)
             raise
-        self._run = _Runner(executor)
+        self._run = _Runner(executor, self.sync)
 
     @classmethod
     async def connect(cls, url: str, *, executor: Optional[concurrent.futures.Executor] = None,
@@ -367,8 +540,11 @@ class AsyncClient:
         return AsyncDelayQueue(self.sync.delay_queue(name, decode=decode), self._run)
 
     async def close(self) -> None:
-        """Close the connections (and this client's own executor)."""
+        """Close the connections (and this client's own executor). Decisions
+        still in flight fail with ClientClosed; the event loops stop watching
+        this client's completion queues."""
         self.sync.close()
+        self._run.close()
         if self._own_executor:
             self.executor.shutdown(wait=False)
 

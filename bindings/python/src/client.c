@@ -19,11 +19,21 @@ rl_client *client_enter(rl_state *st, ClientObject *c)
 
 void client_leave(ClientObject *c)
 {
-    if (--c->inflight == 0 && c->closing && c->rl) {
-        rl_client *rl = c->rl;
-        c->rl = NULL;
+    if (--c->inflight == 0 && c->closing && c->rl) client_close_now(c);
+}
+
+void client_close_now(ClientObject *c)
+{
+    rl_client *rl = c->rl;
+    c->rl = NULL;
+    if (rl) {
+        /* asynchronous requests complete (ClientClosed) into their queues
+         * here, on the I/O thread, which needs no GIL */
+        Py_BEGIN_ALLOW_THREADS
         rl_client_close(rl);
+        Py_END_ALLOW_THREADS
     }
+    client_release_queues(c);
 }
 
 static PyObject *client_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
@@ -222,11 +232,7 @@ static void client_dealloc(ClientObject *self)
     PyObject_GC_UnTrack(self);
     if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
     /* calls hold a reference to the client, so none is in flight here */
-    if (self->rl) {
-        rl_client *rl = self->rl;
-        self->rl = NULL;
-        rl_client_close(rl);
-    }
+    client_close_now(self);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -241,13 +247,7 @@ static PyObject *client_close(ClientObject *self, PyObject *unused)
 {
     if (self->closing) Py_RETURN_NONE;
     self->closing = 1;
-    if (self->inflight == 0 && self->rl) {
-        rl_client *rl = self->rl;
-        self->rl = NULL;
-        Py_BEGIN_ALLOW_THREADS
-        rl_client_close(rl);
-        Py_END_ALLOW_THREADS
-    }
+    if (self->inflight == 0 && self->rl) client_close_now(self);
     Py_RETURN_NONE;
 }
 

@@ -24,16 +24,16 @@ static PyObject *exception_for(rl_state *st, int rc)
     }
 }
 
-/* Raises the exception class for rc with message msg and .code = rc. */
-PyObject *raise_code(rl_state *st, int rc, const char *msg)
+/* A new exception instance for rc with message msg and .code = rc (a
+ * MemoryError for RL_ERR_NOMEM), or NULL with an error set. */
+PyObject *make_exception(rl_state *st, int rc, const char *msg)
 {
-    if (rc == RL_ERR_NOMEM) return PyErr_NoMemory();
-    PyObject *cls = exception_for(st, rc);
+    PyObject *cls = rc == RL_ERR_NOMEM ? PyExc_MemoryError : exception_for(st, rc);
     PyObject *text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
     if (!text) return NULL;
     PyObject *exc = PyObject_CallOneArg(cls, text);
     Py_DECREF(text);
-    if (!exc) return NULL;
+    if (!exc || rc == RL_ERR_NOMEM) return exc;
     PyObject *code = PyLong_FromLong(rc);
     if (!code || PyObject_SetAttrString(exc, "code", code) < 0) {
         Py_XDECREF(code);
@@ -41,7 +41,16 @@ PyObject *raise_code(rl_state *st, int rc, const char *msg)
         return NULL;
     }
     Py_DECREF(code);
-    PyErr_SetObject(cls, exc);
+    return exc;
+}
+
+/* Raises the exception class for rc with message msg and .code = rc. */
+PyObject *raise_code(rl_state *st, int rc, const char *msg)
+{
+    if (rc == RL_ERR_NOMEM) return PyErr_NoMemory();
+    PyObject *exc = make_exception(st, rc, msg);
+    if (!exc) return NULL;
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
     Py_DECREF(exc);
     return NULL;
 }

@@ -9,12 +9,27 @@ typedef struct {
     rl_result r;
 } ResultObject;
 
-static PyObject *result_new(rl_state *st, const rl_result *r)
+PyObject *result_new(rl_state *st, const rl_result *r)
 {
     ResultObject *self = PyObject_New(ResultObject, st->ResultType);
     if (!self) return NULL;
     self->r = *r;
     return (PyObject *)self;
+}
+
+/* A list of n Results. */
+PyObject *results_list(rl_state *st, const rl_result *results, Py_ssize_t n)
+{
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *r = result_new(st, &results[i]);
+        if (!r) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, r);
+    }
+    return out;
 }
 
 static void result_dealloc(ResultObject *self)
@@ -254,6 +269,93 @@ static int build_request(rl_state *st, LimiterObject *self, PyObject *id, PyObje
     return conv_text(st, id, "id", 0, keep, &req->id, NULL);
 }
 
+/* For aio.c: the request limiter's acquire / peek / reserve would send
+ * (max_wait: reserve only, None = 0), and its client (borrowed). */
+int limiter_request(rl_state *st, PyObject *limiter, PyObject *id, PyObject *permits, PyObject *now,
+                    PyObject *max_wait, rl_op op, rl_request *req, PyObject **keep, ClientObject **client)
+{
+    LimiterObject *self = (LimiterObject *)limiter;
+    int64_t max_wait_ms = 0;
+    if (!PyObject_TypeCheck(limiter, st->LimiterType)) {
+        PyErr_Format(PyExc_TypeError, "limiter must be a ratelimit.Limiter, not %.100s", Py_TYPE(limiter)->tp_name);
+        return -1;
+    }
+    if (limiter_ready(st, self) < 0) return -1;
+    if (op == RL_OP_RESERVE && max_wait && max_wait != Py_None &&
+        conv_seconds(st, max_wait, "max_wait", &max_wait_ms) < 0)
+        return -1;
+    if (build_request(st, self, id, permits, now, op, req, keep) < 0) return -1;
+    req->max_wait_ms = max_wait_ms;
+    *client = self->client;
+    return 0;
+}
+
+/* acquire_many's requests: an iterable of ids or (id, permits) pairs ->
+ * *n requests (PyMem, the caller frees) whose bytes *keeps owns. */
+static int build_batch(rl_state *st, LimiterObject *self, PyObject *items, PyObject *now, rl_request **reqs_out,
+                       PyObject **keeps_out, Py_ssize_t *n_out)
+{
+    PyObject *seq, *keeps = NULL;
+    rl_request *reqs = NULL;
+    Py_ssize_t n;
+    *reqs_out = NULL;
+    *keeps_out = NULL;
+    *n_out = 0;
+    if (PyUnicode_Check(items) || PyBytes_Check(items)) {
+        PyErr_SetString(PyExc_TypeError, "requests must be an iterable of ids or (id, permits) pairs, not a single id");
+        return -1;
+    }
+    if (!(seq = PySequence_Fast(items, "requests must be an iterable of ids or (id, permits) pairs"))) return -1;
+    n = PySequence_Fast_GET_SIZE(seq);
+    if (n == 0) {
+        Py_DECREF(seq);
+        return 0;
+    }
+    reqs = PyMem_Calloc((size_t)n, sizeof *reqs);
+    keeps = PyList_New(n);
+    if (!reqs || !keeps) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i), *id = item, *permits = NULL, *keep = NULL;
+        if (PyTuple_Check(item) || PyList_Check(item)) {
+            if (PySequence_Size(item) != 2) {
+                PyErr_Format(PyExc_TypeError, "requests[%zd] must be an id or an (id, permits) pair", i);
+                goto fail;
+            }
+            id = PySequence_Fast_GET_ITEM(item, 0);
+            permits = PySequence_Fast_GET_ITEM(item, 1);
+        }
+        if (build_request(st, self, id, permits, now, RL_OP_ACQUIRE, &reqs[i], &keep) < 0) goto fail;
+        PyList_SET_ITEM(keeps, i, keep);
+    }
+    Py_DECREF(seq);
+    *reqs_out = reqs;
+    *keeps_out = keeps;
+    *n_out = n;
+    return 0;
+fail:
+    /* a partially filled keeps list holds NULLs, which list dealloc skips */
+    Py_XDECREF(keeps);
+    Py_DECREF(seq);
+    PyMem_Free(reqs);
+    return -1;
+}
+
+/* For aio.c: acquire_many's requests for limiter. */
+int limiter_batch(rl_state *st, PyObject *limiter, PyObject *items, PyObject *now, rl_request **reqs,
+                  PyObject **keeps, Py_ssize_t *n, ClientObject **client)
+{
+    if (!PyObject_TypeCheck(limiter, st->LimiterType)) {
+        PyErr_Format(PyExc_TypeError, "limiter must be a ratelimit.Limiter, not %.100s", Py_TYPE(limiter)->tp_name);
+        return -1;
+    }
+    if (limiter_ready(st, (LimiterObject *)limiter) < 0) return -1;
+    *client = ((LimiterObject *)limiter)->client;
+    return build_batch(st, (LimiterObject *)limiter, items, now, reqs, keeps, n);
+}
+
 /* One request through rl_execute, or rl_acquire_wait when it may wait. */
 static PyObject *limiter_run(LimiterObject *self, rl_state *st, rl_request *req, PyObject *keep, int64_t timeout_ms,
                              PyObject *cancel)
@@ -389,7 +491,7 @@ PyDoc_STRVAR(limiter_acquire_many_doc,
 static PyObject *limiter_acquire_many(LimiterObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"requests", "now", NULL};
-    PyObject *items, *now = Py_None, *seq = NULL, *keeps = NULL, *out = NULL;
+    PyObject *items, *now = Py_None, *keeps = NULL, *out = NULL;
     rl_state *st = STATE(self);
     rl_request *reqs = NULL;
     rl_result *results = NULL;
@@ -399,35 +501,11 @@ static PyObject *limiter_acquire_many(LimiterObject *self, PyObject *args, PyObj
 
     if (!st || limiter_ready(st, self) < 0) return NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$O:acquire_many", kwlist, &items, &now)) return NULL;
-    if (PyUnicode_Check(items) || PyBytes_Check(items)) {
-        PyErr_SetString(PyExc_TypeError, "requests must be an iterable of ids or (id, permits) pairs, not a single id");
-        return NULL;
-    }
-    if (!(seq = PySequence_Fast(items, "requests must be an iterable of ids or (id, permits) pairs"))) return NULL;
-    n = PySequence_Fast_GET_SIZE(seq);
-    if (n == 0) {
-        Py_DECREF(seq);
-        return PyList_New(0);
-    }
-    reqs = PyMem_Calloc((size_t)n, sizeof *reqs);
-    results = PyMem_Calloc((size_t)n, sizeof *results);
-    keeps = PyList_New(n);
-    if (!reqs || !results || !keeps) {
+    if (build_batch(st, self, items, now, &reqs, &keeps, &n) < 0) return NULL;
+    if (n == 0) return PyList_New(0);
+    if (!(results = PyMem_Calloc((size_t)n, sizeof *results))) {
         PyErr_NoMemory();
         goto done;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, i), *id = item, *permits = NULL, *keep = NULL;
-        if (PyTuple_Check(item) || PyList_Check(item)) {
-            if (PySequence_Size(item) != 2) {
-                PyErr_Format(PyExc_TypeError, "requests[%zd] must be an id or an (id, permits) pair", i);
-                goto done;
-            }
-            id = PySequence_Fast_GET_ITEM(item, 0);
-            permits = PySequence_Fast_GET_ITEM(item, 1);
-        }
-        if (build_request(st, self, id, permits, now, RL_OP_ACQUIRE, &reqs[i], &keep) < 0) goto done;
-        PyList_SET_ITEM(keeps, i, keep);
     }
     rl_client *rl = client_enter(st, self->client);
     if (!rl) goto done;
@@ -440,19 +518,9 @@ static PyObject *limiter_acquire_many(LimiterObject *self, PyObject *args, PyObj
         raise_code(st, rc, err);
         goto done;
     }
-    if (!(out = PyList_New(n))) goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *r = result_new(st, &results[i]);
-        if (!r) {
-            Py_CLEAR(out);
-            goto done;
-        }
-        PyList_SET_ITEM(out, i, r);
-    }
+    out = results_list(st, results, n);
 done:
-    /* a partially filled keeps list holds NULLs, which list dealloc skips */
     Py_XDECREF(keeps);
-    Py_XDECREF(seq);
     PyMem_Free(reqs);
     PyMem_Free(results);
     return out;

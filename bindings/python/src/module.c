@@ -3,8 +3,9 @@
  * Modelled on CPython's Modules/_sqlite: multi-phase init, heap types, and
  * the exception classes in module state, one file per concept of the core:
  * errors.c, client.c, limiter.c (with Result), sync.c (semaphore, lock,
- * delay queue), util.c (argument conversion, cancellation), and this one
- * (module state, module functions, init). */
+ * delay queue), aio.c (completion queues for asynchronous decisions),
+ * util.c (argument conversion, cancellation), and this one (module state,
+ * module functions, init). */
 #include "module.h"
 
 static struct PyModuleDef module_def;
@@ -132,6 +133,8 @@ static int module_exec(PyObject *module)
     if (!st->ClientType || add_ref(module, "Client", (PyObject *)st->ClientType) < 0) return -1;
     st->LimiterType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &limiter_spec, NULL);
     if (!st->LimiterType || add_ref(module, "Limiter", (PyObject *)st->LimiterType) < 0) return -1;
+    st->CompletionsType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &completions_spec, NULL);
+    if (!st->CompletionsType || add_ref(module, "Completions", (PyObject *)st->CompletionsType) < 0) return -1;
 
     PyObject *algorithms = PyTuple_New(RL_ALGORITHM_COUNT);
     if (!algorithms) return -1;
@@ -170,6 +173,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->ClientType);
     Py_VISIT(st->LimiterType);
     Py_VISIT(st->ResultType);
+    Py_VISIT(st->CompletionsType);
     return 0;
 }
 
@@ -188,6 +192,7 @@ static int module_clear(PyObject *module)
     Py_CLEAR(st->ClientType);
     Py_CLEAR(st->LimiterType);
     Py_CLEAR(st->ResultType);
+    Py_CLEAR(st->CompletionsType);
     return 0;
 }
 

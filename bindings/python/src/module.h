@@ -31,6 +31,7 @@ typedef struct {
     PyTypeObject *ClientType;
     PyTypeObject *LimiterType;
     PyTypeObject *ResultType;
+    PyTypeObject *CompletionsType;
 } rl_state;
 
 static inline rl_state *get_state(PyObject *module)
@@ -58,6 +59,8 @@ void save_errmsg(char *buf, int rc);
 
 /* Raise the exception class for rc with message msg and .code = rc; NULL. */
 PyObject *raise_code(rl_state *st, int rc, const char *msg);
+/* The exception raise_code would raise, as a new instance (not raised). */
+PyObject *make_exception(rl_state *st, int rc, const char *msg);
 PyObject *raise_fmt(rl_state *st, int rc, const char *fmt, ...);
 
 int errors_init(PyObject *module, rl_state *st);
@@ -87,6 +90,10 @@ typedef struct {
     Py_ssize_t inflight; /* calls running with the GIL released */
     int closing;
     PyObject *weakrefs;
+    /* the completion queues (aio.c) that requests of this client may still
+     * complete into: kept alive until rl_client_close has returned. A list,
+     * or NULL; not traversed (a queue holds no Python object: no cycle). */
+    PyObject *queues;
 } ClientObject;
 
 /* A call in flight: client_enter (with the GIL) gives the rl_client or
@@ -94,6 +101,10 @@ typedef struct {
  * client if close() came meanwhile. */
 rl_client *client_enter(rl_state *st, ClientObject *c);
 void client_leave(ClientObject *c);
+
+/* Closes c->rl (with the GIL held; c->rl is set to NULL first), then lets
+ * go of the completion queues it posted to. */
+void client_close_now(ClientObject *c);
 
 /* ---- Client methods for the primitives (sync.c) ------------------------------------ */
 
@@ -111,10 +122,29 @@ PyObject *client_queue_pop_wait(ClientObject *self, PyObject *args, PyObject *kw
 PyObject *client_queue_size(ClientObject *self, PyObject *args);
 PyObject *client_queue_remove(ClientObject *self, PyObject *args);
 
+/* ---- Limiter and Result (limiter.c), for the asynchronous path (aio.c) ---------------- */
+
+PyObject *result_new(rl_state *st, const rl_result *r);
+PyObject *results_list(rl_state *st, const rl_result *results, Py_ssize_t n);
+/* The request limiter.acquire / peek / _reserve would run, and its client
+ * (borrowed); *keep owns the id's bytes. */
+int limiter_request(rl_state *st, PyObject *limiter, PyObject *id, PyObject *permits, PyObject *now,
+                    PyObject *max_wait, rl_op op, rl_request *req, PyObject **keep, ClientObject **client);
+/* The requests limiter.acquire_many(items, now=now) would run (*reqs from
+ * PyMem, *keeps owns their bytes; *n == 0: none, both NULL). */
+int limiter_batch(rl_state *st, PyObject *limiter, PyObject *items, PyObject *now, rl_request **reqs,
+                  PyObject **keeps, Py_ssize_t *n, ClientObject **client);
+
+/* ---- completion queues (aio.c) ------------------------------------------------------- */
+
+/* After rl_client_close(c->rl) returned: nothing posts to c's queues now. */
+void client_release_queues(ClientObject *c);
+
 /* ---- the types ------------------------------------------------------------------------ */
 
 extern PyType_Spec client_spec;  /* client.c */
 extern PyType_Spec limiter_spec; /* limiter.c */
 extern PyType_Spec result_spec;  /* limiter.c */
+extern PyType_Spec completions_spec; /* aio.c */
 
 #endif

@@ -121,6 +121,23 @@ def test_async_client(topology_url):
     asyncio.run(main())
 
 
+def test_async_thousands_in_flight_across_nodes(topology_url):
+    # the asynchronous core routes per request (cluster: one connection per
+    # node, redirects per request) and pipelines: exact per id
+    async def main():
+        async with await aio.AsyncClient.connect(topology_url, timeout=5.0, reconnect_max=0.5) as client:
+            lim = client.limiter(name("aiomany"), "20/hour", algorithm="gcra")
+            ids = ["user-%d" % i for i in range(50)]  # spread over the slots
+            results = await asyncio.gather(*(lim.acquire(ids[i % 50]) for i in range(2000)))
+            admitted = {u: 0 for u in ids}
+            for i, r in enumerate(results):
+                admitted[ids[i % 50]] += bool(r)
+            assert set(admitted.values()) == {20}
+            assert not any(await lim.acquire_many(ids))
+            assert [(await lim.peek(u)).remaining for u in ids[:5]] == [0] * 5
+    asyncio.run(main())
+
+
 def test_keys_use_one_hash_tag_per_entity(client, topology_url):
     lim = client.limiter("tagged", "5/10s", algorithm="gcra")
     key = lim.key("user-1")

@@ -1,0 +1,225 @@
+"""ratelimit.aio against redis.asyncio running our own gcra.lua by EVALSHA
+(the least any asyncio Python client pays for the same decision), on the
+same Redis in the same run: decisions/s and p50/p99 latency with 1 task and
+with 64 concurrent tasks, and the ratio. For context, the old design (the
+blocking call in a thread pool, what ratelimit.aio did before the async
+core) is measured too.
+
+Usage: python bench/bench_aio.py [seconds] [--rounds N] [--uvloop]
+REDIS_URL names a server, else a local redis-server on a free port is
+started. The peer (redis-py, with its hiredis parser) is installed with pip
+into this interpreter when missing; --uvloop adds rows on uvloop (installed
+the same way). Rows alternate within each round; figures are the median
+over the rounds."""
+import argparse
+import asyncio
+import concurrent.futures
+import importlib
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+import ratelimit
+from ratelimit import aio
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RATE = (1_000_000_000, 3600.0)  # never denies: every call costs the full script
+IDS = 100
+
+
+def ensure(module, *packages):
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", *packages])
+        importlib.invalidate_caches()
+        return importlib.import_module(module)
+
+
+def percentile(sorted_values, p):
+    if not sorted_values:
+        return float("nan")
+    k = min(len(sorted_values) - 1, max(0, int(round(p / 100.0 * (len(sorted_values) - 1)))))
+    return sorted_values[k]
+
+
+async def measure(call, tasks, seconds):
+    """tasks coroutines calling call(i) back to back for seconds: (decisions/s, p50 us, p99 us)."""
+    pc = time.perf_counter
+    for i in range(min(tasks, 64) * 4):  # warm up: connections, script cache
+        await call(i)
+    latencies = []
+    stop = pc() + seconds
+
+    async def worker(k):
+        i = k
+        record = latencies.append
+        while pc() < stop:
+            t = pc()
+            await call(i)
+            record(pc() - t)
+            i += tasks
+    start = pc()
+    await asyncio.gather(*(worker(k) for k in range(tasks)))
+    elapsed = pc() - start
+    latencies.sort()
+    return len(latencies) / elapsed, percentile(latencies, 50) * 1e6, percentile(latencies, 99) * 1e6
+
+
+class Ours:
+    name = "ratelimit.aio"
+
+    def __init__(self, url):
+        self.url = url
+
+    async def open(self):
+        self.client = await aio.AsyncClient.connect(self.url)
+        self.lim = self.client.limiter("bench-aio", RATE, algorithm="gcra")
+        self.ids = ["u%d" % i for i in range(IDS)]
+
+    async def call(self, i):
+        return await self.lim.acquire(self.ids[i % IDS])
+
+    async def close(self):
+        await self.client.close()
+
+
+class ThreadPool:
+    name = "blocking call in a thread pool (old aio)"
+
+    def __init__(self, url):
+        self.url = url
+
+    async def open(self):
+        self.client = ratelimit.Client(self.url)
+        self.lim = self.client.limiter("bench-pool", RATE, algorithm="gcra")
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=32)
+        self.ids = ["u%d" % i for i in range(IDS)]
+        self.loop = asyncio.get_running_loop()
+
+    async def call(self, i):
+        return await self.loop.run_in_executor(self.pool, self.lim.acquire, self.ids[i % IDS])
+
+    async def close(self):
+        self.pool.shutdown()
+        self.client.close()
+
+
+class Peer:
+    """redis.asyncio: EVALSHA of the very script ratelimit runs, with the
+    same key and arguments, the reply turned into a tuple."""
+    name = "redis.asyncio + EVALSHA gcra.lua"
+
+    def __init__(self, url, redis_asyncio):
+        self.url = url
+        self.redis = redis_asyncio
+
+    async def open(self):
+        self.r = self.redis.Redis.from_url(self.url)
+        with open(os.path.join(ROOT, "lua", "gcra.lua"), "rb") as f:
+            self.sha = await self.r.script_load(f.read())
+        ours = dict(ratelimit.scripts())["gcra"]
+        if self.sha != ours:
+            raise SystemExit("lua/gcra.lua (%s) is not the script this ratelimit build runs (%s)" % (self.sha, ours))
+        limit, period = RATE
+        self.args = (0, limit, int(period * 1000), limit, 1, 0, 0)  # now (Redis TIME), limit, period_ms, burst,
+        self.keys = ["rl:{bench-peer:u%d}:gcra" % i for i in range(IDS)]  # permits, op, max_wait
+
+    async def call(self, i):
+        allowed, limit, remaining, retry_after, reset_after, wait = await self.r.evalsha(
+            self.sha, 1, self.keys[i % IDS], *self.args)
+        return allowed == 1, limit, remaining, retry_after, reset_after, wait
+
+    async def close(self):
+        await self.r.aclose() if hasattr(self.r, "aclose") else await self.r.close()
+
+
+async def one_row(make, tasks, seconds):
+    row = make()
+    await row.open()
+    try:
+        return await measure(row.call, tasks, seconds)
+    finally:
+        await row.close()
+
+
+def run_row(make, tasks, seconds, loop_kind):
+    if loop_kind == "uvloop":
+        import uvloop
+        loop = uvloop.new_event_loop()
+        try:
+            return loop.run_until_complete(one_row(make, tasks, seconds))
+        finally:
+            loop.close()
+    return asyncio.run(one_row(make, tasks, seconds))
+
+
+def main(url, seconds, rounds, loops):
+    redis_asyncio = ensure("redis.asyncio", "redis")
+    ensure("hiredis", "hiredis")  # the peer's fastest reply parser
+    import redis
+    try:
+        import hiredis  # noqa: F401
+        parser = "hiredis parser"
+    except ImportError:
+        parser = "pure-Python parser"
+    rows = [Ours, Peer, ThreadPool]
+    makers = {Ours: lambda: Ours(url), Peer: lambda: Peer(url, redis_asyncio), ThreadPool: lambda: ThreadPool(url)}
+    results = {}
+    for r in range(rounds):
+        for loop_kind in loops:
+            for tasks in (1, 64):
+                for cls in rows:
+                    got = run_row(makers[cls], tasks, seconds, loop_kind)
+                    results.setdefault((cls.name, loop_kind, tasks), []).append(got)
+                    print("round %d  %-42s %-7s %2d task(s): %8.0f/s  p50 %6.0f us  p99 %6.0f us"
+                          % (r + 1, cls.name, loop_kind, tasks, *got), file=sys.stderr)
+    print()
+    print("Python %s, redis-py %s (%s)%s, %d round(s) of %.1f s per row, median shown"
+          % (sys.version.split()[0], redis.__version__, parser,
+             ", uvloop %s" % importlib.import_module("uvloop").__version__ if "uvloop" in loops else "",
+             rounds, seconds))
+    print()
+    print("| client | loop | tasks | decisions/s | p50 | p99 | vs redis.asyncio |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for loop_kind in loops:
+        for tasks in (1, 64):
+            peer = statistics.median(g[0] for g in results[(Peer.name, loop_kind, tasks)])
+            for cls in rows:
+                got = results[(cls.name, loop_kind, tasks)]
+                rate = statistics.median(g[0] for g in got)
+                p50 = statistics.median(g[1] for g in got)
+                p99 = statistics.median(g[2] for g in got)
+                print("| %s | %s | %d | %s | %.0f us | %.0f us | %.2fx |"
+                      % (cls.name, loop_kind, tasks, format(int(rate), ","), p50, p99, rate / peer))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("seconds", nargs="?", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--uvloop", action="store_true", help="also run every row on uvloop")
+    args = parser.parse_args()
+    loops = ["asyncio"]
+    if args.uvloop:
+        ensure("uvloop", "uvloop")
+        loops.append("uvloop")
+    url = os.environ.get("REDIS_URL")
+    if url:
+        main(url, args.seconds, args.rounds, loops)
+    else:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        server = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
+                                   "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+        time.sleep(0.3)
+        try:
+            main("redis://127.0.0.1:%d/0" % port, args.seconds, args.rounds, loops)
+        finally:
+            server.terminate()
+            server.wait()
