@@ -29,7 +29,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
-local PURGE_MAX = 1000
+local PURGE_MAX = 250
 local WAKE_MAX = 100
 local live_from = string.format('(%d', now)
 local dead_to = string.format('%d', now)

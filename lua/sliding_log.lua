@@ -34,7 +34,7 @@ local limit, period = tonumber(ARGV[2]), tonumber(ARGV[3])
 local permits, op = tonumber(ARGV[5]), tonumber(ARGV[6])
 local WRAP = 2000000000000000 -- totals modulo 2 x 10^15 (limit <= 10^15)
 local PURGE_MAX = 1000
-local MIGRATE_MAX = 1000
+local MIGRATE_MAX = 200
 local function int(n) return string.format('%d', n) end
 
 -- {ms, total, permits, edge} of the member at rank; total nil: old layout
@@ -77,7 +77,8 @@ if newest and not newest[2] then
     left = left - n
     at = '(' .. int(ms)
   end
-  redis.call('UNLINK', key) -- freed off the main thread
+  -- a large one is freed off the main thread
+  redis.call(redis.call('ZCARD', key) > 10000 and 'UNLINK' or 'DEL', key)
   local total = 0
   for i = #groups, 1, -1 do
     total = total + groups[i][2]
