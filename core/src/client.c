@@ -60,6 +60,8 @@ static int check_options(const rl_options *o)
         return rl_fail(RL_ERR_INVALID, "on_error must be RAISE, ALLOW or DENY");
     if (!o->key_prefix || !*o->key_prefix) return rl_fail(RL_ERR_INVALID, "key_prefix must not be empty");
     if (strlen(o->key_prefix) > 256) return rl_fail(RL_ERR_INVALID, "key_prefix is longer than 256 bytes");
+    if (strpbrk(o->key_prefix, "{}"))
+        return rl_fail(RL_ERR_INVALID, "key_prefix must not contain '{' or '}' (the hash tag is the entity's)");
     if (o->tls_verify < RL_TLS_VERIFY_DEFAULT || o->tls_verify > RL_TLS_VERIFY_NONE)
         return rl_fail(RL_ERR_INVALID, "tls_verify must be DEFAULT, REQUIRED or NONE");
     if (o->reconnect_max_ms < 0 || o->reconnect_max_ms > 600000)
@@ -190,20 +192,29 @@ void rl_cmd_int(rl_cmd *cmd, int64_t value)
     push_arg(cmd, s, (size_t)n, NULL);
 }
 
-int rl_format_key(char *buf, size_t size, const rl_client *client, const char *tag, const char *suffix)
+int rl_format_key(char *buf, size_t size, const rl_client *client, const char *name, const char *id,
+                  const char *suffix)
 {
-    return snprintf(buf, size, "%s:{%s}:%s", client->prefix, tag, suffix);
+    char *tag = rl_entity_tag(name, id);
+    if (!tag) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    int n = snprintf(buf, size, "%s:{%s}:%s", client->prefix, tag, suffix);
+    free(tag);
+    return n;
 }
 
-void rl_cmd_key(rl_cmd *cmd, const rl_client *client, const char *tag, const char *suffix)
+void rl_cmd_key(rl_cmd *cmd, const rl_client *client, const char *name, const char *id, const char *suffix)
 {
-    size_t len = (size_t)rl_format_key(NULL, 0, client, tag, suffix) + 1;
-    char *s = malloc(len);
+    char *tag = rl_entity_tag(name, id);
+    size_t len = tag ? (size_t)snprintf(NULL, 0, "%s:{%s}:%s", client->prefix, tag, suffix) + 1 : 0;
+    char *s = tag ? malloc(len) : NULL;
     if (!s) {
+        free(tag);
         cmd->failed = 1;
         return;
     }
-    push_arg(cmd, s, (size_t)rl_format_key(s, len, client, tag, suffix), s);
+    snprintf(s, len, "%s:{%s}:%s", client->prefix, tag, suffix);
+    free(tag);
+    push_arg(cmd, s, len - 1, s);
     if (cmd->slot < 0 && !cmd->failed) cmd->slot = rl_key_slot(s, len - 1);
 }
 
@@ -474,6 +485,13 @@ int rl_check_name(const char *what, const char *value)
 {
     if (!value || !*value) return rl_fail(RL_ERR_INVALID, "%s must not be empty", what);
     if (strlen(value) > 1024) return rl_fail(RL_ERR_INVALID, "%s is longer than 1024 bytes", what);
+    return RL_OK;
+}
+
+int rl_check_id(const char *id)
+{
+    if (!id || !*id) return rl_fail(RL_ERR_INVALID, "id must not be empty");
+    if (strlen(id) > RL_ID_MAX) return rl_fail(RL_ERR_INVALID, "id is longer than %d bytes", RL_ID_MAX);
     return RL_OK;
 }
 

@@ -162,10 +162,18 @@ void rl_cmd_free(rl_cmd *cmd);
 void rl_cmd_str(rl_cmd *cmd, const char *s, size_t len);
 void rl_cmd_cstr(rl_cmd *cmd, const char *s);
 void rl_cmd_int(rl_cmd *cmd, int64_t value);
-/* The one key format: prefix ":{" tag "}:" suffix (snprintf semantics). */
-int rl_format_key(char *buf, size_t size, const rl_client *client, const char *tag, const char *suffix);
+/* The one key format: prefix ":{" tag "}:" suffix, the tag being the
+ * entity's (keys.c); id NULL for entities with a name only. snprintf
+ * semantics; negative when out of memory. */
+int rl_format_key(char *buf, size_t size, const rl_client *client, const char *name, const char *id,
+                  const char *suffix);
 /* the same key, appended to cmd and owned by it */
-void rl_cmd_key(rl_cmd *cmd, const rl_client *client, const char *tag, const char *suffix);
+void rl_cmd_key(rl_cmd *cmd, const rl_client *client, const char *name, const char *id, const char *suffix);
+/* keys.c: the escaped hash tag of an entity (malloc'd), and SHA-256 in hex */
+char *rl_entity_tag(const char *name, const char *id);
+void rl_sha256_hex(const void *data, size_t len, char *hex);
+/* Ids may be long (they are hashed into the key past 256 bytes). */
+#define RL_ID_MAX (1024 * 1024)
 /* EVALSHA script nkeys: the caller appends keys and args after this */
 void rl_cmd_script(rl_cmd *cmd, int script, int nkeys);
 
@@ -198,6 +206,7 @@ int rl_reply_int(const redisReply *r, size_t index, int64_t *out);
 
 /* validation helpers: name non-empty, value in range */
 int rl_check_name(const char *what, const char *value);
+int rl_check_id(const char *id); /* non-empty, at most RL_ID_MAX bytes */
 int rl_check_range(const char *what, int64_t value, int64_t min, int64_t max);
 
 int64_t rl_monotonic_ms(void);

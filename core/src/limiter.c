@@ -102,7 +102,7 @@ int rl_spec_validate(const rl_spec *spec)
 int rl_validate_request(const rl_request *req)
 {
     int rc;
-    if ((rc = rl_check_name("name", req->name)) || (rc = rl_check_name("id", req->id)) ||
+    if ((rc = rl_check_name("name", req->name)) || (rc = rl_check_id(req->id)) ||
         (rc = validate_spec(&req->spec)))
         return rc;
     if (req->permits < 1) return rl_fail(RL_ERR_INVALID, "permits must be at least 1 (got %lld)", (long long)req->permits);
@@ -126,39 +126,21 @@ int rl_validate_request(const rl_request *req)
     return rl_check_range("now_ms", req->now_ms, 0, RL_MAX_NOW_MS);
 }
 
-static char *entity_tag(const char *name, const char *id)
-{
-    size_t len = strlen(name) + strlen(id) + 2;
-    char *tag = malloc(len);
-    if (tag) snprintf(tag, len, "%s:%s", name, id);
-    return tag;
-}
-
 int rl_key(const rl_client *client, const char *name, const char *id, rl_algorithm algorithm, char *buf,
            size_t size)
 {
     int rc;
     if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
-    if ((rc = rl_check_name("name", name)) || (rc = rl_check_name("id", id))) return rc;
+    if ((rc = rl_check_name("name", name)) || (rc = rl_check_id(id))) return rc;
     if (!rl_algorithm_name(algorithm)) return rl_fail(RL_ERR_INVALID, "unknown algorithm %d", (int)algorithm);
-    char *tag = entity_tag(name, id);
-    if (!tag) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    rc = rl_format_key(buf, size, client, tag, algorithm_names[algorithm]);
-    free(tag);
-    return rc;
+    return rl_format_key(buf, size, client, name, id, algorithm_names[algorithm]);
 }
 
 void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *req)
 {
-    char *tag = entity_tag(req->name, req->id);
     rl_cmd_init(cmd);
-    if (!tag) {
-        cmd->failed = 1;
-        return;
-    }
     rl_cmd_script(cmd, algorithm_scripts[req->spec.algorithm], 1);
-    rl_cmd_key(cmd, client, tag, algorithm_names[req->spec.algorithm]);
-    free(tag);
+    rl_cmd_key(cmd, client, req->name, req->id, algorithm_names[req->spec.algorithm]);
     rl_cmd_int(cmd, req->now_ms);
     rl_cmd_int(cmd, req->spec.limit);
     rl_cmd_int(cmd, req->spec.period_ms);
@@ -279,18 +261,15 @@ int rl_reset(rl_client *client, const char *name, const char *id, const rl_spec 
 {
     rl_cmd cmd;
     redisReply *reply;
-    char *tag;
     int rc;
 
     rl_clear_error();
     if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
-    if ((rc = rl_check_name("name", name)) || (rc = rl_check_name("id", id))) return rc;
+    if ((rc = rl_check_name("name", name)) || (rc = rl_check_id(id))) return rc;
     if (!spec || !rl_algorithm_name(spec->algorithm)) return rl_fail(RL_ERR_INVALID, "spec must name a known algorithm");
-    if (!(tag = entity_tag(name, id))) return rl_fail(RL_ERR_NOMEM, "out of memory");
     rl_cmd_init(&cmd);
     rl_cmd_cstr(&cmd, "DEL");
-    rl_cmd_key(&cmd, client, tag, algorithm_names[spec->algorithm]);
-    free(tag);
+    rl_cmd_key(&cmd, client, name, id, algorithm_names[spec->algorithm]);
     rc = rl_run(client, &cmd, 1, &reply);
     if (rc == RL_OK) freeReplyObject(reply);
     rl_cmd_free(&cmd);

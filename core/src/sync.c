@@ -117,15 +117,15 @@ typedef struct {
     int64_t first_lease_end; /* ms until the earliest lease ends, -1 none */
 } sem_reply;
 
-/* Wake-up channels are named like keys, <prefix>:{<name>}:<kind>:wake, with
+/* Wake-up channels are named like keys, <prefix>:{<tag>}:<kind>:wake, with
  * ":<id>" for one waiter (and ":" alone for the prefix the script appends to). */
 static char *wake_channel(const rl_client *client, const char *name, const char *kind, const char *id)
 {
     char suffix[64 + RL_PERMIT_ID_SIZE];
     snprintf(suffix, sizeof suffix, "%s:wake%s%s", kind, id ? ":" : "", id ? id : "");
-    size_t len = (size_t)rl_format_key(NULL, 0, client, name, suffix) + 1;
-    char *s = malloc(len);
-    if (s) rl_format_key(s, len, client, name, suffix);
+    int len = rl_format_key(NULL, 0, client, name, NULL, suffix);
+    char *s = len < 0 ? NULL : malloc((size_t)len + 1);
+    if (s) rl_format_key(s, (size_t)len + 1, client, name, NULL, suffix);
     return s;
 }
 
@@ -143,7 +143,7 @@ static int sem_call(rl_client *client, const char *kind, const char *name, const
     snprintf(suffix[3], sizeof suffix[3], "%s:meta", kind);
     rl_cmd_init(&cmd);
     rl_cmd_script(&cmd, RL_SCRIPT_SEMAPHORE, 4);
-    for (int i = 0; i < 4; i++) rl_cmd_key(&cmd, client, name, suffix[i]);
+    for (int i = 0; i < 4; i++) rl_cmd_key(&cmd, client, name, NULL, suffix[i]);
     rl_cmd_cstr(&cmd, op);
     rl_cmd_cstr(&cmd, id ? id : "");
     rl_cmd_int(&cmd, max);
@@ -334,7 +334,7 @@ static void queue_cmd(rl_cmd *cmd, rl_client *client, const char *queue, const c
 {
     rl_cmd_init(cmd);
     rl_cmd_cstr(cmd, command);
-    rl_cmd_key(cmd, client, queue, "delay_queue");
+    rl_cmd_key(cmd, client, queue, NULL, "delay_queue");
 }
 
 static int check_queue_call(rl_client *client, const char *queue)
@@ -364,7 +364,7 @@ int rl_queue_push(rl_client *client, const char *queue, const char *message, siz
     if (!(channel = wake_channel(client, queue, "delay_queue", NULL))) return rl_fail(RL_ERR_NOMEM, "out of memory");
     rl_cmd_init(&cmd);
     rl_cmd_script(&cmd, RL_SCRIPT_DELAY_QUEUE, 1);
-    rl_cmd_key(&cmd, client, queue, "delay_queue");
+    rl_cmd_key(&cmd, client, queue, NULL, "delay_queue");
     rl_cmd_cstr(&cmd, "push");
     rl_cmd_str(&cmd, message, message_len);
     rl_cmd_int(&cmd, delay_ms);
@@ -388,7 +388,7 @@ static int pop_once(rl_client *client, const char *queue, size_t max, rl_message
     int rc;
     rl_cmd_init(&cmd);
     rl_cmd_script(&cmd, RL_SCRIPT_DELAY_QUEUE, 1);
-    rl_cmd_key(&cmd, client, queue, "delay_queue");
+    rl_cmd_key(&cmd, client, queue, NULL, "delay_queue");
     rl_cmd_cstr(&cmd, "pop");
     rl_cmd_int(&cmd, (int64_t)max);
     rc = rl_run(client, &cmd, 1, &r);

@@ -1,5 +1,6 @@
 /* Every algorithm against a real redis-server, with explicit clocks so the
  * expected numbers are exact (docs/semantics.md works the same examples). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -316,6 +317,40 @@ static void test_invalid_input_writes_nothing(void)
     CHECK_EQ(redis_dbsize(&redis), 0);
 }
 
+/* Ids come from end users: no (name, id) pair may reach another's state. */
+static void test_hostile_ids(void)
+{
+    rl_spec spec = {RL_FIXED_WINDOW, 1, 60000, 0};
+    rl_result r;
+    char key[512];
+    redis_flush(&redis);
+    CHECK_OK(rl_acquire(client, "sms:vip", "alice", &spec, 1, &r));
+    CHECK_EQ(r.allowed, 1);
+    CHECK_OK(rl_acquire(client, "sms", "vip:alice", &spec, 1, &r));
+    CHECK_EQ(r.allowed, 1); /* a different entity, not the one above */
+    CHECK_EQ(redis_dbsize(&redis), 2);
+    CHECK(rl_key(client, "sms:vip", "alice", RL_FIXED_WINDOW, key, sizeof key) > 0);
+    CHECK(!strcmp(key, "rl:{sms%3Avip:alice}:fixed_window"));
+    CHECK(rl_key(client, "n", "}{evil", RL_GCRA, key, sizeof key) > 0);
+    CHECK(!strcmp(key, "rl:{n:%7D%7Bevil}:gcra"));
+    /* a 64 KiB id (a header used as a key) works, hashed into a short key */
+    char *big = malloc(65537);
+    memset(big, 'h', 65536);
+    big[65536] = '\0';
+    CHECK_OK(rl_acquire(client, "hdr", big, &spec, 1, &r));
+    CHECK_EQ(r.allowed, 1);
+    CHECK_OK(rl_acquire(client, "hdr", big, &spec, 1, &r));
+    CHECK_EQ(r.allowed, 0);
+    int len = rl_key(client, "hdr", big, RL_FIXED_WINDOW, key, sizeof key);
+    CHECK(len > 0 && len < 100 && strstr(key, "%H") != NULL);
+    big[65535] = 'i'; /* one byte apart: another entity */
+    CHECK_OK(rl_acquire(client, "hdr", big, &spec, 1, &r));
+    CHECK_EQ(r.allowed, 1);
+    free(big);
+    CHECK_OK(rl_acquire(client, "uni", "\xe7\x94\xa8\xe6\x88\xb7 \xff", &spec, 1, &r));
+    CHECK_EQ(r.allowed, 1);
+}
+
 static void test_urls(void)
 {
     rl_client *c = NULL;
@@ -375,6 +410,7 @@ int main(void)
     test_script_flush();
     test_invalid_input_writes_nothing();
     test_urls();
+    test_hostile_ids();
     test_server_time_and_expiry();
     rl_client_close(client);
     redis_stop(&redis);

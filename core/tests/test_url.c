@@ -1,4 +1,5 @@
 /* URL parsing (no server): every scheme, every option, and what is refused. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -144,6 +145,86 @@ static void test_options(void)
     CHECK(c == NULL);
 }
 
+static char **sort_tags;
+static int by_tag(const void *a, const void *b)
+{
+    return strcmp(sort_tags[*(const size_t *)a], sort_tags[*(const size_t *)b]);
+}
+
+static void check_tag(const char *name, const char *id, const char *want)
+{
+    char *tag = rl_entity_tag(name, id);
+    CHECK(tag && !strcmp(tag, want));
+    if (tag && strcmp(tag, want)) fprintf(stderr, "  tag(%s, %s) = %s, want %s\n", name, id ? id : "-", tag, want);
+    free(tag);
+}
+
+static void test_keys(void)
+{
+    char hex[65];
+    rl_sha256_hex("abc", 3, hex);
+    CHECK(!strcmp(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+    rl_sha256_hex("", 0, hex);
+    CHECK(!strcmp(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"));
+    rl_sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, hex);
+    CHECK(!strcmp(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"));
+
+    /* readable when nothing needs escaping */
+    check_tag("sms", "user-42", "sms:user-42");
+    check_tag("login", "2001:db8::1", "login:2001:db8::1");
+    check_tag("db", NULL, "db");
+    /* the pair the old format merged, and ids that moved the hash tag */
+    check_tag("sms:vip", "alice", "sms%3Avip:alice");
+    check_tag("sms", "vip:alice", "sms:vip:alice");
+    check_tag("n", "{x}", "n:%7Bx%7D");
+    check_tag("n", "}{", "n:%7D%7B");
+    check_tag("n", "a%b c", "n:a%25b%20c");
+    check_tag("n", "\xff\xfe", "n:\xff\xfe");
+    /* long ids are hashed: %H is never an escape */
+    char *long_id = malloc(65537);
+    memset(long_id, 'x', 65536);
+    long_id[65536] = '\0';
+    char want[80] = "n:%H";
+    rl_sha256_hex(long_id, 65536, want + 4);
+    check_tag("n", long_id, want);
+    free(long_id);
+
+    /* hostile pairs never share a tag, and no tag holds a brace */
+    const char *parts[] = {"a", ":", "a:", ":a", "{", "}", "{a}", "%", "%3A", "%7B", "a%3Ab", "", "\x01", "%H"};
+    size_t n = sizeof parts / sizeof parts[0], count = 0;
+    char *tags[14 * 14 * 14 * 14];
+    char names[14 * 14 * 14 * 14][8], ids[14 * 14 * 14 * 14][8];
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            for (size_t c2 = 0; c2 < n; c2++)
+                for (size_t d = 0; d < n; d++) {
+                    snprintf(names[count], sizeof names[count], "%s%s", parts[a], parts[b]);
+                    snprintf(ids[count], sizeof ids[count], "%s%s", parts[c2], parts[d]);
+                    tags[count] = rl_entity_tag(names[count], ids[count]);
+                    CHECK(strpbrk(tags[count], "{}") == NULL);
+                    count++;
+                }
+    /* sorted by tag, equal tags sit side by side */
+    size_t *order = malloc(count * sizeof *order);
+    for (size_t i = 0; i < count; i++) order[i] = i;
+    sort_tags = tags;
+    qsort(order, count, sizeof *order, by_tag);
+    long collisions = 0;
+    for (size_t k = 1; k < count; k++) {
+        size_t i = order[k - 1], j = order[k];
+        if (!strcmp(tags[i], tags[j]) && (strcmp(names[i], names[j]) || strcmp(ids[i], ids[j]))) collisions++;
+    }
+    CHECK_EQ(collisions, 0);
+    free(order);
+    for (size_t i = 0; i < count; i++) free(tags[i]);
+
+    /* a prefix may not move the hash tag */
+    rl_client *c = NULL;
+    rl_options o = RL_OPTIONS_INIT;
+    o.key_prefix = "app{1}";
+    CHECK_EQ(rl_client_open(&c, "redis://127.0.0.1:1", &o), RL_ERR_INVALID);
+}
+
 int main(void)
 {
     test_standalone();
@@ -152,5 +233,6 @@ int main(void)
     test_refused();
     test_key_slot();
     test_options();
+    test_keys();
     return test_summary("url");
 }
