@@ -107,6 +107,7 @@ typedef struct areq {
     int64_t deadline_ms;  /* command timeout from submission */
     int64_t retry_at_ms;  /* waiting after TRYAGAIN / CLUSTERDOWN / ... */
     int64_t pause_ms;
+    int64_t sent_ms;      /* appended to a connection's output */
     rl_node *ask;         /* an ASK redirect: the next send goes there, after ASKING */
     int redirects;
     int abandoned;        /* completed (timed out) while its reply is still due */
@@ -267,6 +268,7 @@ static int conn_open(rl_async *a, aconn *ac)
 
 static void append(aconn *ac, areq *r)
 {
+    r->sent_ms = rl_monotonic_ms();
     redisAppendCommandArgv(ac->conn->ctx, r->cmd.argc, r->cmd.argv, r->cmd.lens);
     list_push(&ac->inflight, r);
 }
@@ -278,6 +280,7 @@ static int append_internal(aconn *ac, req_kind kind, int argc, const char **argv
     if (!r) return rl_fail(RL_ERR_NOMEM, "out of memory");
     rl_cmd_init(&r->cmd);
     r->kind = kind;
+    r->sent_ms = rl_monotonic_ms();
     redisAppendCommandArgv(ac->conn->ctx, argc, argv, lens);
     list_push(&ac->inflight, r);
     return RL_OK;
@@ -433,8 +436,11 @@ static int64_t expire(rl_async *a, int64_t now)
 #define NEXT(t) (next = next < 0 || (t) < next ? (t) : next)
     for (int i = 0; i < a->nconns; i++) {
         aconn *ac = a->conns[i];
-        /* a server that has said nothing for two timeouts is stuck: drop it */
-        if (ac->conn && ac->inflight.head && now - ac->last_read_ms > 2 * (int64_t)a->client->options.command_timeout_ms) {
+        /* a server that owes a reply and has said nothing for two timeouts
+         * is stuck: drop it (an idle connection owes nothing) */
+        int64_t owed_since = ac->inflight.head ? ac->inflight.head->sent_ms : now;
+        if (owed_since < ac->last_read_ms) owed_since = ac->last_read_ms;
+        if (ac->conn && ac->inflight.head && now - owed_since > 2 * (int64_t)a->client->options.command_timeout_ms) {
             rl_fail(RL_ERR_TIMEOUT, "no reply from %s:%d for %d ms", ac->node->host, ac->node->port,
                     2 * a->client->options.command_timeout_ms);
             conn_drop(a, ac, RL_ERR_TIMEOUT);

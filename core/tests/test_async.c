@@ -174,6 +174,14 @@ static void test_timeout_and_outage(void)
     for (int i = 0; i < 10; i++) CHECK_EQ(all[i].status, RL_ERR_TIMEOUT);
     redis_resume(&redis);
     sleep_ms(50);
+    /* an idle connection owes nothing: after a pause past two timeouts the
+     * next request is answered, not taken for a stuck server */
+    CHECK_OK(rl_submit(c, &req, 0, &target));
+    CHECK_EQ(drain(q, all, 1, 3000), 1);
+    sleep_ms(700);
+    CHECK_OK(rl_submit(c, &req, 0, &target));
+    CHECK_EQ(drain(q, all, 1, 3000), 1);
+    CHECK_EQ(all[0].status, RL_OK);
     for (int i = 0; i < 10; i++) CHECK_OK(rl_submit(c, &req, (uint64_t)i, &target));
     CHECK_EQ(drain(q, all, 10, 3000), 10);
     int ok = 0;

@@ -379,10 +379,6 @@ def test_paused_redis_times_out_as_the_blocking_path(fresh_server):
     run(main())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core/src/async.c expire(): the stuck-server check measures from the last reply read, so a "
-    "connection idle for more than 2 x timeout fails its next request at once with RL_ERR_TIMEOUT "
-    "(after sending it: it runs in Redis) and reconnects; remove this mark once the core is fixed"))
 @pytest.mark.parametrize("policy", ["raise", "allow"])
 def test_a_decision_after_an_idle_pause(server, raw, policy):
     async def main():
