@@ -77,7 +77,7 @@ build/venv-notls/bin/python -c 'import ratelimit'
 step "Python binding"
 python3 -m venv build/venv
 build/venv/bin/pip install -q --upgrade pip
-build/venv/bin/pip install -q . pytest redis
+build/venv/bin/pip install -q . pytest redis uvloop
 # from the root, so the installed package (not the source folder) is imported
 build/venv/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests
 
