@@ -110,6 +110,9 @@ def script(lim, algorithm):
             steps.append(("reserve", ("v",), {"max_wait": 0.5, "now": now}))
         if k % 4 == 0:
             steps.append(("acquire_many", (["a", ("b", 2), "u"],), {"now": now}))
+        if k % 3 == 0:  # ids the core escapes, or hashes (past 256 escaped bytes)
+            steps.append(("acquire", ("we{ird}:id%", 1), {"now": now}))
+            steps.append(("acquire_many", ([("{x}" * 100, 2), "\u00e9:"],), {"now": now}))
     # refused before anything is sent, with the blocking path's message
     steps += [("acquire", ("u", 0), {"now": NOW}), ("acquire", ("", 1), {"now": NOW}),
               ("acquire", ("u", 10**6), {"now": NOW}), ("peek", ("u",), {"now": -1}),

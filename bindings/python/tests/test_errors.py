@@ -105,7 +105,7 @@ def test_bad_spec_is_refused_when_the_limiter_is_made(client, raw, rate, kwargs,
     ("acquire", (None,), {}, TypeError, "id"),
     ("acquire", (42,), {}, TypeError, "id"),
     ("acquire", ("a\0b",), {}, InvalidArgument, "id NUL"),
-    ("acquire", ("x" * 2000,), {}, InvalidArgument, "id"),
+    ("acquire", ("x" * (2 ** 20 + 1),), {}, InvalidArgument, "id"),  # ids up to 1 MiB (RL_ID_MAX)
     ("acquire", ("u", 0), {}, InvalidArgument, "permits"),
     ("acquire", ("u", 11), {}, InvalidArgument, "permits"),
     ("acquire", ("u", "1"), {}, TypeError, "permits"),
