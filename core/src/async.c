@@ -141,6 +141,7 @@ typedef struct {
     rl_conn *conn;       /* NULL: not connected */
     int polling_out;     /* EPOLLOUT registered: the socket took less than we had */
     areq_list inflight;  /* sent (or buffered), replies due in this order */
+    int resent;          /* of those, sent again (NOSCRIPT, MOVED...): older deadlines among newer */
     unsigned loading;    /* scripts a SCRIPT LOAD was queued for on this connection */
     int64_t last_read_ms;
 } aconn;
@@ -177,9 +178,7 @@ static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
     c.status = status;
     if (status == RL_OK && (c.status = rl_decode_result(reply, &c.result)))
         snprintf(c.error, sizeof c.error, "%s", rl_errmsg());
-    if (c.status == RL_ERR_REDIS || c.status == RL_ERR_CONNECTION || c.status == RL_ERR_TIMEOUT ||
-        c.status == RL_ERR_CLOSED || c.status == RL_ERR_NOMEM)
-        if (!c.error[0]) snprintf(c.error, sizeof c.error, "%s", rl_errmsg());
+    if (c.status != RL_OK && !c.error[0]) snprintf(c.error, sizeof c.error, "%s", rl_errmsg());
     if ((c.status == RL_ERR_CONNECTION || c.status == RL_ERR_TIMEOUT) &&
         a->client->options.on_error != RL_ON_ERROR_RAISE) {
         rl_fallback_result(a->client, &r->spec, &c.result);
@@ -229,6 +228,7 @@ static void conn_drop(rl_async *a, aconn *ac, int status)
     }
     ac->loading = 0;
     ac->polling_out = 0;
+    ac->resent = 0;
     areq *r;
     while ((r = list_pop(&ac->inflight))) {
         rl_fail(status, "%s", msg);
@@ -269,6 +269,7 @@ static int conn_open(rl_async *a, aconn *ac)
 static void append(aconn *ac, areq *r)
 {
     r->sent_ms = rl_monotonic_ms();
+    ac->resent += r->redirects > 0;
     redisAppendCommandArgv(ac->conn->ctx, r->cmd.argc, r->cmd.argv, r->cmd.lens);
     list_push(&ac->inflight, r);
 }
@@ -397,6 +398,7 @@ static void read_replies(rl_async *a, aconn *ac)
         }
         if (!reply) return;
         areq *r = list_pop(&ac->inflight);
+        if (r && r->kind == REQ_DECISION && r->redirects > 0) ac->resent--;
         if (!r) {
             freeReplyObject(reply);
             rl_fail(RL_ERR_PROTOCOL, "a reply nobody asked for");
@@ -454,7 +456,8 @@ static int64_t expire(rl_async *a, int64_t now)
                 r->abandoned = 1; /* its reply, when it comes, is dropped */
             } else {
                 NEXT(r->deadline_ms);
-                break; /* deadlines grow along a connection's queue */
+                /* deadlines grow along a connection's queue, unless some were sent again */
+                if (!ac->resent) break;
             }
         }
     }

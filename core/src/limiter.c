@@ -66,11 +66,12 @@ static int validate_spec(const rl_spec *spec)
     int rc;
     if (!spec) return rl_fail(RL_ERR_INVALID, "spec must not be NULL");
     if (!rl_algorithm_name(spec->algorithm)) return rl_fail(RL_ERR_INVALID, "unknown algorithm %d", (int)spec->algorithm);
-    if ((rc = rl_check_range("limit", spec->limit, 1, RL_MAX_EXACT)) ||
+    /* a count plus the permits asked for (each up to the limit) stays exact */
+    if ((rc = rl_check_range("limit", spec->limit, 1, RL_MAX_EXACT / 2)) ||
         (rc = rl_check_range("period_ms", spec->period_ms, 1, RL_MAX_PERIOD_MS)))
         return rc;
     if (has_burst(spec->algorithm)) {
-        if ((rc = rl_check_range("burst", spec->burst, 0, RL_MAX_EXACT))) return rc;
+        if ((rc = rl_check_range("burst", spec->burst, 0, RL_MAX_EXACT / 2))) return rc;
     } else if (spec->burst != 0 && spec->burst != spec->limit) {
         return rl_fail(RL_ERR_INVALID, "burst applies to token_bucket and gcra only (%s got burst %lld)",
                        algorithm_names[spec->algorithm], (long long)spec->burst);
