@@ -23,14 +23,11 @@ import java.util.concurrent.atomic.AtomicLong;
 final class AsyncCalls {
     /** A future in flight; {@code owner} keeps the client reachable until it completes. */
     static final class Pending extends CompletableFuture<Result> {
+        @SuppressWarnings("unused") // held, never read: reachability only
         private final Object owner;
 
         Pending(Object owner) {
             this.owner = owner;
-        }
-
-        Object owner() {
-            return owner;
         }
     }
 

@@ -4,6 +4,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 
 /**
@@ -12,8 +13,9 @@ import java.util.function.Function;
  *
  * <h2>Asynchronous decisions</h2>
  * {@link #acquireAsync(String, long)}, {@link #peekAsync(String, long)},
- * {@link #reserveAsync(String, long, Duration)} and
- * {@link #acquireOrThrowAsync(String, long)} give the same answers as their
+ * {@link #reserveAsync(String, long, Duration)},
+ * {@link #acquireOrThrowAsync(String, long)} and
+ * {@link #tryAcquireAsync(String, long, Duration)} give the same answers as their
  * blocking twins without blocking the caller: the decision goes to the
  * client's I/O thread (one per client, named {@code ratelimit-io-N}, started
  * by the first asynchronous call), which sends the requests of all callers
@@ -40,6 +42,9 @@ import java.util.function.Function;
  * </ul>
  */
 public final class Limiter {
+    /** The longest wait the core accepts (its RL_MAX_PERIOD_MS, 100 years). */
+    private static final long MAX_WAIT_MS = 100L * 365 * 24 * 3600 * 1000;
+
     private final RateLimitClient client;
     private final String name;
     private final byte[] nameBytes;
@@ -160,6 +165,58 @@ public final class Limiter {
      */
     public CompletableFuture<Result> acquireOrThrowAsync(String id, long permits) {
         return then(acquireAsync(id, permits), r -> admittedOrThrow(id, r));
+    }
+
+    /**
+     * {@link #tryAcquire(String, long, Duration)} without blocking: acquires,
+     * trying again after each denial's retry-after (scheduled on
+     * {@link CompletableFuture#delayedExecutor}, no thread is held while
+     * waiting), never past {@code timeout}; completes with the last denied
+     * result if it runs out, or at once when the next chance is past the
+     * deadline. Cancelling the future stops the retries; a close fails it with
+     * {@link Status#CLOSED}.
+     */
+    public CompletableFuture<Result> tryAcquireAsync(String id, long permits, Duration timeout) {
+        long timeoutMs;
+        try {
+            timeoutMs = Native.millis("timeout", timeout);
+        } catch (RateLimitException e) {
+            return CompletableFuture.failedFuture(e);
+        }
+        if (timeoutMs < 0 || timeoutMs > MAX_WAIT_MS) {
+            // the core's own verdict and message: it refuses the timeout before any I/O
+            try {
+                return CompletableFuture.completedFuture(tryAcquire(id, permits, timeout));
+            } catch (RateLimitException e) {
+                return CompletableFuture.failedFuture(e);
+            }
+        }
+        CompletableFuture<Result> out = new CompletableFuture<>();
+        attempt(id, permits, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs), out);
+        return out;
+    }
+
+    /** One try of {@link #tryAcquireAsync}; the next is scheduled from its completion. */
+    private void attempt(String id, long permits, long deadlineNanos, CompletableFuture<Result> out) {
+        if (out.isDone()) {
+            return; // cancelled (or completed) by the caller: no more tries
+        }
+        acquireAsync(id, permits).whenComplete((r, e) -> {
+            if (e != null) {
+                out.completeExceptionally(e);
+                return;
+            }
+            long leftMs = TimeUnit.NANOSECONDS.toMillis(deadlineNanos - System.nanoTime());
+            // as rl_acquire_wait: admitted, decided by the outage policy, or
+            // no chance before the deadline
+            if (r.allowed() || r.fallback() || r.retryAfterMs() > leftMs) {
+                out.complete(r);
+                return;
+            }
+            long delay = Math.max(1, r.retryAfterMs());
+            CompletableFuture.delayedExecutor(delay, TimeUnit.MILLISECONDS, Runnable::run)
+                    .execute(() -> attempt(id, permits, deadlineNanos, out));
+        });
     }
 
     /** {@link #peekAsync(String, long)} of one permit. */

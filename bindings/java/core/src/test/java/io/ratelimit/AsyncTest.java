@@ -22,7 +22,6 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Supplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -54,9 +53,8 @@ class AsyncTest extends RedisTestBase {
     }
 
     @Test
-    @Disabled("core bug, reported on issue 11: core/src/async.c expire() takes an I/O connection that was idle"
-            + " for more than 2 x command timeout for stuck (last_read_ms is only refreshed by reads) and drops"
-            + " it with RL_ERR_TIMEOUT right after the next request is written")
+    // a core bug fixed in cc975f8: the I/O connection idle for more than two
+    // command timeouts was taken for stuck and dropped at the next request
     void aDecisionAfterTheConnectionWasIdle() throws Exception {
         try (RateLimitClient c = RateLimitClient.connect(redis.url(),
                 ClientOptions.defaults().commandTimeout(Duration.ofMillis(200)))) {
@@ -179,6 +177,43 @@ class AsyncTest extends RedisTestBase {
         assertEquals(Duration.ZERO, gcra.reserveAsync("free", 1, Duration.ofSeconds(1)).get(HANG, TimeUnit.SECONDS));
         Duration wait = gcra.reserveAsync("free", 1, Duration.ofMinutes(2)).get(HANG, TimeUnit.SECONDS);
         assertTrue(wait.toMillis() > 50_000, wait.toString());
+    }
+
+    @Test
+    void tryAcquireAsyncWaitsLikeTheBlockingCall() throws Exception {
+        Limiter lim = client.limiter("async-wait", "4/2s", Algorithm.GCRA); // one every 500 ms
+        assertTrue(lim.acquire("u", 4).allowed());
+        // no wait, or less than the next slot: the last denial at once
+        Result none = lim.tryAcquireAsync("u", 1, Duration.ZERO).get(HANG, TimeUnit.SECONDS);
+        assertFalse(none.allowed() || none.fallback(), none.toString());
+        assertFalse(lim.tryAcquireAsync("u", 1, Duration.ofMillis(20)).get(HANG, TimeUnit.SECONDS).allowed());
+        // long enough: admitted after the retry-after
+        Result r = lim.tryAcquireAsync("u", 1, Duration.ofSeconds(20)).get(HANG, TimeUnit.SECONDS);
+        assertTrue(r.allowed(), r.toString());
+        // the blocking call's exceptions
+        sameFailure(() -> lim.tryAcquire("u", 1, Duration.ofMillis(-1)),
+                () -> lim.tryAcquireAsync("u", 1, Duration.ofMillis(-1)));
+        sameFailure(() -> lim.tryAcquire("u", 1, null), () -> lim.tryAcquireAsync("u", 1, null));
+        sameFailure(() -> lim.tryAcquire("u", 1, Duration.ofDays(365L * 200)),
+                () -> lim.tryAcquireAsync("u", 1, Duration.ofDays(365L * 200)));
+        sameFailure(() -> lim.tryAcquire("u", 0, Duration.ofSeconds(1)),
+                () -> lim.tryAcquireAsync("u", 0, Duration.ofSeconds(1)));
+    }
+
+    @Test
+    void tryAcquireAsyncCancelledOrClosedStopsTrying() throws Exception {
+        Limiter lim = client.limiter("async-wait-cancel", "2/2s", Algorithm.GCRA); // one every 1000 ms
+        assertTrue(lim.acquire("w", 2).allowed());
+        CompletableFuture<Result> f = lim.tryAcquireAsync("w", 1, Duration.ofSeconds(20));
+        f.cancel(false);
+        Thread.sleep(1500); // past the slot a retry would have taken
+        assertTrue(lim.peek("w").allowed(), "a cancelled wait took the next slot");
+
+        assertTrue(lim.acquire("x", 2).allowed());
+        CompletableFuture<Result> waiting = lim.tryAcquireAsync("x", 1, Duration.ofSeconds(20));
+        client.close();
+        RateLimitException e = assertInstanceOf(RateLimitException.class, failure(waiting));
+        assertEquals(Status.CLOSED, e.status());
     }
 
     @Test

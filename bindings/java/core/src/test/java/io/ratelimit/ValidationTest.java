@@ -44,7 +44,10 @@ class ValidationTest extends RedisTestBase {
                 bad("empty id", () -> lim(Rate.parse("5/s"), Algorithm.GCRA).acquire("")),
                 bad("null id", () -> lim(Rate.parse("5/s"), Algorithm.GCRA).acquire(null)),
                 bad("NUL in id", () -> lim(Rate.parse("5/s"), Algorithm.GCRA).acquire("u\0v")),
-                bad("long id", () -> lim(Rate.parse("5/s"), Algorithm.GCRA).acquire("x".repeat(2000))),
+                // ids up to 1 MiB are valid (longer ones are hashed into the key); names up to 1024 bytes
+                bad("long id", () -> lim(Rate.parse("5/s"), Algorithm.GCRA).acquire("x".repeat((1 << 20) + 1))),
+                bad("long name", () -> client.limiter("n".repeat(1025), Rate.parse("5/s"), Algorithm.GCRA)
+                        .acquire("u")),
                 bad("zero permits", () -> lim(Rate.parse("5/s"), Algorithm.GCRA).acquire("u", 0)),
                 bad("negative permits", () -> lim(Rate.parse("5/s"), Algorithm.SLIDING_LOG).acquire("u", -3)),
                 bad("permits over capacity", () -> lim(Rate.parse("5/s"), Algorithm.LEAKY_BUCKET).acquire("u", 6)),
