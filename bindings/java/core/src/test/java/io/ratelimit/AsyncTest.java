@@ -332,6 +332,29 @@ class AsyncTest extends RedisTestBase {
     }
 
     @Test
+    void aPendingFutureKeepsItsClientFromTheCleaner() throws Exception {
+        CompletableFuture<Result> f;
+        redis.command("CLIENT", "PAUSE", "20000", "WRITE");
+        try {
+            // the client and its limiter are unreachable as soon as this returns
+            f = forgottenClient(redis.url()).acquireAsync("u");
+            for (int i = 0; i < 5; i++) {
+                System.gc();
+                Thread.sleep(20);
+            }
+        } finally {
+            redis.command("CLIENT", "UNPAUSE");
+        }
+        // not failed with CLOSED by a Cleaner run: the pending future held the client
+        assertTrue(f.get(HANG, TimeUnit.SECONDS).allowed());
+    }
+
+    private static Limiter forgottenClient(String url) {
+        return RateLimitClient.connect(url, ClientOptions.defaults().commandTimeout(Duration.ofSeconds(30)))
+                .limiter("async-forgotten", "10/minute", Algorithm.GCRA);
+    }
+
+    @Test
     void closeUnderConcurrentSubmitsLeavesNothingPending() throws Exception {
         for (int round = 0; round < 5; round++) {
             RateLimitClient c = RateLimitClient.connect(redis.url());
