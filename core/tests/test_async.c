@@ -9,6 +9,15 @@
 
 static test_redis redis;
 
+/* Tests that count exact outcomes must not see timeouts when the process
+ * runs slowly (valgrind, TSan): a generous command timeout. */
+static rl_client *patient_client(void)
+{
+    rl_options o = RL_OPTIONS_INIT;
+    o.command_timeout_ms = 60000;
+    return open_client(&redis, &o);
+}
+
 /* Drains a queue until want completions arrived or timeout_ms passed. */
 static size_t drain(rl_completions *q, rl_completion *all, size_t want, int64_t timeout_ms)
 {
@@ -44,7 +53,7 @@ static void *submit_run(void *arg)
 static void test_queue_exact(void)
 {
     enum { THREADS = 4, EACH = 2500, N = THREADS * EACH };
-    rl_client *c = open_client(&redis, NULL);
+    rl_client *c = patient_client();
     rl_completions *q;
     CHECK_OK(rl_completions_open(&q));
     submitter s[THREADS];
@@ -98,7 +107,7 @@ static void wait_done(tally *t, long n, int64_t timeout_ms)
 
 static void test_callback_and_noscript(void)
 {
-    rl_client *c = open_client(&redis, NULL);
+    rl_client *c = patient_client();
     tally t = {0, 0, 0, 0};
     rl_target target = {count, &t, NULL};
     rl_request req = {"async-cb", "x", {RL_GCRA, 50, 60000, 0}, 1, RL_OP_ACQUIRE, 0, 0};
@@ -141,7 +150,7 @@ static void test_callback_and_noscript(void)
 
 static void test_close_in_flight(void)
 {
-    rl_client *c = open_client(&redis, NULL);
+    rl_client *c = patient_client();
     tally t = {0, 0, 0, 0};
     rl_target target = {count, &t, NULL};
     rl_request req = {"async-close", "x", {RL_TOKEN_BUCKET, 1000000, 1000, 0}, 1, RL_OP_ACQUIRE, 0, 0};
