@@ -56,7 +56,7 @@ step "C core under TSan (the async I/O thread, the pools)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DRL_SANITIZE=thread >/dev/null
 cmake --build build-tsan -j $jobs --target test_async test_concurrency test_sync
 for t in async concurrency sync; do
-  TSAN_OPTIONS=halt_on_error=1 build-tsan/core/tests/test_$t
+  TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" build-tsan/core/tests/test_$t
 done
 
 step "C core under valgrind"

@@ -159,7 +159,7 @@ struct rl_async {
     aconn **conns; /* one per server, never moved */
     int nconns, cap_conns;
     areq_list waiting; /* to dispatch again at retry_at_ms */
-    pid_t pid;
+    unsigned long generation; /* the fork generation that owns the thread */
 };
 
 /* ---- completing ------------------------------------------------------------- */
@@ -551,7 +551,7 @@ static int async_start(rl_client *c)
     rl_async *a = calloc(1, sizeof *a);
     if (!a) return rl_fail(RL_ERR_NOMEM, "out of memory");
     a->client = c;
-    a->pid = getpid();
+    a->generation = rl_fork_generation();
     pthread_mutex_init(&a->mutex, NULL);
     a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     a->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
@@ -574,7 +574,7 @@ void rl_async_stop(rl_client *c)
     rl_async *a = c->async;
     uint64_t one = 1;
     if (!a) return;
-    if (a->pid != getpid()) return; /* a forked child has no I/O thread to stop */
+    if (a->generation != rl_fork_generation()) return; /* a forked child has no I/O thread to stop */
     pthread_mutex_lock(&a->mutex);
     a->closing = 1;
     pthread_mutex_unlock(&a->mutex);
@@ -615,7 +615,7 @@ int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_ta
     r->deadline_ms = rl_monotonic_ms() + c->options.command_timeout_ms;
 
     pthread_mutex_lock(&c->topology);
-    if (c->async && c->async->pid != getpid()) c->async = NULL; /* forked: the thread stayed with the parent */
+    if (c->async && c->async->generation != rl_fork_generation()) c->async = NULL; /* forked: the thread stayed with the parent */
     if (!c->async && (rc = async_start(c))) {
         pthread_mutex_unlock(&c->topology);
         req_free(r);

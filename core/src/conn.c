@@ -487,8 +487,31 @@ void rl_node_free(rl_node *node)
 
 /* A child process must not talk on its parent's sockets (gunicorn,
  * multiprocessing): the first call after fork() forgets them. */
+/* Bumped in every child process, so the common case (no fork since the
+ * client last looked) costs a load, not a getpid system call. */
+static unsigned long fork_generation;
+static pthread_once_t fork_hook_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void)
+{
+    __atomic_add_fetch(&fork_generation, 1, __ATOMIC_RELEASE);
+}
+
+static void install_fork_hook(void)
+{
+    pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+unsigned long rl_fork_generation(void)
+{
+    pthread_once(&fork_hook_once, install_fork_hook);
+    return __atomic_load_n(&fork_generation, __ATOMIC_ACQUIRE);
+}
+
 void rl_forget_parent_connections(rl_client *c)
 {
+    unsigned long generation = __atomic_load_n(&fork_generation, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&c->generation, __ATOMIC_ACQUIRE) == generation) return;
     pid_t me = getpid();
     pid_t seen = __atomic_load_n(&c->pid, __ATOMIC_ACQUIRE);
     if (seen == me) return;
@@ -509,9 +532,11 @@ void rl_forget_parent_connections(rl_client *c)
         }
         c->discovery.probing = 0;
         __atomic_store_n(&c->pid, me, __ATOMIC_RELEASE);
+        __atomic_store_n(&c->generation, generation, __ATOMIC_RELEASE);
         return;
     }
     while (__atomic_load_n(&c->pid, __ATOMIC_ACQUIRE) != me) sched_yield();
+    __atomic_store_n(&c->generation, generation, __ATOMIC_RELEASE);
 }
 
 static int wait_for_slot(rl_client *c, rl_node *node)

@@ -99,6 +99,7 @@ struct rl_client {
     int64_t refresh_due_ms; /* cluster: refresh the slot map at or after this (0 = not due) */
     int next_sentinel;      /* the sentinel that answered last is asked first */
     pid_t pid;              /* a forked child drops the parent's connections */
+    unsigned long generation; /* rl_fork_generation() when pid was last checked */
     rl_async *async;        /* the I/O thread, started by the first rl_submit */
 };
 
@@ -126,6 +127,8 @@ int rl_conn_error(rl_conn *conn, const char *what);
 int rl_tls_setup(rl_client *client);
 void rl_tls_free(rl_client *client);
 void rl_forget_parent_connections(rl_client *client);
+/* Counts forks (pthread_atfork): a cheap "are we still the same process". */
+unsigned long rl_fork_generation(void);
 void rl_node_free(rl_node *node);
 
 /* ---- topology (topology.c): where a command goes ---- */

@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -223,12 +225,48 @@ static void test_timeout_and_outage(void)
     rl_completions_close(q);
 }
 
+/* A forked child must not use the parent's sockets nor wait on its I/O
+ * thread (which did not survive the fork): both paths start afresh. */
+static void test_fork(void)
+{
+    rl_client *c = patient_client();
+    rl_request req = {"async-fork", "x", {RL_FIXED_WINDOW, 1000, 3600000, 0}, 1, RL_OP_ACQUIRE, 0, 0};
+    tally t = {0, 0, 0, 0};
+    rl_target target = {count, &t, NULL};
+    rl_result r;
+    CHECK_OK(rl_submit(c, &req, 0, &target)); /* the parent's I/O thread runs */
+    wait_done(&t, 1, 5000);
+    pid_t pid = fork();
+    if (pid == 0) {
+        tally ct = {0, 0, 0, 0};
+        rl_target child_target = {count, &ct, NULL};
+        int ok = 1;
+        for (int i = 0; i < 50; i++) ok &= rl_execute(c, &req, 1, &r) == RL_OK && r.allowed;
+        for (int i = 0; i < 50; i++) ok &= rl_submit(c, &req, 0, &child_target) == RL_OK;
+        wait_done(&ct, 50, 5000);
+        ok &= ct.done == 50 && ct.allowed == 50;
+        rl_client_close(c);
+        _exit(ok ? 0 : 1);
+    }
+    for (int i = 0; i < 50; i++) CHECK_OK(rl_submit(c, &req, 0, &target));
+    for (int i = 0; i < 50; i++) CHECK_OK(rl_execute(c, &req, 1, &r));
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    wait_done(&t, 51, 5000);
+    req.op = RL_OP_PEEK;
+    CHECK_OK(rl_execute(c, &req, 1, &r));
+    CHECK_EQ(r.remaining, 1000 - 1 - 100 - 100); /* nothing lost or counted twice */
+    rl_client_close(c);
+}
+
 int main(void)
 {
     redis_start(&redis);
     test_queue_exact();
     test_callback_and_noscript();
     test_close_in_flight();
+    test_fork();
     test_timeout_and_outage();
     redis_stop(&redis);
     return test_summary("async");
