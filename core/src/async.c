@@ -144,7 +144,20 @@ typedef struct {
     int resent;          /* of those, sent again (NOSCRIPT, MOVED...): older deadlines among newer */
     unsigned loading;    /* scripts a SCRIPT LOAD was queued for on this connection */
     int64_t last_read_ms;
+    int connecting;      /* the dialer is connecting it */
+    areq_list pending;   /* routed here, waiting for the connection */
 } aconn;
+
+/* Connecting and asking the sentinels / cluster where servers are block for
+ * up to a timeout, so the I/O thread hands them to a dialer thread and goes
+ * on serving the servers it is connected to. */
+typedef struct dial {
+    struct dial *next;
+    aconn *ac;     /* NULL: a topology discovery */
+    rl_conn *conn; /* the result */
+    int status;
+    char error[200];
+} dial;
 
 struct rl_async {
     rl_client *client;
@@ -159,7 +172,14 @@ struct rl_async {
     aconn **conns; /* one per server, never moved */
     int nconns, cap_conns;
     areq_list waiting; /* to dispatch again at retry_at_ms */
+    areq_list unrouted; /* waiting for a discovery */
+    int discovering;    /* a discovery is with the dialer */
+    int64_t discover_after_ms;
     unsigned long generation; /* the fork generation that owns the thread */
+    /* the dialer; jobs and results guarded by mutex */
+    pthread_t dialer;
+    pthread_cond_t dial_wanted;
+    dial *dial_jobs, *dial_done;
 };
 
 /* ---- completing ------------------------------------------------------------- */
@@ -237,33 +257,76 @@ static void conn_drop(rl_async *a, aconn *ac, int status)
     if (status == RL_ERR_CONNECTION) rl_topology_suspect(a->client, ac->node);
 }
 
-static int conn_open(rl_async *a, aconn *ac)
+/* A connection from the dialer joins the loop: from here on its socket never
+ * blocks, the I/O thread waits in epoll. */
+static int conn_attach(rl_async *a, aconn *ac, rl_conn *conn)
 {
-    rl_client *c = a->client;
-    int rc;
-    pthread_mutex_lock(&ac->node->mutex);
-    rc = rl_backoff_check(&ac->node->backoff, rl_monotonic_ms());
-    pthread_mutex_unlock(&ac->node->mutex);
-    if (rc) return rc;
-    rc = rl_conn_open(c, ac->node, c->url.password, c->url.user, c->url.db, &ac->conn);
-    pthread_mutex_lock(&ac->node->mutex);
-    if (rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT)
-        rl_backoff_failed(&ac->node->backoff, rc, rl_monotonic_ms(), c->options.reconnect_max_ms);
-    else rl_backoff_ok(&ac->node->backoff);
-    pthread_mutex_unlock(&ac->node->mutex);
-    if (rc) return rc;
-    /* from here on the socket never blocks: the I/O thread waits in epoll */
-    redisContext *ctx = ac->conn->ctx;
+    redisContext *ctx = conn->ctx;
     ctx->flags &= ~REDIS_BLOCK;
     fcntl(ctx->fd, F_SETFL, fcntl(ctx->fd, F_GETFL) | O_NONBLOCK);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ac->node};
     if (epoll_ctl(a->epoll_fd, EPOLL_CTL_ADD, ctx->fd, &ev) < 0) {
-        rl_conn_close(ac->conn);
-        ac->conn = NULL;
+        rl_conn_close(conn);
         return rl_fail(RL_ERR_CONNECTION, "epoll: %s", strerror(errno));
     }
+    ac->conn = conn;
     ac->last_read_ms = rl_monotonic_ms();
     return RL_OK;
+}
+
+static void dial_request(rl_async *a, aconn *ac)
+{
+    dial *d = calloc(1, sizeof *d);
+    if (!d) return; /* its requests time out */
+    d->ac = ac;
+    pthread_mutex_lock(&a->mutex);
+    d->next = a->dial_jobs;
+    a->dial_jobs = d;
+    pthread_cond_signal(&a->dial_wanted);
+    pthread_mutex_unlock(&a->mutex);
+}
+
+static void want_discovery(rl_async *a)
+{
+    if (a->discovering || rl_monotonic_ms() < a->discover_after_ms) return;
+    a->discovering = 1;
+    dial_request(a, NULL);
+}
+
+static void *dialer(void *arg)
+{
+    rl_async *a = arg;
+    rl_client *c = a->client;
+    pthread_mutex_lock(&a->mutex);
+    for (;;) {
+        while (!a->dial_jobs && !a->closing) pthread_cond_wait(&a->dial_wanted, &a->mutex);
+        if (a->closing) break;
+        dial *d = a->dial_jobs;
+        a->dial_jobs = d->next;
+        pthread_mutex_unlock(&a->mutex);
+        if (d->ac) {
+            rl_node *node = d->ac->node;
+            d->status = rl_conn_open(c, node, c->url.password, c->url.user, c->url.db, &d->conn);
+            pthread_mutex_lock(&node->mutex);
+            if (d->status == RL_ERR_CONNECTION || d->status == RL_ERR_TIMEOUT)
+                rl_backoff_failed(&node->backoff, d->status, rl_monotonic_ms(), c->options.reconnect_max_ms);
+            else rl_backoff_ok(&node->backoff);
+            pthread_mutex_unlock(&node->mutex);
+        } else {
+            rl_node *any;
+            d->status = rl_route(c, -1, &any);
+        }
+        if (d->status) snprintf(d->error, sizeof d->error, "%s", rl_errmsg());
+        pthread_mutex_lock(&a->mutex);
+        d->next = a->dial_done;
+        a->dial_done = d;
+        a->sleeping = 0;
+        uint64_t one = 1;
+        if (write(a->wake_fd, &one, sizeof one) < 0) {
+        }
+    }
+    pthread_mutex_unlock(&a->mutex);
+    return NULL;
 }
 
 static void append(aconn *ac, areq *r)
@@ -287,30 +350,103 @@ static int append_internal(aconn *ac, req_kind kind, int argc, const char **argv
     return RL_OK;
 }
 
-/* Routes r and appends it to its server's output buffer. */
+static void send_to(rl_async *a, aconn *ac, areq *r)
+{
+    if (r->ask) {
+        const char *asking[1] = {"ASKING"};
+        if (append_internal(ac, REQ_ASKING, 1, asking, NULL)) {
+            finish(a, r, RL_ERR_NOMEM, NULL);
+            return;
+        }
+        r->ask = NULL;
+    }
+    append(ac, r);
+}
+
+/* Routes r and appends it to its server's output buffer, or parks it until
+ * the dialer has connected that server or found where it lives. */
 static void dispatch(rl_async *a, areq *r)
 {
     rl_node *node = r->ask;
-    int rc = RL_OK;
-    if (!node && (rc = rl_route(a->client, r->cmd.slot, &node))) goto fail;
+    int rc = RL_OK, due = 0;
+    if (!node) {
+        rc = rl_route_cached(a->client, r->cmd.slot, &node, &due);
+        if (due) want_discovery(a);
+        if (rc) {
+            if (!due) goto fail;
+            list_push(&a->unrouted, r);
+            return;
+        }
+    }
     aconn *ac = conn_for(a, node);
     if (!ac) {
         rc = rl_fail(RL_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    if (!ac->conn && (rc = conn_open(a, ac))) {
-        if (rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) rl_topology_suspect(a->client, node);
-        goto fail;
+    if (ac->conn) {
+        send_to(a, ac, r);
+        return;
     }
-    if (r->ask) {
-        const char *asking[1] = {"ASKING"};
-        if ((rc = append_internal(ac, REQ_ASKING, 1, asking, NULL))) goto fail;
-        r->ask = NULL;
+    if (!ac->connecting) {
+        /* while the server is down, fail fast between attempts */
+        pthread_mutex_lock(&node->mutex);
+        rc = rl_backoff_check(&node->backoff, rl_monotonic_ms());
+        pthread_mutex_unlock(&node->mutex);
+        if (rc) {
+            rl_topology_suspect(a->client, node);
+            goto fail;
+        }
+        ac->connecting = 1;
+        dial_request(a, ac);
     }
-    append(ac, r);
+    list_push(&ac->pending, r);
     return;
 fail:
     finish(a, r, rc, NULL);
+}
+
+/* What the dialer finished: connections join, parked requests move on. */
+static void dials_done(rl_async *a)
+{
+    pthread_mutex_lock(&a->mutex);
+    dial *d = a->dial_done;
+    a->dial_done = NULL;
+    pthread_mutex_unlock(&a->mutex);
+    while (d) {
+        dial *next = d->next;
+        areq *r;
+        if (!d->ac) {
+            areq_list parked = a->unrouted;
+            a->unrouted.head = a->unrouted.tail = NULL;
+            a->discovering = 0;
+            if (d->status) a->discover_after_ms = rl_monotonic_ms() + 25;
+            while ((r = list_pop(&parked))) {
+                if (d->status) {
+                    rl_fail(d->status, "%s", d->error);
+                    finish(a, r, d->status, NULL);
+                } else {
+                    dispatch(a, r);
+                }
+            }
+        } else {
+            aconn *ac = d->ac;
+            ac->connecting = 0;
+            int rc = d->status ? rl_fail(d->status, "%s", d->error) : conn_attach(a, ac, d->conn);
+            if (rc && (rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT)) rl_topology_suspect(a->client, ac->node);
+            char msg[200];
+            snprintf(msg, sizeof msg, "%s", rl_errmsg());
+            while ((r = list_pop(&ac->pending))) {
+                if (rc) {
+                    rl_fail(rc, "%s", msg);
+                    finish(a, r, rc, NULL);
+                } else {
+                    send_to(a, ac, r);
+                }
+            }
+        }
+        free(d);
+        d = next;
+    }
 }
 
 /* ---- replies ------------------------------------------------------------------ */
@@ -461,6 +597,21 @@ static int64_t expire(rl_async *a, int64_t now)
             }
         }
     }
+    /* parked: waiting for a connection or a discovery */
+    for (int i = 0; i <= a->nconns; i++) {
+        areq_list *l = i < a->nconns ? &a->conns[i]->pending : &a->unrouted, kept = {NULL, NULL};
+        areq *p;
+        while ((p = list_pop(l))) {
+            if (p->deadline_ms <= now) {
+                rl_fail(RL_ERR_TIMEOUT, "no connection within %d ms", a->client->options.command_timeout_ms);
+                finish(a, p, RL_ERR_TIMEOUT, NULL);
+            } else {
+                NEXT(p->deadline_ms);
+                list_push(&kept, p);
+            }
+        }
+        *l = kept;
+    }
     areq_list still = {NULL, NULL};
     areq *r;
     while ((r = list_pop(&a->waiting))) {
@@ -504,15 +655,31 @@ static void *io_thread(void *arg)
         closing = a->closing;
         pthread_mutex_unlock(&a->mutex);
         if (closing) {
-            rl_fail(RL_ERR_CLOSED, "the client was closed");
+            pthread_mutex_lock(&a->mutex);
+            pthread_cond_broadcast(&a->dial_wanted);
+            pthread_mutex_unlock(&a->mutex);
+            pthread_join(a->dialer, NULL);
+            for (dial *d = a->dial_done, *next; d; d = next) {
+                next = d->next;
+                rl_conn_close(d->conn);
+                free(d);
+            }
+            for (dial *d = a->dial_jobs, *next; d; d = next) {
+                next = d->next;
+                free(d);
+            }
+            a->dial_done = a->dial_jobs = NULL;
             fail_all(a, &batch, RL_ERR_CLOSED);
             fail_all(a, &a->waiting, RL_ERR_CLOSED);
+            fail_all(a, &a->unrouted, RL_ERR_CLOSED);
             for (int i = 0; i < a->nconns; i++) {
+                fail_all(a, &a->conns[i]->pending, RL_ERR_CLOSED);
                 rl_fail(RL_ERR_CLOSED, "the client was closed");
                 conn_drop(a, a->conns[i], RL_ERR_CLOSED);
             }
             return NULL;
         }
+        dials_done(a);
         areq *r;
         while ((r = list_pop(&batch))) dispatch(a, r);
         /* one write per server for everything queued meanwhile */
@@ -524,7 +691,7 @@ static void *io_thread(void *arg)
         int timeout = next < 0 ? 1000 : (int)(next - now < 0 ? 0 : next - now + 1);
 
         pthread_mutex_lock(&a->mutex);
-        int idle = a->submitted.head == NULL && !a->closing;
+        int idle = a->submitted.head == NULL && a->dial_done == NULL && !a->closing;
         a->sleeping = idle;
         pthread_mutex_unlock(&a->mutex);
         int n = epoll_wait(a->epoll_fd, events, 64, idle ? timeout : 0);
@@ -553,20 +720,66 @@ static int async_start(rl_client *c)
     a->client = c;
     a->generation = rl_fork_generation();
     pthread_mutex_init(&a->mutex, NULL);
+    pthread_cond_init(&a->dial_wanted, NULL);
     a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     a->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    int dialer_started = 0;
     if (a->wake_fd < 0 || a->epoll_fd < 0 || epoll_ctl(a->epoll_fd, EPOLL_CTL_ADD, a->wake_fd, &ev) < 0 ||
+        !(dialer_started = pthread_create(&a->dialer, NULL, dialer, a) == 0) ||
         pthread_create(&a->thread, NULL, io_thread, a) != 0) {
         int err = errno;
+        if (dialer_started) {
+            pthread_mutex_lock(&a->mutex);
+            a->closing = 1;
+            pthread_cond_broadcast(&a->dial_wanted);
+            pthread_mutex_unlock(&a->mutex);
+            pthread_join(a->dialer, NULL);
+        }
         if (a->wake_fd >= 0) close(a->wake_fd);
         if (a->epoll_fd >= 0) close(a->epoll_fd);
+        pthread_cond_destroy(&a->dial_wanted);
         pthread_mutex_destroy(&a->mutex);
         free(a);
-        return rl_fail(RL_ERR_NOMEM, "cannot start the I/O thread: %s", strerror(err));
+        return rl_fail(RL_ERR_NOMEM, "cannot start the I/O threads: %s", strerror(err));
     }
     c->async = a;
     return RL_OK;
+}
+
+static void free_list(areq_list *l)
+{
+    areq *r;
+    while ((r = list_pop(l))) req_free(r);
+}
+
+/* In a forked child: the parent's I/O threads did not come along. Close our
+ * copies of their descriptors and free the memory; complete nothing (those
+ * requests are the parent's) and touch no mutex (one may be held forever). */
+static void async_forget(rl_async *a)
+{
+    free_list(&a->submitted);
+    free_list(&a->waiting);
+    free_list(&a->unrouted);
+    for (int i = 0; i < a->nconns; i++) {
+        free_list(&a->conns[i]->inflight);
+        free_list(&a->conns[i]->pending);
+        rl_conn_close(a->conns[i]->conn);
+        free(a->conns[i]);
+    }
+    free(a->conns);
+    for (dial *d = a->dial_done, *next; d; d = next) {
+        next = d->next;
+        rl_conn_close(d->conn);
+        free(d);
+    }
+    for (dial *d = a->dial_jobs, *next; d; d = next) {
+        next = d->next;
+        free(d);
+    }
+    close(a->wake_fd);
+    close(a->epoll_fd);
+    free(a);
 }
 
 void rl_async_stop(rl_client *c)
@@ -574,7 +787,11 @@ void rl_async_stop(rl_client *c)
     rl_async *a = c->async;
     uint64_t one = 1;
     if (!a) return;
-    if (a->generation != rl_fork_generation()) return; /* a forked child has no I/O thread to stop */
+    if (a->generation != rl_fork_generation()) {
+        async_forget(a);
+        c->async = NULL;
+        return;
+    }
     pthread_mutex_lock(&a->mutex);
     a->closing = 1;
     pthread_mutex_unlock(&a->mutex);
@@ -588,6 +805,7 @@ void rl_async_stop(rl_client *c)
     free(a->conns);
     close(a->wake_fd);
     close(a->epoll_fd);
+    pthread_cond_destroy(&a->dial_wanted);
     pthread_mutex_destroy(&a->mutex);
     free(a);
     c->async = NULL;
@@ -615,7 +833,10 @@ int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_ta
     r->deadline_ms = rl_monotonic_ms() + c->options.command_timeout_ms;
 
     pthread_mutex_lock(&c->topology);
-    if (c->async && c->async->generation != rl_fork_generation()) c->async = NULL; /* forked: the thread stayed with the parent */
+    if (c->async && c->async->generation != rl_fork_generation()) { /* forked: the threads stayed with the parent */
+        async_forget(c->async);
+        c->async = NULL;
+    }
     if (!c->async && (rc = async_start(c))) {
         pthread_mutex_unlock(&c->topology);
         req_free(r);

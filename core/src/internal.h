@@ -136,6 +136,9 @@ void rl_node_free(rl_node *node);
 /* The node serving slot (-1: any) right now: the standalone server, the
  * master the sentinels name, or the cluster slot's master. */
 int rl_route(rl_client *client, int slot, rl_node **out);
+/* The same without ever asking the network (the I/O thread): *due says a
+ * discovery should run; RL_ERR_CONNECTION when no server is known yet. */
+int rl_route_cached(rl_client *client, int slot, rl_node **out, int *due);
 /* node failed us (broken connection, READONLY, cannot connect): look again. */
 void rl_topology_suspect(rl_client *client, rl_node *node);
 /* a MOVED reply: slot now lives at host:port */

@@ -253,29 +253,33 @@ static int discover(rl_client *c, int wait)
     return rc;
 }
 
-int rl_route(rl_client *c, int slot, rl_node **out)
+int rl_route_cached(rl_client *c, int slot, rl_node **out, int *due)
 {
     rl_node *node = NULL;
-    int due;
     pthread_mutex_lock(&c->topology);
     if (c->url.mode == RL_MODE_CLUSTER) {
         if (c->slots) node = c->slots[slot >= 0 ? slot : 0];
         if (slot < 0 && !node)
             for (int s = 0; s < RL_CLUSTER_SLOTS && c->slots && !node; s++) node = c->slots[s];
-        due = !c->slots || (c->refresh_due_ms && rl_monotonic_ms() >= c->refresh_due_ms);
+        *due = !c->slots || (c->refresh_due_ms && rl_monotonic_ms() >= c->refresh_due_ms);
     } else {
         node = c->master;
-        due = !node;
+        *due = !node;
     }
     pthread_mutex_unlock(&c->topology);
+    *out = node;
+    return node ? RL_OK : rl_fail(RL_ERR_CONNECTION, "no known server for slot %d yet", slot);
+}
+
+int rl_route(rl_client *c, int slot, rl_node **out)
+{
+    rl_node *node = NULL;
+    int due;
+    rl_route_cached(c, slot, &node, &due);
     if (due) {
         int rc = discover(c, !node);
         if (rc && !node) return rc; /* with a stale map, go on: MOVED will correct it */
-        if (rc == RL_OK) {
-            pthread_mutex_lock(&c->topology);
-            node = c->url.mode == RL_MODE_CLUSTER ? c->slots[slot >= 0 ? slot : 0] : c->master;
-            pthread_mutex_unlock(&c->topology);
-        }
+        if (rc == RL_OK) rl_route_cached(c, slot, &node, &due);
     }
     if (!node) return rl_fail(RL_ERR_CONNECTION, "no cluster node serves slot %d", slot);
     *out = node;
