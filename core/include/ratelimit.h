@@ -222,7 +222,10 @@ RL_API int rl_acquire_wait(rl_client *client, const rl_request *request,
  * write (automatic pipelining), so many concurrent callers cost Redis few
  * syscalls. Per request, everything holds as in rl_execute: validation before
  * anything is sent, NOSCRIPT loading, cluster redirects, the command timeout,
- * never sending twice what may have run, and the on_error policy.
+ * never sending twice what may have run, and the on_error policy. Connecting
+ * and asking sentinels or the cluster where servers are happen on a second
+ * thread, so a dead server delays only the requests bound for it. Blocking
+ * waits (semaphores, locks, queue pops) have no asynchronous form yet.
  *
  * A completion goes to exactly one target:
  *   - a callback, called on the I/O thread (it must not block nor call
