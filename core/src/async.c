@@ -293,6 +293,21 @@ static void want_discovery(rl_async *a)
     dial_request(a, NULL);
 }
 
+/* Dials nobody will use any more (closing, or a forked child). */
+static void free_dials(rl_async *a)
+{
+    for (dial *d = a->dial_done, *next; d; d = next) {
+        next = d->next;
+        rl_conn_close(d->conn);
+        free(d);
+    }
+    for (dial *d = a->dial_jobs, *next; d; d = next) {
+        next = d->next;
+        free(d);
+    }
+    a->dial_done = a->dial_jobs = NULL;
+}
+
 static void *dialer(void *arg)
 {
     rl_async *a = arg;
@@ -659,16 +674,7 @@ static void *io_thread(void *arg)
             pthread_cond_broadcast(&a->dial_wanted);
             pthread_mutex_unlock(&a->mutex);
             pthread_join(a->dialer, NULL);
-            for (dial *d = a->dial_done, *next; d; d = next) {
-                next = d->next;
-                rl_conn_close(d->conn);
-                free(d);
-            }
-            for (dial *d = a->dial_jobs, *next; d; d = next) {
-                next = d->next;
-                free(d);
-            }
-            a->dial_done = a->dial_jobs = NULL;
+            free_dials(a);
             fail_all(a, &batch, RL_ERR_CLOSED);
             fail_all(a, &a->waiting, RL_ERR_CLOSED);
             fail_all(a, &a->unrouted, RL_ERR_CLOSED);
@@ -768,15 +774,7 @@ static void async_forget(rl_async *a)
         free(a->conns[i]);
     }
     free(a->conns);
-    for (dial *d = a->dial_done, *next; d; d = next) {
-        next = d->next;
-        rl_conn_close(d->conn);
-        free(d);
-    }
-    for (dial *d = a->dial_jobs, *next; d; d = next) {
-        next = d->next;
-        free(d);
-    }
+    free_dials(a);
     close(a->wake_fd);
     close(a->epoll_fd);
     free(a);

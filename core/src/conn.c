@@ -139,13 +139,16 @@ static void sigpipe_restore(sigpipe_guard *g)
     pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
 
-static int flush_plain(redisContext *ctx)
+/* Writes the output buffer of a plain socket; with MSG_DONTWAIT (the I/O
+ * thread) only what the socket takes now. */
+static int flush_plain(redisContext *ctx, int flags)
 {
     size_t len;
     while (!ctx->err && (len = sdslen(ctx->obuf)) > 0) {
-        ssize_t n = send(ctx->fd, ctx->obuf, len, MSG_NOSIGNAL);
+        ssize_t n = send(ctx->fd, ctx->obuf, len, MSG_NOSIGNAL | flags);
         if (n < 0) {
             if (errno == EINTR) continue;
+            if ((flags & MSG_DONTWAIT) && (errno == EAGAIN || errno == EWOULDBLOCK)) return REDIS_OK;
             int err = errno;
             ctx->err = REDIS_ERR_IO;
             snprintf(ctx->errstr, sizeof ctx->errstr, "%s", strerror(err));
@@ -162,49 +165,26 @@ static int flush_plain(redisContext *ctx)
     return ctx->err ? REDIS_ERR : REDIS_OK;
 }
 
-int rl_conn_flush(rl_conn *conn)
+/* TLS: hiredis writes through OpenSSL; until done, or once when non-blocking. */
+static int flush_tls(rl_conn *conn, int until_done)
 {
-    if (!conn->ssl) return flush_plain(conn->ctx);
     sigpipe_guard g;
-    int done = 0, rc = REDIS_OK;
+    int done = 0, rc;
     sigpipe_block(&g);
-    while (rc == REDIS_OK && !done) rc = redisBufferWrite(conn->ctx, &done);
+    do rc = redisBufferWrite(conn->ctx, &done);
+    while (rc == REDIS_OK && !done && until_done);
     sigpipe_restore(&g);
     return rc;
 }
 
-/* Non-blocking sockets (the I/O thread): write what the socket takes now. */
+int rl_conn_flush(rl_conn *conn)
+{
+    return conn->ssl ? flush_tls(conn, 1) : flush_plain(conn->ctx, 0);
+}
+
 int rl_conn_flush_some(rl_conn *conn)
 {
-    redisContext *ctx = conn->ctx;
-    if (conn->ssl) {
-        sigpipe_guard g;
-        int done = 0;
-        sigpipe_block(&g);
-        int rc = redisBufferWrite(ctx, &done);
-        sigpipe_restore(&g);
-        return rc;
-    }
-    size_t len;
-    while (!ctx->err && (len = sdslen(ctx->obuf)) > 0) {
-        ssize_t n = send(ctx->fd, ctx->obuf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return REDIS_OK;
-            int err = errno;
-            ctx->err = REDIS_ERR_IO;
-            snprintf(ctx->errstr, sizeof ctx->errstr, "%s", strerror(err));
-            errno = err;
-            return REDIS_ERR;
-        }
-        if ((size_t)n < len) {
-            sdsrange(ctx->obuf, (int)n, -1);
-        } else {
-            sdsfree(ctx->obuf);
-            if (!(ctx->obuf = sdsempty())) ctx->err = REDIS_ERR_OOM;
-        }
-    }
-    return ctx->err ? REDIS_ERR : REDIS_OK;
+    return conn->ssl ? flush_tls(conn, 0) : flush_plain(conn->ctx, MSG_DONTWAIT);
 }
 
 int rl_conn_buffer_read(rl_conn *conn)
@@ -539,16 +519,22 @@ void rl_forget_parent_connections(rl_client *c)
     __atomic_store_n(&c->generation, generation, __ATOMIC_RELEASE);
 }
 
+struct timespec rl_realtime_after(int ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
 static int wait_for_slot(rl_client *c, rl_node *node)
 {
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += c->options.command_timeout_ms / 1000;
-    deadline.tv_nsec += (long)(c->options.command_timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = rl_realtime_after(c->options.command_timeout_ms);
     while (node->idle_count == 0 && node->open_count >= c->options.pool_size) {
         if (pthread_cond_timedwait(&node->available, &node->mutex, &deadline) == ETIMEDOUT &&
             node->idle_count == 0 && node->open_count >= c->options.pool_size)

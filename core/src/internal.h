@@ -3,6 +3,7 @@
 #define RL_INTERNAL_H
 
 #include <pthread.h>
+#include <time.h>
 #include <stdarg.h>
 #include <sys/types.h>
 #include <hiredis/hiredis.h>
@@ -216,6 +217,8 @@ int rl_check_id(const char *id); /* non-empty, at most RL_ID_MAX bytes */
 int rl_check_range(const char *what, int64_t value, int64_t min, int64_t max);
 
 int64_t rl_monotonic_ms(void);
+/* CLOCK_REALTIME + ms, for pthread_cond_timedwait */
+struct timespec rl_realtime_after(int ms);
 /* Sleeps up to ms, in slices, polling cancel; RL_ERR_CANCELLED if it fired. */
 int rl_sleep(int64_t ms, const rl_wait *wait);
 

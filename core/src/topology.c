@@ -218,14 +218,7 @@ static int discover(rl_client *c, int wait)
     }
     if (c->discovery.failures == 0 && c->discovery.probing) {
         /* someone is asking already and nobody failed yet: wait for the answer */
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += c->options.command_timeout_ms / 1000;
-        until.tv_nsec += (long)(c->options.command_timeout_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = rl_realtime_after(c->options.command_timeout_ms);
         while (c->discovery.probing &&
                pthread_cond_timedwait(&c->discovered, &c->topology, &until) != ETIMEDOUT) {
         }
