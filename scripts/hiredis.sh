@@ -49,23 +49,8 @@ if [ ${#pkgs[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq "${pkgs[@]}" >/dev/null
 fi
 
-# a deb-src entry for trixie, unless one is configured already
-sources=/etc/apt/sources.list.d/ratelimit-trixie-src.sources
-configured=$(apt-get indextargets --no-release-info --format '$(RELEASE)' 'Created-By: Sources' 2>/dev/null || true)
-if ! grep -qx trixie <<<"$configured"; then
-  echo "adding the trixie deb-src entry: $sources"
-  printf '%s\n' \
-    '# Added by ratelimit scripts/hiredis.sh: source packages only (hiredis 1.2 for TLS).' \
-    'Types: deb-src' \
-    'URIs: http://deb.debian.org/debian' \
-    'Suites: trixie' \
-    'Components: main' \
-    'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
-    | $sudo tee "$sources" >/dev/null
-fi
-if ! apt-get source -qq --print-uris hiredis/trixie >/dev/null 2>&1; then
-  $sudo apt-get update -qq
-fi
+. scripts/trixie-src.sh
+trixie_sources hiredis
 
 work=$PWD/build/deps/hiredis-src
 rm -rf "$work" "$prefix" "$prefix.stage"

@@ -36,24 +36,8 @@ build_redis8() {
     $sudo apt-get update -qq
     $sudo apt-get install -y -qq "${pkgs[@]}" >/dev/null
   fi
-  # a deb-src entry for trixie, unless one is configured already (the same
-  # file scripts/hiredis.sh writes)
-  local sources=/etc/apt/sources.list.d/ratelimit-trixie-src.sources configured
-  configured=$(apt-get indextargets --no-release-info --format '$(RELEASE)' 'Created-By: Sources' 2>/dev/null || true)
-  if ! grep -qx trixie <<<"$configured"; then
-    echo "adding the trixie deb-src entry: $sources" >&2
-    printf '%s\n' \
-      '# Added by ratelimit scripts (hiredis.sh, servers.sh): source packages only.' \
-      'Types: deb-src' \
-      'URIs: http://deb.debian.org/debian' \
-      'Suites: trixie' \
-      'Components: main' \
-      'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
-      | $sudo tee "$sources" >/dev/null
-  fi
-  if ! apt-get source -qq --print-uris redis/trixie >/dev/null 2>&1; then
-    $sudo apt-get update -qq
-  fi
+  . scripts/trixie-src.sh
+  trixie_sources redis
   local work=$deps/redis8-src
   rm -rf "$work" "$redis8"
   mkdir -p "$work"

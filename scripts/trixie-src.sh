@@ -1,0 +1,21 @@
+# Sourced by scripts/hiredis.sh and scripts/servers.sh: a deb-src entry for
+# Debian trixie (source packages only, verified by apt), unless one is
+# configured already, and an index that knows PACKAGE. Needs $sudo.
+trixie_sources() {
+  local package=$1 sources=/etc/apt/sources.list.d/ratelimit-trixie-src.sources configured
+  configured=$(apt-get indextargets --no-release-info --format '$(RELEASE)' 'Created-By: Sources' 2>/dev/null || true)
+  if ! grep -qx trixie <<<"$configured"; then
+    echo "adding the trixie deb-src entry: $sources" >&2
+    printf '%s\n' \
+      '# Added by ratelimit scripts (hiredis.sh, servers.sh): source packages only.' \
+      'Types: deb-src' \
+      'URIs: http://deb.debian.org/debian' \
+      'Suites: trixie' \
+      'Components: main' \
+      'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
+      | $sudo tee "$sources" >/dev/null
+  fi
+  if ! apt-get source -qq --print-uris "$package/trixie" >/dev/null 2>&1; then
+    $sudo apt-get update -qq
+  fi
+}
