@@ -349,8 +349,9 @@ reply_kind rl_classify_reply(const rl_client *c, const redisReply *r, int *slot,
         memcpy(host, end + 1, len);
         host[len] = '\0';
         *slot = (int)s;
-        *port = atoi(colon + 1);
-        if (*port <= 0 || *port > 65535) return REPLY_FINAL;
+        long n = strtol(colon + 1, NULL, 10); /* not atoi: it wraps 4294967297 to 1 */
+        if (n <= 0 || n > 65535) return REPLY_FINAL;
+        *port = (int)n;
         return moved ? REPLY_MOVED : REPLY_ASK;
     }
     if (!strncmp(r->str, "TRYAGAIN", 8) || !strncmp(r->str, "CLUSTERDOWN", 11) || !strncmp(r->str, "LOADING", 7) ||

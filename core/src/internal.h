@@ -222,4 +222,15 @@ struct timespec rl_realtime_after(int ms);
 /* Sleeps up to ms, in slices, polling cancel; RL_ERR_CANCELLED if it fired. */
 int rl_sleep(int64_t ms, const rl_wait *wait);
 
+/* Reply decoders, reachable from the fuzz targets (fuzz/). */
+/* CLUSTER SLOTS into map (RL_CLUSTER_SLOTS entries); nodes come from rl_node_for */
+int rl_parse_slots(rl_client *client, const redisReply *r, const char *asked_host, rl_node **map);
+/* SENTINEL get-master-addr-by-name; RL_ERR_PROTOCOL (no message) when it names no master */
+int rl_sentinel_master_addr(const redisReply *r, char **host, int *port);
+/* semaphore.lua acquire; delay_queue.lua pop (out owns what it holds, even on error) */
+int rl_decode_sem_acquire(const redisReply *r, int *granted, int64_t *fence, int64_t *first_lease_end);
+int rl_decode_queue_pop(const redisReply *r, rl_messages *out, int64_t *next_in);
+/* an integer reply (delay_queue push, ZCARD, ZREM); what names it in the error */
+int rl_decode_integer(const redisReply *r, const char *what, int64_t *out);
+
 #endif

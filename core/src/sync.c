@@ -158,16 +158,24 @@ static int sem_call(rl_client *client, const char *kind, const char *name, const
     return rc;
 }
 
+/* acquire: {granted, fence, queue position, ms until the first lease ends or -1} */
+int rl_decode_sem_acquire(const redisReply *r, int *granted, int64_t *fence, int64_t *first_lease_end)
+{
+    int64_t g = 0;
+    int rc;
+    if (!(rc = rl_reply_int(r, 0, &g)) && !(rc = rl_reply_int(r, 1, fence)))
+        rc = rl_reply_int(r, 3, first_lease_end);
+    *granted = g == 1;
+    return rc;
+}
+
 static int sem_try(rl_client *client, const char *kind, const char *name, const char *id, int64_t max,
                    int64_t lease, int enqueue, sem_reply *out)
 {
     redisReply *r;
-    int64_t granted;
     int rc = sem_call(client, kind, name, "acquire", id, max, lease, enqueue, &r);
     if (rc) return rc;
-    if (!(rc = rl_reply_int(r, 0, &granted)) && !(rc = rl_reply_int(r, 1, &out->fence)))
-        rc = rl_reply_int(r, 3, &out->first_lease_end);
-    out->granted = granted == 1;
+    rc = rl_decode_sem_acquire(r, &out->granted, &out->fence, &out->first_lease_end);
     freeReplyObject(r);
     return rc;
 }
@@ -351,12 +359,21 @@ static int check_message(const char *message, size_t len)
     return RL_OK;
 }
 
+/* An integer reply: delay_queue push, ZCARD, ZREM. */
+int rl_decode_integer(const redisReply *r, const char *what, int64_t *out)
+{
+    if (r->type != REDIS_REPLY_INTEGER) return rl_fail(RL_ERR_PROTOCOL, "%s: unexpected reply", what);
+    *out = r->integer;
+    return RL_OK;
+}
+
 int rl_queue_push(rl_client *client, const char *queue, const char *message, size_t message_len,
                   int64_t delay_ms, int *added)
 {
     rl_cmd cmd;
     redisReply *r;
     char *channel;
+    int64_t v = 0;
     int rc;
     if ((rc = check_queue_call(client, queue)) || (rc = check_message(message, message_len)) ||
         (rc = rl_check_range("delay_ms", delay_ms, 0, RL_MAX_EXACT / 1000 / 4)))
@@ -374,8 +391,8 @@ int rl_queue_push(rl_client *client, const char *queue, const char *message, siz
     rl_cmd_free(&cmd);
     free(channel);
     if (rc) return rc;
-    if (r->type != REDIS_REPLY_INTEGER) rc = rl_fail(RL_ERR_PROTOCOL, "delay_queue push: unexpected reply");
-    else if (added) *added = r->integer == 1;
+    rc = rl_decode_integer(r, "delay_queue push", &v);
+    if (!rc && added) *added = v == 1;
     freeReplyObject(r);
     return rc;
 }
@@ -394,35 +411,33 @@ static int pop_once(rl_client *client, const char *queue, size_t max, rl_message
     rc = rl_run(client, &cmd, 1, &r);
     rl_cmd_free(&cmd);
     if (rc) return rc;
-    if ((rc = rl_reply_int(r, 0, next_in))) goto out;
+    rc = rl_decode_queue_pop(r, out, next_in);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* pop: {ms until the next message is due or -1, message...} into out */
+int rl_decode_queue_pop(const redisReply *r, rl_messages *out, int64_t *next_in)
+{
+    int rc;
+    if ((rc = rl_reply_int(r, 0, next_in))) return rc;
     size_t n = r->elements - 1;
     if (n) {
         out->items = calloc(n, sizeof *out->items);
         out->lens = calloc(n, sizeof *out->lens);
-        if (!out->items || !out->lens) {
-            rc = rl_fail(RL_ERR_NOMEM, "out of memory");
-            goto out;
-        }
+        if (!out->items || !out->lens) return rl_fail(RL_ERR_NOMEM, "out of memory");
     }
     for (size_t i = 0; i < n; i++) {
         redisReply *m = r->element[i + 1];
-        if (m->type != REDIS_REPLY_STRING) {
-            rc = rl_fail(RL_ERR_PROTOCOL, "delay_queue pop: unexpected reply");
-            goto out;
-        }
-        if (!(out->items[i] = malloc(m->len + 1))) {
-            rc = rl_fail(RL_ERR_NOMEM, "out of memory");
-            goto out;
-        }
+        /* messages already taken from Redis are handed over even on a later error */
+        if (m->type != REDIS_REPLY_STRING) return rl_fail(RL_ERR_PROTOCOL, "delay_queue pop: unexpected reply");
+        if (!(out->items[i] = malloc(m->len + 1))) return rl_fail(RL_ERR_NOMEM, "out of memory");
         memcpy(out->items[i], m->str, m->len);
         out->items[i][m->len] = '\0';
         out->lens[i] = m->len;
         out->count = i + 1;
     }
-out:
-    /* messages already taken from Redis are handed over even on a later error */
-    freeReplyObject(r);
-    return rc;
+    return RL_OK;
 }
 
 int rl_queue_pop_ready(rl_client *client, const char *queue, size_t max, rl_messages *out)
@@ -477,15 +492,16 @@ int rl_queue_size(rl_client *client, const char *queue, int64_t *size)
     rc = rl_run(client, &cmd, 1, &r);
     rl_cmd_free(&cmd);
     if (rc) return rc;
-    *size = r->integer;
+    rc = rl_decode_integer(r, "ZCARD", size);
     freeReplyObject(r);
-    return RL_OK;
+    return rc;
 }
 
 int rl_queue_remove(rl_client *client, const char *queue, const char *message, size_t message_len, int *removed)
 {
     rl_cmd cmd;
     redisReply *r;
+    int64_t v = 0;
     int rc;
     if ((rc = check_queue_call(client, queue)) || (rc = check_message(message, message_len))) return rc;
     queue_cmd(&cmd, client, queue, "ZREM");
@@ -493,7 +509,8 @@ int rl_queue_remove(rl_client *client, const char *queue, const char *message, s
     rc = rl_run(client, &cmd, 1, &r);
     rl_cmd_free(&cmd);
     if (rc) return rc;
-    if (removed) *removed = r->integer == 1;
+    rc = rl_decode_integer(r, "ZREM", &v);
+    if (!rc && removed) *removed = v == 1;
     freeReplyObject(r);
-    return RL_OK;
+    return rc;
 }

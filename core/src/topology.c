@@ -41,6 +41,23 @@ static int reply_is_string(const redisReply *r)
     return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
 }
 
+/* SENTINEL get-master-addr-by-name: [host, port] gives *host (malloc'd) and
+ * *port; RL_ERR_PROTOCOL (no message set) when the reply names no master. */
+int rl_sentinel_master_addr(const redisReply *r, char **host, int *port)
+{
+    char *end;
+    long p;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || !reply_is_string(r->element[0]) ||
+        !reply_is_string(r->element[1]) || !r->element[0]->str[0])
+        return RL_ERR_PROTOCOL;
+    /* port 0 would name a unix socket (rl_node) */
+    p = strtol(r->element[1]->str, &end, 10);
+    if (end == r->element[1]->str || *end || p <= 0 || p > 65535) return RL_ERR_PROTOCOL;
+    *port = (int)p;
+    *host = strdup(r->element[0]->str);
+    return *host ? RL_OK : rl_fail(RL_ERR_NOMEM, "out of memory");
+}
+
 /* Asks one sentinel where the master is: *host (malloc'd) and *port. */
 static int ask_sentinel(rl_client *c, rl_node *sentinel, char **host, int *port)
 {
@@ -53,12 +70,7 @@ static int ask_sentinel(rl_client *c, rl_node *sentinel, char **host, int *port)
     r = rl_command(conn, 3, argv, NULL);
     if (!r) {
         rc = rl_conn_error(conn, "ask the sentinel");
-    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && reply_is_string(r->element[0]) &&
-               reply_is_string(r->element[1])) {
-        *port = atoi(r->element[1]->str);
-        *host = strdup(r->element[0]->str);
-        rc = *host ? RL_OK : rl_fail(RL_ERR_NOMEM, "out of memory");
-    } else {
+    } else if ((rc = rl_sentinel_master_addr(r, host, port)) == RL_ERR_PROTOCOL) {
         rc = rl_fail(RL_ERR_CONNECTION, "sentinel %s:%d does not know master '%s'%s%s", sentinel->host,
                      sentinel->port, c->url.service, r->type == REDIS_REPLY_ERROR ? ": " : "",
                      r->type == REDIS_REPLY_ERROR ? r->str : "");
@@ -119,9 +131,9 @@ static int sentinel_discover(rl_client *c, rl_node **out)
 /* ---- cluster slot map ------------------------------------------------------- */
 
 /* CLUSTER SLOTS: [[start, end, [host, port, id...], replicas...], ...] */
-static int parse_slots(rl_client *c, const redisReply *r, const char *asked_host, rl_node **map)
+int rl_parse_slots(rl_client *c, const redisReply *r, const char *asked_host, rl_node **map)
 {
-    int covered = 0;
+    int covered = 0; /* a flag: overlapping ranges could overflow a count */
     if (r->type != REDIS_REPLY_ARRAY) return rl_fail(RL_ERR_PROTOCOL, "CLUSTER SLOTS: unexpected reply");
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *range = r->element[i];
@@ -133,15 +145,18 @@ static int parse_slots(rl_client *c, const redisReply *r, const char *asked_host
         long long start = range->element[0]->integer, end = range->element[1]->integer;
         const redisReply *where = range->element[2]->element[0];
         /* an empty or unknown endpoint means "the node you asked" */
-        const char *host = where->type == REDIS_REPLY_STRING && where->len > 0 && strcmp(where->str, "?") != 0
+        long long port = range->element[2]->element[1]->integer;
+        const char *host = where->type == REDIS_REPLY_STRING && where->str[0] && strcmp(where->str, "?") != 0
                                ? where->str
                                : asked_host;
         if (start < 0 || end >= RL_CLUSTER_SLOTS || start > end)
             return rl_fail(RL_ERR_PROTOCOL, "CLUSTER SLOTS: bad slot range");
-        rl_node *node = rl_node_for(c, host, (int)range->element[2]->element[1]->integer);
+        /* port 0 would name a unix socket (rl_node) */
+        if (port <= 0 || port > 65535) return rl_fail(RL_ERR_PROTOCOL, "CLUSTER SLOTS: bad port %lld", port);
+        rl_node *node = rl_node_for(c, host, (int)port);
         if (!node) return RL_ERR_NOMEM;
         for (long long s = start; s <= end; s++) map[s] = node;
-        covered += (int)(end - start + 1);
+        covered = 1;
     }
     return covered > 0 ? RL_OK : rl_fail(RL_ERR_CONNECTION, "the cluster serves no slots yet");
 }
@@ -156,7 +171,7 @@ static int fetch_slots(rl_client *c, rl_node *node, rl_node **map)
     r = rl_command(conn, 2, argv, NULL);
     if (!r) rc = rl_conn_error(conn, "CLUSTER SLOTS");
     else if (r->type == REDIS_REPLY_ERROR) rc = rl_fail(RL_ERR_REDIS, "CLUSTER SLOTS on %s:%d: %s", node->host, node->port, r->str);
-    else rc = parse_slots(c, r, node->host, map);
+    else rc = rl_parse_slots(c, r, node->host, map);
     if (r) freeReplyObject(r);
     rl_conn_put(c, conn);
     return rc;

@@ -17,7 +17,8 @@ static int hexval(int c)
     return -1;
 }
 
-/* Copies [s, s+len) percent-decoded. */
+/* Copies [s, s+len) percent-decoded. %00 is refused: the value would end
+ * there (a password cut short, an empty service or file name). */
 static int dup_decoded(const char *s, size_t len, char **out)
 {
     char *d = malloc(len + 1);
@@ -28,6 +29,11 @@ static int dup_decoded(const char *s, size_t len, char **out)
             hexval((unsigned char)s[i + 2]) >= 0) {
             d[j++] = (char)(hexval((unsigned char)s[i + 1]) * 16 + hexval((unsigned char)s[i + 2]));
             i += 2;
+            if (!d[j - 1]) {
+                free(d);
+                return rl_fail(RL_ERR_INVALID, "invalid Redis URL: %%00 (a NUL byte) in a user, password, "
+                               "service or file name");
+            }
         } else {
             d[j++] = s[i];
         }

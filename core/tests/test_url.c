@@ -99,6 +99,8 @@ static void test_refused(void)
         "redis://h?sentinel_password=x",       /* only for sentinel */
         "redis+cluster://h:1/2",               /* a cluster has database 0 only */
         "redis+cluster://h:1,,h:2", "redis+cluster://,", "redis://h#frag", "redis://h st", "redis+sentinels://h/s",
+        /* %00 would cut the value short (found by fuzz/fuzz_url) */
+        "redis://:pa%00ss@h", "redis://u%00:p@h", "redis+sentinel://s:1/%00", "rediss://h?ssl_ca_certs=%00",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rl_url u;
