@@ -530,3 +530,13 @@ def _check_name(name: Any) -> None:
     if not isinstance(name, str):
         raise TypeError("name must be str, not %s" % type(name).__name__)
 
+
+
+def __getattr__(name: str) -> Any:
+    # `import ratelimit` then `ratelimit.aio`, without importing asyncio for
+    # programs that never use it
+    if name == "aio":
+        import importlib
+
+        return importlib.import_module(".aio", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

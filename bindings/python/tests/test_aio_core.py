@@ -567,3 +567,11 @@ def test_completions_low_level(server, raw):
         q.submit(1, lim, "u", 1, 0, None, None)
     q.close()
     assert q.freed
+
+
+def test_aio_reachable_after_a_bare_import():
+    import subprocess
+    import sys
+    code = "import ratelimit; print(ratelimit.aio.AsyncClient.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "AsyncClient"
