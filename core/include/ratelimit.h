@@ -224,8 +224,7 @@ RL_API int rl_acquire_wait(rl_client *client, const rl_request *request,
  * anything is sent, NOSCRIPT loading, cluster redirects, the command timeout,
  * never sending twice what may have run, and the on_error policy. Connecting
  * and asking sentinels or the cluster where servers are happen on a second
- * thread, so a dead server delays only the requests bound for it. Blocking
- * waits (semaphores, locks, queue pops) have no asynchronous form yet.
+ * thread, so a dead server delays only the requests bound for it.
  *
  * A completion goes to exactly one target:
  *   - a callback, called on the I/O thread (it must not block nor call
@@ -236,11 +235,17 @@ RL_API int rl_acquire_wait(rl_client *client, const rl_request *request,
  *     wake-up for many completions.
  * Closing the client completes every request still in flight with
  * RL_ERR_CLOSED. A queue outlives the clients that post to it. */
+#define RL_PERMIT_ID_SIZE 48
+
 typedef struct {
     uint64_t tag;      /* the caller's, from rl_submit */
     int status;        /* RL_OK, or what failed (message in error) */
-    rl_result result;  /* status RL_OK: the decision (fallback = 1: by policy) */
+    rl_result result;  /* rl_submit: the decision (fallback = 1: by policy) */
     char error[200];
+    int64_t value;     /* release / refresh / extend / push: 1 done, 0 not */
+    int acquired;      /* semaphore / lock acquire: 1 granted */
+    int64_t fencing_token;
+    char permit_id[RL_PERMIT_ID_SIZE]; /* granted: the permit / owner token */
 } rl_completion;
 
 typedef void (*rl_complete_fn)(void *ctx, const rl_completion *completion);
@@ -268,9 +273,25 @@ RL_API void rl_completions_close(rl_completions *queue);
  * completion follows exactly once. Thread-safe. */
 RL_API int rl_submit(rl_client *client, const rl_request *request, uint64_t tag, const rl_target *target);
 
-/* ---- semaphore and lock ---------------------------------------------- */
+/* The same for the primitives, one round trip each and no waiting (a
+ * semaphore or lock that is busy completes with acquired = 0; blocking
+ * waits have no asynchronous form yet). Strings are copied. */
+RL_API int rl_submit_semaphore_acquire(rl_client *client, const char *name, int64_t permits_max, int64_t lease_ms,
+                                       uint64_t tag, const rl_target *target);
+RL_API int rl_submit_semaphore_release(rl_client *client, const char *name, const char *permit_id, uint64_t tag,
+                                       const rl_target *target);
+RL_API int rl_submit_semaphore_refresh(rl_client *client, const char *name, const char *permit_id, int64_t lease_ms,
+                                       uint64_t tag, const rl_target *target);
+RL_API int rl_submit_lock_acquire(rl_client *client, const char *name, int64_t lease_ms, uint64_t tag,
+                                  const rl_target *target);
+RL_API int rl_submit_lock_release(rl_client *client, const char *name, const char *token, uint64_t tag,
+                                  const rl_target *target);
+RL_API int rl_submit_lock_extend(rl_client *client, const char *name, const char *token, int64_t lease_ms,
+                                 uint64_t tag, const rl_target *target);
+RL_API int rl_submit_queue_push(rl_client *client, const char *queue, const char *message, size_t message_len,
+                                int64_t delay_ms, uint64_t tag, const rl_target *target);
 
-#define RL_PERMIT_ID_SIZE 48
+/* ---- semaphore and lock ---------------------------------------------- */
 
 typedef struct {
     int acquired;                 /* 0: not acquired within the timeout */

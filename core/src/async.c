@@ -95,7 +95,8 @@ void rl_completions_close(rl_completions *q)
 
 /* ---- requests and connections ---------------------------------------------- */
 
-typedef enum { REQ_DECISION, REQ_ASKING, REQ_SCRIPT_LOAD } req_kind;
+/* REQ_DECISION..REQ_PUSH complete the caller's request; the others are ours. */
+typedef enum { REQ_DECISION, REQ_ACQUIRE, REQ_DONE_FLAG, REQ_PUSH, REQ_ASKING, REQ_SCRIPT_LOAD } req_kind;
 
 typedef struct areq {
     struct areq *next;
@@ -104,6 +105,7 @@ typedef struct areq {
     uint64_t tag;
     rl_target target;
     rl_spec spec;         /* for the fallback decision */
+    char permit_id[RL_PERMIT_ID_SIZE]; /* REQ_ACQUIRE: the id asked for */
     int64_t deadline_ms;  /* command timeout from submission */
     int64_t retry_at_ms;  /* waiting after TRYAGAIN / CLUSTERDOWN / ... */
     int64_t pause_ms;
@@ -196,10 +198,29 @@ static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
     memset(&c, 0, sizeof c);
     c.tag = r->tag;
     c.status = status;
-    if (status == RL_OK && (c.status = rl_decode_result(reply, &c.result)))
-        snprintf(c.error, sizeof c.error, "%s", rl_errmsg());
+    if (status == RL_OK) {
+        int granted = 0;
+        int64_t first_end;
+        switch (r->kind) {
+        case REQ_ACQUIRE:
+            c.status = rl_decode_sem_acquire(reply, &granted, &c.fencing_token, &first_end);
+            c.acquired = granted;
+            if (granted) memcpy(c.permit_id, r->permit_id, sizeof c.permit_id);
+            else c.fencing_token = 0;
+            break;
+        case REQ_DONE_FLAG:
+            c.status = rl_reply_int(reply, 0, &c.value);
+            break;
+        case REQ_PUSH:
+            c.status = rl_decode_integer(reply, "delay_queue push", &c.value);
+            break;
+        default:
+            c.status = rl_decode_result(reply, &c.result);
+        }
+    }
     if (c.status != RL_OK && !c.error[0]) snprintf(c.error, sizeof c.error, "%s", rl_errmsg());
-    if ((c.status == RL_ERR_CONNECTION || c.status == RL_ERR_TIMEOUT) &&
+    /* the on_error policy decides rate limits only, as in the blocking calls */
+    if ((c.status == RL_ERR_CONNECTION || c.status == RL_ERR_TIMEOUT) && r->kind == REQ_DECISION &&
         a->client->options.on_error != RL_ON_ERROR_RAISE) {
         rl_fallback_result(a->client, &r->spec, &c.result);
         c.status = RL_OK; /* the message still says what went wrong */
@@ -211,7 +232,7 @@ static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
 /* A decision is done: completed unless it already was (timed out). */
 static void finish(rl_async *a, areq *r, int status, const redisReply *reply)
 {
-    if (r->kind == REQ_DECISION && !r->abandoned) complete(a, r, status, reply);
+    if (r->kind <= REQ_PUSH && !r->abandoned) complete(a, r, status, reply);
     req_free(r);
 }
 
@@ -470,7 +491,7 @@ static void handle_reply(rl_async *a, aconn *ac, areq *r, redisReply *reply)
 {
     char host[256];
     int slot = -1, port = 0;
-    if (r->kind != REQ_DECISION) {
+    if (r->kind > REQ_PUSH) {
         /* loaded (or not): a later NOSCRIPT (SCRIPT FLUSH) loads it again */
         if (r->kind == REQ_SCRIPT_LOAD) ac->loading &= ~(1u << r->cmd.script);
         req_free(r);
@@ -549,7 +570,7 @@ static void read_replies(rl_async *a, aconn *ac)
         }
         if (!reply) return;
         areq *r = list_pop(&ac->inflight);
-        if (r && r->kind == REQ_DECISION && r->redirects > 0) ac->resent--;
+        if (r && r->kind <= REQ_PUSH && r->redirects > 0) ac->resent--;
         if (!r) {
             freeReplyObject(reply);
             rl_fail(RL_ERR_PROTOCOL, "a reply nobody asked for");
@@ -600,7 +621,7 @@ static int64_t expire(rl_async *a, int64_t now)
             continue;
         }
         for (areq *r = ac->inflight.head; r; r = r->next) {
-            if (r->kind != REQ_DECISION || r->abandoned) continue;
+            if (r->kind > REQ_PUSH || r->abandoned) continue;
             if (r->deadline_ms <= now) {
                 rl_fail(RL_ERR_TIMEOUT, "no reply within %d ms", a->client->options.command_timeout_ms);
                 complete(a, r, RL_ERR_TIMEOUT, NULL);
@@ -809,24 +830,32 @@ void rl_async_stop(rl_client *c)
     c->async = NULL;
 }
 
-int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_target *target)
+static int check_target(const rl_client *c, const rl_target *target)
 {
-    areq *r;
-    int rc;
-    rl_clear_error();
-    if (!c || !request || !target) return rl_fail(RL_ERR_INVALID, "client, request and target must not be NULL");
+    if (!c || !target) return rl_fail(RL_ERR_INVALID, "client and target must not be NULL");
     if ((target->fn == NULL) == (target->queue == NULL))
         return rl_fail(RL_ERR_INVALID, "a target is a callback or a completion queue (exactly one)");
-    if ((rc = rl_validate_request(request))) return rc;
-    if (!(r = calloc(1, sizeof *r))) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    r->kind = REQ_DECISION;
+    return RL_OK;
+}
+
+static areq *new_request(req_kind kind, uint64_t tag, const rl_target *target)
+{
+    areq *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->kind = kind;
     r->tag = tag;
     r->target = *target;
-    r->spec = request->spec;
-    rl_build_decision(&r->cmd, c, request);
-    if (r->cmd.failed) {
+    return r;
+}
+
+/* Hands a built request to the I/O thread (started on first use). */
+static int queue_request(rl_client *c, areq *r, int build_rc)
+{
+    int rc = build_rc;
+    if (!rc && r->cmd.failed) rc = rl_fail(RL_ERR_NOMEM, "out of memory building a command");
+    if (rc) {
         req_free(r);
-        return rl_fail(RL_ERR_NOMEM, "out of memory building a command");
+        return rc;
     }
     r->deadline_ms = rl_monotonic_ms() + c->options.command_timeout_ms;
 
@@ -859,4 +888,94 @@ int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_ta
         }
     }
     return RL_OK;
+}
+
+int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_target *target)
+{
+    areq *r;
+    int rc;
+    rl_clear_error();
+    if ((rc = check_target(c, target))) return rc;
+    if (!request) return rl_fail(RL_ERR_INVALID, "request must not be NULL");
+    if ((rc = rl_validate_request(request))) return rc;
+    if (!(r = new_request(REQ_DECISION, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    r->spec = request->spec;
+    rl_build_decision(&r->cmd, c, request);
+    return queue_request(c, r, RL_OK);
+}
+
+static int submit_acquire(rl_client *c, const char *kind, const char *name, int64_t max, int64_t lease,
+                          uint64_t tag, const rl_target *target)
+{
+    areq *r;
+    int rc;
+    rl_clear_error();
+    if ((rc = check_target(c, target)) || (rc = rl_check_sem_acquire(c, name, max, lease))) return rc;
+    if (!(r = new_request(REQ_ACQUIRE, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    if ((rc = rl_new_permit_id(r->permit_id))) {
+        req_free(r);
+        return rc;
+    }
+    return queue_request(c, r, rl_build_sem_call(&r->cmd, c, kind, name, "acquire", r->permit_id, max, lease, 0));
+}
+
+static int submit_flag(rl_client *c, const char *kind, const char *name, const char *op, const char *id,
+                       int64_t lease, uint64_t tag, const rl_target *target)
+{
+    areq *r;
+    int rc;
+    rl_clear_error();
+    if ((rc = check_target(c, target)) || (rc = rl_check_permit_call(c, name, id)) ||
+        (lease && (rc = rl_check_range("lease_ms", lease, 1, RL_MAX_EXACT / 1000 / 4))))
+        return rc;
+    if (!(r = new_request(REQ_DONE_FLAG, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    return queue_request(c, r, rl_build_sem_call(&r->cmd, c, kind, name, op, id, 1, lease, 0));
+}
+
+int rl_submit_semaphore_acquire(rl_client *c, const char *name, int64_t permits_max, int64_t lease_ms, uint64_t tag,
+                                const rl_target *target)
+{
+    return submit_acquire(c, "semaphore", name, permits_max, lease_ms, tag, target);
+}
+
+int rl_submit_semaphore_release(rl_client *c, const char *name, const char *permit_id, uint64_t tag,
+                                const rl_target *target)
+{
+    return submit_flag(c, "semaphore", name, "release", permit_id, 0, tag, target);
+}
+
+int rl_submit_semaphore_refresh(rl_client *c, const char *name, const char *permit_id, int64_t lease_ms,
+                                uint64_t tag, const rl_target *target)
+{
+    if (lease_ms == 0) return rl_fail(RL_ERR_INVALID, "lease_ms must be in 1..%lld", (long long)(RL_MAX_EXACT / 4000));
+    return submit_flag(c, "semaphore", name, "refresh", permit_id, lease_ms, tag, target);
+}
+
+int rl_submit_lock_acquire(rl_client *c, const char *name, int64_t lease_ms, uint64_t tag, const rl_target *target)
+{
+    return submit_acquire(c, "lock", name, 1, lease_ms, tag, target);
+}
+
+int rl_submit_lock_release(rl_client *c, const char *name, const char *token, uint64_t tag, const rl_target *target)
+{
+    return submit_flag(c, "lock", name, "release", token, 0, tag, target);
+}
+
+int rl_submit_lock_extend(rl_client *c, const char *name, const char *token, int64_t lease_ms, uint64_t tag,
+                          const rl_target *target)
+{
+    if (lease_ms == 0) return rl_fail(RL_ERR_INVALID, "lease_ms must be in 1..%lld", (long long)(RL_MAX_EXACT / 4000));
+    return submit_flag(c, "lock", name, "refresh", token, lease_ms, tag, target);
+}
+
+int rl_submit_queue_push(rl_client *c, const char *queue, const char *message, size_t message_len, int64_t delay_ms,
+                         uint64_t tag, const rl_target *target)
+{
+    areq *r;
+    int rc;
+    rl_clear_error();
+    if ((rc = check_target(c, target)) || (rc = rl_check_queue_push(c, queue, message, message_len, delay_ms)))
+        return rc;
+    if (!(r = new_request(REQ_PUSH, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    return queue_request(c, r, rl_build_queue_push(&r->cmd, c, queue, message, message_len, delay_ms));
 }

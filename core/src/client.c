@@ -177,6 +177,16 @@ void rl_cmd_str(rl_cmd *cmd, const char *s, size_t len)
     push_arg(cmd, s, len, NULL);
 }
 
+void rl_cmd_copy(rl_cmd *cmd, const char *s, size_t len)
+{
+    char *copy = malloc(len + 1);
+    if (copy) {
+        memcpy(copy, s, len);
+        copy[len] = '\0';
+    }
+    push_arg(cmd, copy, len, copy);
+}
+
 void rl_cmd_cstr(rl_cmd *cmd, const char *s)
 {
     push_arg(cmd, s, s ? strlen(s) : 0, NULL);

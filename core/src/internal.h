@@ -168,6 +168,8 @@ void rl_cmd_init(rl_cmd *cmd);
 void rl_cmd_free(rl_cmd *cmd);
 void rl_cmd_str(rl_cmd *cmd, const char *s, size_t len);
 void rl_cmd_cstr(rl_cmd *cmd, const char *s);
+/* a copy owned by cmd (for commands that outlive the caller's strings) */
+void rl_cmd_copy(rl_cmd *cmd, const char *s, size_t len);
 void rl_cmd_int(rl_cmd *cmd, int64_t value);
 /* The one key format: prefix ":{" tag "}:" suffix, the tag being the
  * entity's (keys.c); id NULL for entities with a name only. snprintf
@@ -204,6 +206,17 @@ int rl_validate_request(const rl_request *req);
 void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *req);
 int rl_decode_result(const redisReply *r, rl_result *out);
 void rl_fallback_result(const rl_client *client, const rl_spec *spec, rl_result *out);
+
+/* sync.c: the semaphore / lock / queue commands, shared with rl_submit_* (every
+ * argument copied into cmd) */
+int rl_build_sem_call(rl_cmd *cmd, rl_client *client, const char *kind, const char *name, const char *op,
+                      const char *id, int64_t max, int64_t lease, int enqueue);
+int rl_build_queue_push(rl_cmd *cmd, rl_client *client, const char *queue, const char *message, size_t len,
+                        int64_t delay_ms);
+int rl_check_sem_acquire(rl_client *client, const char *name, int64_t max, int64_t lease);
+int rl_check_permit_call(rl_client *client, const char *name, const char *id);
+int rl_check_queue_push(rl_client *client, const char *queue, const char *message, size_t len, int64_t delay_ms);
+int rl_new_permit_id(char *out);
 
 /* async.c: completes what is in flight with RL_ERR_CLOSED and stops the I/O thread */
 void rl_async_stop(rl_client *client);

@@ -27,7 +27,7 @@ int rl_script_info(size_t index, const char **name, const char **sha1)
     return RL_OK;
 }
 
-static int new_id(char *out)
+int rl_new_permit_id(char *out)
 {
     unsigned char raw[16];
     size_t got = 0;
@@ -129,32 +129,38 @@ static char *wake_channel(const rl_client *client, const char *name, const char 
     return s;
 }
 
-static int sem_call(rl_client *client, const char *kind, const char *name, const char *op, const char *id,
-                    int64_t max, int64_t lease, int enqueue, redisReply **reply)
+int rl_build_sem_call(rl_cmd *cmd, rl_client *client, const char *kind, const char *name, const char *op,
+                      const char *id, int64_t max, int64_t lease, int enqueue)
 {
     char suffix[4][32];
-    rl_cmd cmd;
     char *channel = wake_channel(client, name, kind, "");
-    int rc;
+    rl_cmd_init(cmd);
     if (!channel) return rl_fail(RL_ERR_NOMEM, "out of memory");
     snprintf(suffix[0], sizeof suffix[0], "%s", kind);
     snprintf(suffix[1], sizeof suffix[1], "%s:queue", kind);
     snprintf(suffix[2], sizeof suffix[2], "%s:waiters", kind);
     snprintf(suffix[3], sizeof suffix[3], "%s:meta", kind);
-    rl_cmd_init(&cmd);
-    rl_cmd_script(&cmd, RL_SCRIPT_SEMAPHORE, 4);
-    for (int i = 0; i < 4; i++) rl_cmd_key(&cmd, client, name, NULL, suffix[i]);
-    rl_cmd_cstr(&cmd, op);
-    rl_cmd_cstr(&cmd, id ? id : "");
-    rl_cmd_int(&cmd, max);
-    rl_cmd_int(&cmd, lease);
-    rl_cmd_int(&cmd, enqueue);
-    rl_cmd_int(&cmd, WAITER_TTL_MS);
-    rl_cmd_cstr(&cmd, channel);
-    rl_cmd_cstr(&cmd, rl_publish_command(client));
-    rc = rl_run(client, &cmd, 1, reply);
-    rl_cmd_free(&cmd);
+    rl_cmd_script(cmd, RL_SCRIPT_SEMAPHORE, 4);
+    for (int i = 0; i < 4; i++) rl_cmd_key(cmd, client, name, NULL, suffix[i]);
+    rl_cmd_cstr(cmd, op);
+    rl_cmd_copy(cmd, id ? id : "", id ? strlen(id) : 0);
+    rl_cmd_int(cmd, max);
+    rl_cmd_int(cmd, lease);
+    rl_cmd_int(cmd, enqueue);
+    rl_cmd_int(cmd, WAITER_TTL_MS);
+    rl_cmd_copy(cmd, channel, strlen(channel));
+    rl_cmd_cstr(cmd, rl_publish_command(client));
     free(channel);
+    return cmd->failed ? rl_fail(RL_ERR_NOMEM, "out of memory building a command") : RL_OK;
+}
+
+static int sem_call(rl_client *client, const char *kind, const char *name, const char *op, const char *id,
+                    int64_t max, int64_t lease, int enqueue, redisReply **reply)
+{
+    rl_cmd cmd;
+    int rc = rl_build_sem_call(&cmd, client, kind, name, op, id, max, lease, enqueue);
+    if (!rc) rc = rl_run(client, &cmd, 1, reply);
+    rl_cmd_free(&cmd);
     return rc;
 }
 
@@ -203,11 +209,10 @@ static int sem_acquire(rl_client *client, const char *kind, const char *name, in
     int rc;
 
     rl_clear_error();
-    if (!client || !out) return rl_fail(RL_ERR_INVALID, "client and out must not be NULL");
+    if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
     memset(out, 0, sizeof *out);
-    if ((rc = rl_check_name("name", name)) || (rc = rl_check_range("permits", max, 1, RL_MAX_PERMITS)) ||
-        (rc = rl_check_range("lease_ms", lease, 1, RL_MAX_EXACT / 1000 / 4)) ||
-        (rc = rl_check_range("timeout_ms", timeout, 0, RL_MAX_EXACT / 1000 / 4)) || (rc = new_id(out->id)))
+    if ((rc = rl_check_sem_acquire(client, name, max, lease)) ||
+        (rc = rl_check_range("timeout_ms", timeout, 0, RL_MAX_EXACT / 1000 / 4)) || (rc = rl_new_permit_id(out->id)))
         return rc;
     out->lease_ms = lease;
     deadline = rl_monotonic_ms() + timeout;
@@ -249,7 +254,16 @@ done:
     return RL_OK;
 }
 
-static int check_permit_call(rl_client *client, const char *name, const char *id)
+int rl_check_sem_acquire(rl_client *client, const char *name, int64_t max, int64_t lease)
+{
+    int rc;
+    if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
+    if ((rc = rl_check_name("name", name)) || (rc = rl_check_range("permits", max, 1, RL_MAX_PERMITS)))
+        return rc;
+    return rl_check_range("lease_ms", lease, 1, RL_MAX_EXACT / 1000 / 4);
+}
+
+int rl_check_permit_call(rl_client *client, const char *name, const char *id)
 {
     int rc;
     rl_clear_error();
@@ -267,14 +281,14 @@ int rl_semaphore_acquire(rl_client *client, const char *name, int64_t permits_ma
 
 int rl_semaphore_release(rl_client *client, const char *name, const char *permit_id, int *released)
 {
-    int rc = check_permit_call(client, name, permit_id);
+    int rc = rl_check_permit_call(client, name, permit_id);
     return rc ? rc : sem_simple(client, "semaphore", name, "release", permit_id, 0, released);
 }
 
 int rl_semaphore_refresh(rl_client *client, const char *name, const char *permit_id, int64_t lease_ms,
                          int *refreshed)
 {
-    int rc = check_permit_call(client, name, permit_id);
+    int rc = rl_check_permit_call(client, name, permit_id);
     if (!rc) rc = rl_check_range("lease_ms", lease_ms, 1, RL_MAX_EXACT / 1000 / 4);
     return rc ? rc : sem_simple(client, "semaphore", name, "refresh", permit_id, lease_ms, refreshed);
 }
@@ -316,13 +330,13 @@ int rl_lock_acquire(rl_client *client, const char *name, int64_t lease_ms, const
 
 int rl_lock_release(rl_client *client, const char *name, const char *token, int *released)
 {
-    int rc = check_permit_call(client, name, token);
+    int rc = rl_check_permit_call(client, name, token);
     return rc ? rc : sem_simple(client, "lock", name, "release", token, 0, released);
 }
 
 int rl_lock_extend(rl_client *client, const char *name, const char *token, int64_t lease_ms, int *extended)
 {
-    int rc = check_permit_call(client, name, token);
+    int rc = rl_check_permit_call(client, name, token);
     if (!rc) rc = rl_check_range("lease_ms", lease_ms, 1, RL_MAX_EXACT / 1000 / 4);
     return rc ? rc : sem_simple(client, "lock", name, "refresh", token, lease_ms, extended);
 }
@@ -367,29 +381,42 @@ int rl_decode_integer(const redisReply *r, const char *what, int64_t *out)
     return RL_OK;
 }
 
+int rl_check_queue_push(rl_client *client, const char *queue, const char *message, size_t len, int64_t delay_ms)
+{
+    int rc;
+    if ((rc = check_queue_call(client, queue)) || (rc = check_message(message, len))) return rc;
+    return rl_check_range("delay_ms", delay_ms, 0, RL_MAX_EXACT / 1000 / 4);
+}
+
+/* The message is copied: the command may outlive the caller's buffer. */
+int rl_build_queue_push(rl_cmd *cmd, rl_client *client, const char *queue, const char *message, size_t len,
+                        int64_t delay_ms)
+{
+    char *channel = wake_channel(client, queue, "delay_queue", NULL);
+    rl_cmd_init(cmd);
+    if (!channel) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    rl_cmd_script(cmd, RL_SCRIPT_DELAY_QUEUE, 1);
+    rl_cmd_key(cmd, client, queue, NULL, "delay_queue");
+    rl_cmd_cstr(cmd, "push");
+    rl_cmd_copy(cmd, message, len);
+    rl_cmd_int(cmd, delay_ms);
+    rl_cmd_copy(cmd, channel, strlen(channel));
+    rl_cmd_cstr(cmd, rl_publish_command(client));
+    free(channel);
+    return cmd->failed ? rl_fail(RL_ERR_NOMEM, "out of memory building a command") : RL_OK;
+}
+
 int rl_queue_push(rl_client *client, const char *queue, const char *message, size_t message_len,
                   int64_t delay_ms, int *added)
 {
     rl_cmd cmd;
     redisReply *r;
-    char *channel;
     int64_t v = 0;
     int rc;
-    if ((rc = check_queue_call(client, queue)) || (rc = check_message(message, message_len)) ||
-        (rc = rl_check_range("delay_ms", delay_ms, 0, RL_MAX_EXACT / 1000 / 4)))
-        return rc;
-    if (!(channel = wake_channel(client, queue, "delay_queue", NULL))) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    rl_cmd_init(&cmd);
-    rl_cmd_script(&cmd, RL_SCRIPT_DELAY_QUEUE, 1);
-    rl_cmd_key(&cmd, client, queue, NULL, "delay_queue");
-    rl_cmd_cstr(&cmd, "push");
-    rl_cmd_str(&cmd, message, message_len);
-    rl_cmd_int(&cmd, delay_ms);
-    rl_cmd_cstr(&cmd, channel);
-    rl_cmd_cstr(&cmd, rl_publish_command(client));
-    rc = rl_run(client, &cmd, 1, &r);
+    if ((rc = rl_check_queue_push(client, queue, message, message_len, delay_ms))) return rc;
+    if (!(rc = rl_build_queue_push(&cmd, client, queue, message, message_len, delay_ms)))
+        rc = rl_run(client, &cmd, 1, &r);
     rl_cmd_free(&cmd);
-    free(channel);
     if (rc) return rc;
     rc = rl_decode_integer(r, "delay_queue push", &v);
     if (!rc && added) *added = v == 1;

@@ -260,6 +260,74 @@ static void test_fork(void)
     rl_client_close(c);
 }
 
+/* The primitives through rl_submit_*: one round trip each, no waiting. */
+static void test_primitives(void)
+{
+    rl_client *c = patient_client();
+    rl_completions *q;
+    rl_completion all[8];
+    CHECK_OK(rl_completions_open(&q));
+    rl_target target = {NULL, NULL, q};
+    for (int i = 0; i < 3; i++) CHECK_OK(rl_submit_semaphore_acquire(c, "async-sem", 2, 10000, (uint64_t)i, &target));
+    CHECK_EQ(drain(q, all, 3, 5000), 3);
+    int granted = 0;
+    char first[RL_PERMIT_ID_SIZE] = "";
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(all[i].status, RL_OK);
+        granted += all[i].acquired;
+        if (all[i].acquired) {
+            CHECK(all[i].fencing_token > 0 && strlen(all[i].permit_id) == 32);
+            if (!first[0]) memcpy(first, all[i].permit_id, sizeof first);
+        } else {
+            CHECK(all[i].permit_id[0] == '\0');
+        }
+    }
+    CHECK_EQ(granted, 2);
+    int64_t holders = 0;
+    CHECK_OK(rl_semaphore_holders(c, "async-sem", &holders));
+    CHECK_EQ(holders, 2);
+    CHECK_OK(rl_submit_semaphore_refresh(c, "async-sem", first, 20000, 10, &target));
+    CHECK_OK(rl_submit_semaphore_release(c, "async-sem", first, 11, &target));
+    CHECK_OK(rl_submit_semaphore_release(c, "async-sem", first, 12, &target)); /* twice: not held any more */
+    CHECK_EQ(drain(q, all, 3, 5000), 3);
+    for (int i = 0; i < 3; i++) CHECK_EQ(all[i].value, all[i].tag == 12 ? 0 : 1);
+    CHECK_OK(rl_semaphore_holders(c, "async-sem", &holders));
+    CHECK_EQ(holders, 1);
+
+    CHECK_OK(rl_submit_lock_acquire(c, "async-lock", 10000, 20, &target));
+    CHECK_OK(rl_submit_lock_acquire(c, "async-lock", 10000, 21, &target));
+    CHECK_EQ(drain(q, all, 2, 5000), 2);
+    CHECK_EQ(all[0].acquired + all[1].acquired, 1);
+    rl_completion *held = all[0].acquired ? &all[0] : &all[1];
+    char token[RL_PERMIT_ID_SIZE];
+    memcpy(token, held->permit_id, sizeof token);
+    CHECK_OK(rl_submit_lock_extend(c, "async-lock", token, 30000, 22, &target));
+    CHECK_OK(rl_submit_lock_release(c, "async-lock", token, 23, &target));
+    CHECK_EQ(drain(q, all, 2, 5000), 2);
+    CHECK_EQ(all[0].value + all[1].value, 2);
+
+    CHECK_OK(rl_submit_queue_push(c, "async-q", "job\0x", 5, 0, 30, &target));
+    CHECK_OK(rl_submit_queue_push(c, "async-q", "job\0x", 5, 0, 31, &target));
+    CHECK_EQ(drain(q, all, 2, 5000), 2);
+    CHECK_EQ(all[0].value + all[1].value, 1); /* a message already queued is left as it is */
+    rl_messages m;
+    CHECK_OK(rl_queue_pop_ready(c, "async-q", 10, &m));
+    CHECK_EQ(m.count, 1);
+    if (m.count == 1) CHECK(m.lens[0] == 5 && !memcmp(m.items[0], "job\0x", 5));
+    rl_messages_free(&m);
+
+    /* bad arguments: refused at once */
+    CHECK_EQ(rl_submit_semaphore_acquire(c, "", 2, 1000, 0, &target), RL_ERR_INVALID);
+    CHECK_EQ(rl_submit_semaphore_acquire(c, "s", 0, 1000, 0, &target), RL_ERR_INVALID);
+    CHECK_EQ(rl_submit_semaphore_refresh(c, "s", "id", 0, 0, &target), RL_ERR_INVALID);
+    CHECK_EQ(rl_submit_lock_release(c, "s", "", 0, &target), RL_ERR_INVALID);
+    CHECK_EQ(rl_submit_queue_push(c, "q", "", 0, 0, 0, &target), RL_ERR_INVALID);
+    CHECK_EQ(rl_submit_queue_push(c, "q", "m", 1, -1, 0, &target), RL_ERR_INVALID);
+    CHECK_EQ(rl_completions_take(q, all, 8), 0);
+    rl_client_close(c);
+    rl_completions_close(q);
+}
+
 int main(void)
 {
     redis_start(&redis);
@@ -267,6 +335,7 @@ int main(void)
     test_callback_and_noscript();
     test_close_in_flight();
     test_fork();
+    test_primitives();
     test_timeout_and_outage();
     redis_stop(&redis);
     return test_summary("async");
