@@ -33,7 +33,10 @@ need dpkg-source dpkg-dev
 [ -f /usr/include/cjson/cJSON.h ] || pkgs+=(libcjson-dev)
 for w in "${want[@]}"; do
   case "$w" in
-    c) need clang clang; need valgrind valgrind ;;
+    c) need clang clang; need valgrind valgrind
+       # libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
+       ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
+         pkgs+=(libclang-rt-14-dev) ;;
     python) need python3 python3; python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv python3-dev) ;;
     java) need javac openjdk-17-jdk-headless; need mvn maven ;;
   esac

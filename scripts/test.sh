@@ -52,6 +52,9 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debu
 cmake --build build-asan -j $jobs
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j 1
 
+step "Fuzzing: URLs, rate strings, specs and keys, every reply decoder (libFuzzer, ASan + UBSan, 30 s each)"
+scripts/fuzz.sh 30
+
 step "C core under TSan (the async I/O thread, the pools)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DRL_SANITIZE=thread >/dev/null
 cmake --build build-tsan -j $jobs --target test_async test_concurrency test_sync
