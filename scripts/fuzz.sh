@@ -3,8 +3,9 @@
 # tags, every reply decoder) with libFuzzer under ASan + UBSan: configures
 # build-fuzz with clang and RL_FUZZ=ON, builds, and runs each target for
 # SECONDS (default 30) on a copy of its seed corpus (fuzz/corpus/<target>).
-# Fails on any crash, leak, timeout or broken invariant; the input that did
-# it is left in build-fuzz/run/<target>/.
+# Fails on any crash, leak, timeout or broken invariant, and keeps the run
+# (log, corpus, the input that did it) in build-fuzz/run-<target>.XXXXXX;
+# passing runs are removed. Several runs may share build-fuzz at once.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,15 +15,18 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_url fuzz_rate fuzz_spec fuzz_reply)
 build=build-fuzz
 
-cmake -S . -B $build -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRL_FUZZ=ON \
-  -DRL_BUILD_TESTS=OFF -DRL_BUILD_EXAMPLES=OFF -DRL_BUILD_BENCH=OFF >/dev/null
-cmake --build $build --target fuzz
+mkdir -p $build
+(
+  flock 9
+  cmake -S . -B $build -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRL_FUZZ=ON \
+    -DRL_BUILD_TESTS=OFF -DRL_BUILD_EXAMPLES=OFF -DRL_BUILD_BENCH=OFF >/dev/null
+  cmake --build $build --target fuzz
+) 9>"$build/.fuzz.lock"
 
 failed=0
 for t in "${targets[@]}"; do
-  run=$build/run/$t
-  rm -rf "$run"
-  mkdir -p "$run/corpus"
+  run=$(mktemp -d "$build/run-$t.XXXXXX")
+  mkdir "$run/corpus"
   cp fuzz/corpus/$t/* "$run/corpus/"
   dict=()
   [ -f fuzz/$t.dict ] && dict=(-dict=fuzz/$t.dict)
@@ -30,11 +34,13 @@ for t in "${targets[@]}"; do
   if ASAN_OPTIONS=detect_leaks=1 $build/$t "${dict[@]}" -max_total_time="$seconds" -timeout=10 \
       -print_final_stats=1 -artifact_prefix="$run/" "$run/corpus" >"$run/log" 2>&1; then
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$run/log")
+    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$run/log")
     cov=$(grep -Eo 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+' "$run/log" | tail -1)
-    echo "$t: ${seconds} s, ${execs} execs, ${cov}: no crash"
+    echo "$t: ${seconds} s, ${execs} execs (${rate}/s), ${cov}: no crash"
+    rm -rf "$run"
   else
     tail -40 "$run/log"
-    echo "$t: FAILED (log $run/log; input: $(ls "$run" | grep -E '^(crash|leak|timeout|oom)-' | head -1))"
+    echo "$t: FAILED (log $run/log; input: $(ls "$run" | grep -E '^(crash|leak|timeout|oom|slow-unit)-' | head -1))"
     failed=1
   fi
 done
