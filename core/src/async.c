@@ -1,5 +1,6 @@
-/* Asynchronous decisions: one I/O thread per client, one connection per
- * server, requests pipelined as they come (see rl_submit in ratelimit.h). */
+/* The asynchronous core's engine: one I/O thread per client with one
+ * connection per server, requests pipelined as they come, and a dialer thread
+ * for what may block (see rl_submit in ratelimit.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,181 +13,20 @@
 
 #include <hiredis/sds.h>
 
-#include "internal.h"
+#include "async.h"
 
-/* ---- completion queues ------------------------------------------------- */
-
-struct rl_completions {
-    pthread_mutex_t mutex;
-    rl_completion *items;
-    size_t head, count, cap;
-    int fd;
-    int signalled; /* the fd holds a wake-up nobody took yet */
-};
-
-int rl_completions_open(rl_completions **out)
+/* Wakes the I/O thread out of epoll_wait. */
+void rl_async_wake(rl_async *a)
 {
-    rl_completions *q;
-    rl_clear_error();
-    if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
-    if (!(q = calloc(1, sizeof *q))) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    q->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (q->fd < 0) {
-        free(q);
-        return rl_fail(RL_ERR_NOMEM, "eventfd: %s", strerror(errno));
+    uint64_t one = 1;
+    if (write(a->wake_fd, &one, sizeof one) < 0) {
+        /* full counter: a wake-up is pending anyway */
     }
-    pthread_mutex_init(&q->mutex, NULL);
-    *out = q;
-    return RL_OK;
 }
-
-int rl_completions_fd(const rl_completions *q)
-{
-    return q ? q->fd : -1;
-}
-
-static void completions_push(rl_completions *q, const rl_completion *c)
-{
-    pthread_mutex_lock(&q->mutex);
-    if (q->count == q->cap) {
-        size_t cap = q->cap ? q->cap * 2 : 64;
-        rl_completion *grown = malloc(cap * sizeof *grown);
-        if (!grown) abort(); /* a completion must never be lost */
-        for (size_t i = 0; i < q->count; i++) grown[i] = q->items[(q->head + i) % q->cap];
-        free(q->items);
-        q->items = grown;
-        q->head = 0;
-        q->cap = cap;
-    }
-    q->items[(q->head + q->count++) % q->cap] = *c;
-    if (!q->signalled) {
-        uint64_t one = 1;
-        q->signalled = write(q->fd, &one, sizeof one) == sizeof one;
-    }
-    pthread_mutex_unlock(&q->mutex);
-}
-
-size_t rl_completions_take(rl_completions *q, rl_completion *out, size_t max)
-{
-    size_t n = 0;
-    if (!q || !out) return 0;
-    pthread_mutex_lock(&q->mutex);
-    while (n < max && q->count > 0) {
-        out[n++] = q->items[q->head];
-        q->head = (q->head + 1) % q->cap;
-        q->count--;
-    }
-    if (q->count == 0 && q->signalled) {
-        uint64_t v;
-        if (read(q->fd, &v, sizeof v) == sizeof v || errno == EAGAIN) q->signalled = 0;
-    }
-    pthread_mutex_unlock(&q->mutex);
-    return n;
-}
-
-void rl_completions_close(rl_completions *q)
-{
-    if (!q) return;
-    close(q->fd);
-    free(q->items);
-    pthread_mutex_destroy(&q->mutex);
-    free(q);
-}
-
-/* ---- requests and connections ---------------------------------------------- */
-
-/* REQ_DECISION..REQ_PUSH complete the caller's request; the others are ours. */
-typedef enum { REQ_DECISION, REQ_ACQUIRE, REQ_DONE_FLAG, REQ_PUSH, REQ_ASKING, REQ_SCRIPT_LOAD } req_kind;
-
-typedef struct areq {
-    struct areq *next;
-    req_kind kind;
-    rl_cmd cmd;
-    uint64_t tag;
-    rl_target target;
-    rl_spec spec;         /* for the fallback decision */
-    char permit_id[RL_PERMIT_ID_SIZE]; /* REQ_ACQUIRE: the id asked for */
-    int64_t deadline_ms;  /* command timeout from submission */
-    int64_t retry_at_ms;  /* waiting after TRYAGAIN / CLUSTERDOWN / ... */
-    int64_t pause_ms;
-    int64_t sent_ms;      /* appended to a connection's output */
-    rl_node *ask;         /* an ASK redirect: the next send goes there, after ASKING */
-    int redirects;
-    int abandoned;        /* completed (timed out) while its reply is still due */
-} areq;
-
-typedef struct {
-    areq *head, *tail;
-} areq_list;
-
-static void list_push(areq_list *l, areq *r)
-{
-    r->next = NULL;
-    if (l->tail) l->tail->next = r;
-    else l->head = r;
-    l->tail = r;
-}
-
-static areq *list_pop(areq_list *l)
-{
-    areq *r = l->head;
-    if (r) {
-        l->head = r->next;
-        if (!l->head) l->tail = NULL;
-        r->next = NULL;
-    }
-    return r;
-}
-
-typedef struct {
-    rl_node *node;
-    rl_conn *conn;       /* NULL: not connected */
-    int polling_out;     /* EPOLLOUT registered: the socket took less than we had */
-    areq_list inflight;  /* sent (or buffered), replies due in this order */
-    int resent;          /* of those, sent again (NOSCRIPT, MOVED...): older deadlines among newer */
-    unsigned loading;    /* scripts a SCRIPT LOAD was queued for on this connection */
-    int64_t last_read_ms;
-    int connecting;      /* the dialer is connecting it */
-    areq_list pending;   /* routed here, waiting for the connection */
-} aconn;
-
-/* Connecting and asking the sentinels / cluster where servers are block for
- * up to a timeout, so the I/O thread hands them to a dialer thread and goes
- * on serving the servers it is connected to. */
-typedef struct dial {
-    struct dial *next;
-    aconn *ac;     /* NULL: a topology discovery */
-    rl_conn *conn; /* the result */
-    int status;
-    char error[200];
-} dial;
-
-struct rl_async {
-    rl_client *client;
-    pthread_t thread;
-    pthread_mutex_t mutex; /* guards submitted, closing, sleeping */
-    areq_list submitted;
-    int closing;
-    int sleeping; /* in epoll_wait: a submit must wake it */
-    int wake_fd;
-    int epoll_fd;
-    /* the I/O thread's own */
-    aconn **conns; /* one per server, never moved */
-    int nconns, cap_conns;
-    areq_list waiting; /* to dispatch again at retry_at_ms */
-    areq_list unrouted; /* waiting for a discovery */
-    int discovering;    /* a discovery is with the dialer */
-    int64_t discover_after_ms;
-    unsigned long generation; /* the fork generation that owns the thread */
-    /* the dialer; jobs and results guarded by mutex */
-    pthread_t dialer;
-    pthread_cond_t dial_wanted;
-    dial *dial_jobs, *dial_done;
-};
 
 /* ---- completing ------------------------------------------------------------- */
 
-static void req_free(areq *r)
+void rl_async_req_free(areq *r)
 {
     rl_cmd_free(&r->cmd);
     free(r);
@@ -225,7 +65,7 @@ static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
         rl_fallback_result(a->client, &r->spec, &c.result);
         c.status = RL_OK; /* the message still says what went wrong */
     }
-    if (r->target.queue) completions_push(r->target.queue, &c);
+    if (r->target.queue) rl_completions_push(r->target.queue, &c);
     else r->target.fn(r->target.ctx, &c);
 }
 
@@ -233,7 +73,17 @@ static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
 static void finish(rl_async *a, areq *r, int status, const redisReply *reply)
 {
     if (r->kind <= REQ_PUSH && !r->abandoned) complete(a, r, status, reply);
-    req_free(r);
+    rl_async_req_free(r);
+}
+
+/* Finishes everything on l with status and message. */
+static void fail_list(rl_async *a, areq_list *l, int status, const char *message)
+{
+    areq *r;
+    while ((r = list_pop(l))) {
+        rl_fail(status, "%s", message);
+        finish(a, r, status, NULL);
+    }
 }
 
 /* ---- connections -------------------------------------------------------------- */
@@ -270,11 +120,7 @@ static void conn_drop(rl_async *a, aconn *ac, int status)
     ac->loading = 0;
     ac->polling_out = 0;
     ac->resent = 0;
-    areq *r;
-    while ((r = list_pop(&ac->inflight))) {
-        rl_fail(status, "%s", msg);
-        finish(a, r, status, NULL);
-    }
+    fail_list(a, &ac->inflight, status, msg);
     if (status == RL_ERR_CONNECTION) rl_topology_suspect(a->client, ac->node);
 }
 
@@ -314,8 +160,7 @@ static void want_discovery(rl_async *a)
     dial_request(a, NULL);
 }
 
-/* Dials nobody will use any more (closing, or a forked child). */
-static void free_dials(rl_async *a)
+void rl_async_free_dials(rl_async *a)
 {
     for (dial *d = a->dial_done, *next; d; d = next) {
         next = d->next;
@@ -329,7 +174,7 @@ static void free_dials(rl_async *a)
     a->dial_done = a->dial_jobs = NULL;
 }
 
-static void *dialer(void *arg)
+void *rl_async_dialer(void *arg)
 {
     rl_async *a = arg;
     rl_client *c = a->client;
@@ -342,11 +187,9 @@ static void *dialer(void *arg)
         pthread_mutex_unlock(&a->mutex);
         if (d->ac) {
             rl_node *node = d->ac->node;
-            d->status = rl_conn_open(c, node, c->url.password, c->url.user, c->url.db, &d->conn);
+            d->status = rl_conn_open_data(c, node, &d->conn);
             pthread_mutex_lock(&node->mutex);
-            if (d->status == RL_ERR_CONNECTION || d->status == RL_ERR_TIMEOUT)
-                rl_backoff_failed(&node->backoff, d->status, rl_monotonic_ms(), c->options.reconnect_max_ms);
-            else rl_backoff_ok(&node->backoff);
+            rl_backoff_record(&node->backoff, d->status, c->options.reconnect_max_ms);
             pthread_mutex_unlock(&node->mutex);
         } else {
             rl_node *any;
@@ -357,9 +200,7 @@ static void *dialer(void *arg)
         d->next = a->dial_done;
         a->dial_done = d;
         a->sleeping = 0;
-        uint64_t one = 1;
-        if (write(a->wake_fd, &one, sizeof one) < 0) {
-        }
+        rl_async_wake(a);
     }
     pthread_mutex_unlock(&a->mutex);
     return NULL;
@@ -455,30 +296,22 @@ static void dials_done(rl_async *a)
             areq_list parked = a->unrouted;
             a->unrouted.head = a->unrouted.tail = NULL;
             a->discovering = 0;
-            if (d->status) a->discover_after_ms = rl_monotonic_ms() + 25;
-            while ((r = list_pop(&parked))) {
-                if (d->status) {
-                    rl_fail(d->status, "%s", d->error);
-                    finish(a, r, d->status, NULL);
-                } else {
-                    dispatch(a, r);
-                }
+            if (d->status) {
+                a->discover_after_ms = rl_monotonic_ms() + 25;
+                fail_list(a, &parked, d->status, d->error);
             }
+            while ((r = list_pop(&parked))) dispatch(a, r);
         } else {
             aconn *ac = d->ac;
             ac->connecting = 0;
             int rc = d->status ? rl_fail(d->status, "%s", d->error) : conn_attach(a, ac, d->conn);
             if (rc && (rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT)) rl_topology_suspect(a->client, ac->node);
-            char msg[200];
-            snprintf(msg, sizeof msg, "%s", rl_errmsg());
-            while ((r = list_pop(&ac->pending))) {
-                if (rc) {
-                    rl_fail(rc, "%s", msg);
-                    finish(a, r, rc, NULL);
-                } else {
-                    send_to(a, ac, r);
-                }
+            if (rc) {
+                char msg[200];
+                snprintf(msg, sizeof msg, "%s", rl_errmsg());
+                fail_list(a, &ac->pending, rc, msg);
             }
+            while ((r = list_pop(&ac->pending))) send_to(a, ac, r);
         }
         free(d);
         d = next;
@@ -494,11 +327,11 @@ static void handle_reply(rl_async *a, aconn *ac, areq *r, redisReply *reply)
     if (r->kind > REQ_PUSH) {
         /* loaded (or not): a later NOSCRIPT (SCRIPT FLUSH) loads it again */
         if (r->kind == REQ_SCRIPT_LOAD) ac->loading &= ~(1u << r->cmd.script);
-        req_free(r);
+        rl_async_req_free(r);
         return;
     }
     if (r->abandoned) {
-        req_free(r);
+        rl_async_req_free(r);
         return;
     }
     if (rl_reply_is_noscript(reply) && r->cmd.script >= 0 && r->redirects < 16) {
@@ -669,16 +502,7 @@ static int64_t expire(rl_async *a, int64_t now)
 
 /* ---- the I/O thread ------------------------------------------------------------ */
 
-static void fail_all(rl_async *a, areq_list *l, int status)
-{
-    areq *r;
-    while ((r = list_pop(l))) {
-        rl_fail(status, "the client was closed");
-        finish(a, r, status, NULL);
-    }
-}
-
-static void *io_thread(void *arg)
+void *rl_async_io_thread(void *arg)
 {
     rl_async *a = arg;
     struct epoll_event events[64];
@@ -695,13 +519,14 @@ static void *io_thread(void *arg)
             pthread_cond_broadcast(&a->dial_wanted);
             pthread_mutex_unlock(&a->mutex);
             pthread_join(a->dialer, NULL);
-            free_dials(a);
-            fail_all(a, &batch, RL_ERR_CLOSED);
-            fail_all(a, &a->waiting, RL_ERR_CLOSED);
-            fail_all(a, &a->unrouted, RL_ERR_CLOSED);
+            rl_async_free_dials(a);
+            const char *closed = "the client was closed";
+            fail_list(a, &batch, RL_ERR_CLOSED, closed);
+            fail_list(a, &a->waiting, RL_ERR_CLOSED, closed);
+            fail_list(a, &a->unrouted, RL_ERR_CLOSED, closed);
             for (int i = 0; i < a->nconns; i++) {
-                fail_all(a, &a->conns[i]->pending, RL_ERR_CLOSED);
-                rl_fail(RL_ERR_CLOSED, "the client was closed");
+                fail_list(a, &a->conns[i]->pending, RL_ERR_CLOSED, closed);
+                rl_fail(RL_ERR_CLOSED, "%s", closed);
                 conn_drop(a, a->conns[i], RL_ERR_CLOSED);
             }
             return NULL;
@@ -738,244 +563,4 @@ static void *io_thread(void *arg)
             if (ac->conn && (events[k].events & EPOLLOUT)) write_out(a, ac);
         }
     }
-}
-
-static int async_start(rl_client *c)
-{
-    rl_async *a = calloc(1, sizeof *a);
-    if (!a) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    a->client = c;
-    a->generation = rl_fork_generation();
-    pthread_mutex_init(&a->mutex, NULL);
-    pthread_cond_init(&a->dial_wanted, NULL);
-    a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    a->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-    int dialer_started = 0;
-    if (a->wake_fd < 0 || a->epoll_fd < 0 || epoll_ctl(a->epoll_fd, EPOLL_CTL_ADD, a->wake_fd, &ev) < 0 ||
-        !(dialer_started = pthread_create(&a->dialer, NULL, dialer, a) == 0) ||
-        pthread_create(&a->thread, NULL, io_thread, a) != 0) {
-        int err = errno;
-        if (dialer_started) {
-            pthread_mutex_lock(&a->mutex);
-            a->closing = 1;
-            pthread_cond_broadcast(&a->dial_wanted);
-            pthread_mutex_unlock(&a->mutex);
-            pthread_join(a->dialer, NULL);
-        }
-        if (a->wake_fd >= 0) close(a->wake_fd);
-        if (a->epoll_fd >= 0) close(a->epoll_fd);
-        pthread_cond_destroy(&a->dial_wanted);
-        pthread_mutex_destroy(&a->mutex);
-        free(a);
-        return rl_fail(RL_ERR_NOMEM, "cannot start the I/O threads: %s", strerror(err));
-    }
-    c->async = a;
-    return RL_OK;
-}
-
-static void free_list(areq_list *l)
-{
-    areq *r;
-    while ((r = list_pop(l))) req_free(r);
-}
-
-/* In a forked child: the parent's I/O threads did not come along. Close our
- * copies of their descriptors and free the memory; complete nothing (those
- * requests are the parent's) and touch no mutex (one may be held forever). */
-static void async_forget(rl_async *a)
-{
-    free_list(&a->submitted);
-    free_list(&a->waiting);
-    free_list(&a->unrouted);
-    for (int i = 0; i < a->nconns; i++) {
-        free_list(&a->conns[i]->inflight);
-        free_list(&a->conns[i]->pending);
-        rl_conn_close(a->conns[i]->conn);
-        free(a->conns[i]);
-    }
-    free(a->conns);
-    free_dials(a);
-    close(a->wake_fd);
-    close(a->epoll_fd);
-    free(a);
-}
-
-void rl_async_stop(rl_client *c)
-{
-    rl_async *a = c->async;
-    uint64_t one = 1;
-    if (!a) return;
-    if (a->generation != rl_fork_generation()) {
-        async_forget(a);
-        c->async = NULL;
-        return;
-    }
-    pthread_mutex_lock(&a->mutex);
-    a->closing = 1;
-    pthread_mutex_unlock(&a->mutex);
-    if (write(a->wake_fd, &one, sizeof one) < 0) {
-    }
-    pthread_join(a->thread, NULL);
-    for (int i = 0; i < a->nconns; i++) {
-        rl_conn_close(a->conns[i]->conn);
-        free(a->conns[i]);
-    }
-    free(a->conns);
-    close(a->wake_fd);
-    close(a->epoll_fd);
-    pthread_cond_destroy(&a->dial_wanted);
-    pthread_mutex_destroy(&a->mutex);
-    free(a);
-    c->async = NULL;
-}
-
-static int check_target(const rl_client *c, const rl_target *target)
-{
-    if (!c || !target) return rl_fail(RL_ERR_INVALID, "client and target must not be NULL");
-    if ((target->fn == NULL) == (target->queue == NULL))
-        return rl_fail(RL_ERR_INVALID, "a target is a callback or a completion queue (exactly one)");
-    return RL_OK;
-}
-
-static areq *new_request(req_kind kind, uint64_t tag, const rl_target *target)
-{
-    areq *r = calloc(1, sizeof *r);
-    if (!r) return NULL;
-    r->kind = kind;
-    r->tag = tag;
-    r->target = *target;
-    return r;
-}
-
-/* Hands a built request to the I/O thread (started on first use). */
-static int queue_request(rl_client *c, areq *r, int build_rc)
-{
-    int rc = build_rc;
-    if (!rc && r->cmd.failed) rc = rl_fail(RL_ERR_NOMEM, "out of memory building a command");
-    if (rc) {
-        req_free(r);
-        return rc;
-    }
-    r->deadline_ms = rl_monotonic_ms() + c->options.command_timeout_ms;
-
-    pthread_mutex_lock(&c->topology);
-    if (c->async && c->async->generation != rl_fork_generation()) { /* forked: the threads stayed with the parent */
-        async_forget(c->async);
-        c->async = NULL;
-    }
-    if (!c->async && (rc = async_start(c))) {
-        pthread_mutex_unlock(&c->topology);
-        req_free(r);
-        return rc;
-    }
-    rl_async *a = c->async;
-    pthread_mutex_unlock(&c->topology);
-
-    pthread_mutex_lock(&a->mutex);
-    if (a->closing) {
-        pthread_mutex_unlock(&a->mutex);
-        req_free(r);
-        return rl_fail(RL_ERR_CLOSED, "the client is closing");
-    }
-    list_push(&a->submitted, r);
-    int wake = a->sleeping;
-    a->sleeping = 0; /* one wake-up is enough for everyone until it runs */
-    pthread_mutex_unlock(&a->mutex);
-    if (wake) {
-        uint64_t one = 1;
-        if (write(a->wake_fd, &one, sizeof one) < 0) {
-        }
-    }
-    return RL_OK;
-}
-
-int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_target *target)
-{
-    areq *r;
-    int rc;
-    rl_clear_error();
-    if ((rc = check_target(c, target))) return rc;
-    if (!request) return rl_fail(RL_ERR_INVALID, "request must not be NULL");
-    if ((rc = rl_validate_request(request))) return rc;
-    if (!(r = new_request(REQ_DECISION, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    r->spec = request->spec;
-    rl_build_decision(&r->cmd, c, request);
-    return queue_request(c, r, RL_OK);
-}
-
-static int submit_acquire(rl_client *c, const char *kind, const char *name, int64_t max, int64_t lease,
-                          uint64_t tag, const rl_target *target)
-{
-    areq *r;
-    int rc;
-    rl_clear_error();
-    if ((rc = check_target(c, target)) || (rc = rl_check_sem_acquire(c, name, max, lease))) return rc;
-    if (!(r = new_request(REQ_ACQUIRE, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    if ((rc = rl_new_permit_id(r->permit_id))) {
-        req_free(r);
-        return rc;
-    }
-    return queue_request(c, r, rl_build_sem_call(&r->cmd, c, kind, name, "acquire", r->permit_id, max, lease, 0));
-}
-
-static int submit_flag(rl_client *c, const char *kind, const char *name, const char *op, const char *id,
-                       int64_t lease, uint64_t tag, const rl_target *target)
-{
-    areq *r;
-    int rc;
-    rl_clear_error();
-    if ((rc = check_target(c, target)) || (rc = rl_check_permit_call(c, name, id)) ||
-        (lease && (rc = rl_check_range("lease_ms", lease, 1, RL_MAX_EXACT / 1000 / 4))))
-        return rc;
-    if (!(r = new_request(REQ_DONE_FLAG, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    return queue_request(c, r, rl_build_sem_call(&r->cmd, c, kind, name, op, id, 1, lease, 0));
-}
-
-int rl_submit_semaphore_acquire(rl_client *c, const char *name, int64_t permits_max, int64_t lease_ms, uint64_t tag,
-                                const rl_target *target)
-{
-    return submit_acquire(c, "semaphore", name, permits_max, lease_ms, tag, target);
-}
-
-int rl_submit_semaphore_release(rl_client *c, const char *name, const char *permit_id, uint64_t tag,
-                                const rl_target *target)
-{
-    return submit_flag(c, "semaphore", name, "release", permit_id, 0, tag, target);
-}
-
-int rl_submit_semaphore_refresh(rl_client *c, const char *name, const char *permit_id, int64_t lease_ms,
-                                uint64_t tag, const rl_target *target)
-{
-    if (lease_ms == 0) return rl_fail(RL_ERR_INVALID, "lease_ms must be in 1..%lld", (long long)(RL_MAX_EXACT / 4000));
-    return submit_flag(c, "semaphore", name, "refresh", permit_id, lease_ms, tag, target);
-}
-
-int rl_submit_lock_acquire(rl_client *c, const char *name, int64_t lease_ms, uint64_t tag, const rl_target *target)
-{
-    return submit_acquire(c, "lock", name, 1, lease_ms, tag, target);
-}
-
-int rl_submit_lock_release(rl_client *c, const char *name, const char *token, uint64_t tag, const rl_target *target)
-{
-    return submit_flag(c, "lock", name, "release", token, 0, tag, target);
-}
-
-int rl_submit_lock_extend(rl_client *c, const char *name, const char *token, int64_t lease_ms, uint64_t tag,
-                          const rl_target *target)
-{
-    if (lease_ms == 0) return rl_fail(RL_ERR_INVALID, "lease_ms must be in 1..%lld", (long long)(RL_MAX_EXACT / 4000));
-    return submit_flag(c, "lock", name, "refresh", token, lease_ms, tag, target);
-}
-
-int rl_submit_queue_push(rl_client *c, const char *queue, const char *message, size_t message_len, int64_t delay_ms,
-                         uint64_t tag, const rl_target *target)
-{
-    areq *r;
-    int rc;
-    rl_clear_error();
-    if ((rc = check_target(c, target)) || (rc = rl_check_queue_push(c, queue, message, message_len, delay_ms)))
-        return rc;
-    if (!(r = new_request(REQ_PUSH, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    return queue_request(c, r, rl_build_queue_push(&r->cmd, c, queue, message, message_len, delay_ms));
 }

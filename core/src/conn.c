@@ -79,6 +79,12 @@ void rl_backoff_ok(rl_backoff *b)
     b->probing = 0;
 }
 
+void rl_backoff_record(rl_backoff *b, int status, int max_ms)
+{
+    if (status == RL_ERR_CONNECTION || status == RL_ERR_TIMEOUT) rl_backoff_failed(b, status, rl_monotonic_ms(), max_ms);
+    else rl_backoff_ok(b);
+}
+
 /* ---- I/O without SIGPIPE ----------------------------------------------- */
 
 static struct timeval ms_to_tv(int ms)
@@ -335,6 +341,11 @@ void rl_conn_close(rl_conn *conn)
     free(conn);
 }
 
+int rl_conn_open_data(rl_client *c, rl_node *node, rl_conn **out)
+{
+    return rl_conn_open(c, node, c->url.password, c->url.user, c->url.db, out);
+}
+
 int rl_conn_open(rl_client *c, rl_node *node, const char *password, const char *user, int db, rl_conn **out)
 {
     struct timeval connect_tv = ms_to_tv(c->options.connect_timeout_ms);
@@ -574,14 +585,10 @@ int rl_conn_get(rl_client *c, rl_node *node, rl_conn **out)
     node->open_count++;
     pthread_mutex_unlock(&node->mutex);
 
-    rc = rl_conn_open(c, node, c->url.password, c->url.user, c->url.db, &conn);
+    rc = rl_conn_open_data(c, node, &conn);
 
     pthread_mutex_lock(&node->mutex);
-    if (rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) {
-        rl_backoff_failed(&node->backoff, rc, rl_monotonic_ms(), c->options.reconnect_max_ms);
-    } else {
-        rl_backoff_ok(&node->backoff);
-    }
+    rl_backoff_record(&node->backoff, rc, c->options.reconnect_max_ms);
     if (rc) {
         node->open_count--;
         pthread_cond_signal(&node->available);

@@ -115,6 +115,8 @@ void rl_conn_put(rl_client *client, rl_conn *conn);
 /* A connection of its own (SUBSCRIBE, sentinels); close with rl_conn_close. */
 int rl_conn_open(rl_client *client, rl_node *node, const char *password, const char *user, int db, rl_conn **out);
 void rl_conn_close(rl_conn *conn);
+/* A connection for commands: the URL's credentials and database. */
+int rl_conn_open_data(rl_client *client, rl_node *node, rl_conn **out);
 /* One command, sent without ever raising SIGPIPE; NULL on a broken connection. */
 redisReply *rl_command(rl_conn *conn, int argc, const char **argv, const size_t *lens);
 /* Writes the output buffer / reads one reply, never raising SIGPIPE. */
@@ -150,6 +152,8 @@ int rl_key_slot(const char *key, size_t len);
 int rl_backoff_check(rl_backoff *b, int64_t now);
 void rl_backoff_failed(rl_backoff *b, int status, int64_t now, int max_ms);
 void rl_backoff_ok(rl_backoff *b);
+/* a connect attempt's outcome: failed (connection / timeout) or ok */
+void rl_backoff_record(rl_backoff *b, int status, int max_ms);
 
 /* A command under construction: argv with owned storage. */
 #define RL_CMD_MAX_ARGS 16
@@ -217,6 +221,9 @@ int rl_check_sem_acquire(rl_client *client, const char *name, int64_t max, int64
 int rl_check_permit_call(rl_client *client, const char *name, const char *id);
 int rl_check_queue_push(rl_client *client, const char *queue, const char *message, size_t len, int64_t delay_ms);
 int rl_new_permit_id(char *out);
+
+/* completions.c: posts one completion (the I/O thread) */
+void rl_completions_push(rl_completions *q, const rl_completion *c);
 
 /* async.c: completes what is in flight with RL_ERR_CLOSED and stops the I/O thread */
 void rl_async_stop(rl_client *client);

@@ -89,7 +89,7 @@ static int subscribe(rl_client *client, const char *channel, rl_conn **out)
     int rc;
     rl_forget_parent_connections(client);
     if ((rc = rl_route(client, rl_key_slot(channel, strlen(channel)), &node)) ||
-        (rc = rl_conn_open(client, node, client->url.password, client->url.user, client->url.db, &sub)))
+        (rc = rl_conn_open_data(client, node, &sub)))
         return rc;
     r = rl_command(sub, 2, argv, NULL);
     if (!r || r->type != REDIS_REPLY_ARRAY) {

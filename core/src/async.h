@@ -1,0 +1,105 @@
+/* The asynchronous core's own types, shared by async.c (the I/O and dialer
+ * threads) and submit.c (submitting, starting and stopping); not installed. */
+#ifndef RL_ASYNC_H
+#define RL_ASYNC_H
+
+#include "internal.h"
+
+/* REQ_DECISION..REQ_PUSH complete the caller's request; the others are ours. */
+typedef enum { REQ_DECISION, REQ_ACQUIRE, REQ_DONE_FLAG, REQ_PUSH, REQ_ASKING, REQ_SCRIPT_LOAD } req_kind;
+
+typedef struct areq {
+    struct areq *next;
+    req_kind kind;
+    rl_cmd cmd;
+    uint64_t tag;
+    rl_target target;
+    rl_spec spec;         /* for the fallback decision */
+    char permit_id[RL_PERMIT_ID_SIZE]; /* REQ_ACQUIRE: the id asked for */
+    int64_t deadline_ms;  /* command timeout from submission */
+    int64_t retry_at_ms;  /* waiting after TRYAGAIN / CLUSTERDOWN / ... */
+    int64_t pause_ms;
+    int64_t sent_ms;      /* appended to a connection's output */
+    rl_node *ask;         /* an ASK redirect: the next send goes there, after ASKING */
+    int redirects;
+    int abandoned;        /* completed (timed out) while its reply is still due */
+} areq;
+
+typedef struct {
+    areq *head, *tail;
+} areq_list;
+
+static inline void list_push(areq_list *l, areq *r)
+{
+    r->next = NULL;
+    if (l->tail) l->tail->next = r;
+    else l->head = r;
+    l->tail = r;
+}
+
+static inline areq *list_pop(areq_list *l)
+{
+    areq *r = l->head;
+    if (r) {
+        l->head = r->next;
+        if (!l->head) l->tail = NULL;
+        r->next = NULL;
+    }
+    return r;
+}
+
+typedef struct {
+    rl_node *node;
+    rl_conn *conn;       /* NULL: not connected */
+    int polling_out;     /* EPOLLOUT registered: the socket took less than we had */
+    areq_list inflight;  /* sent (or buffered), replies due in this order */
+    int resent;          /* of those, sent again (NOSCRIPT, MOVED...): older deadlines among newer */
+    unsigned loading;    /* scripts a SCRIPT LOAD was queued for on this connection */
+    int64_t last_read_ms;
+    int connecting;      /* the dialer is connecting it */
+    areq_list pending;   /* routed here, waiting for the connection */
+} aconn;
+
+/* Connecting and asking the sentinels / cluster where servers are block for
+ * up to a timeout, so the I/O thread hands them to a dialer thread and goes
+ * on serving the servers it is connected to. */
+typedef struct dial {
+    struct dial *next;
+    aconn *ac;     /* NULL: a topology discovery */
+    rl_conn *conn; /* the result */
+    int status;
+    char error[200];
+} dial;
+
+struct rl_async {
+    rl_client *client;
+    pthread_t thread;
+    pthread_mutex_t mutex; /* guards submitted, closing, sleeping */
+    areq_list submitted;
+    int closing;
+    int sleeping; /* in epoll_wait: a submit must wake it */
+    int wake_fd;
+    int epoll_fd;
+    /* the I/O thread's own */
+    aconn **conns; /* one per server, never moved */
+    int nconns, cap_conns;
+    areq_list waiting; /* to dispatch again at retry_at_ms */
+    areq_list unrouted; /* waiting for a discovery */
+    int discovering;    /* a discovery is with the dialer */
+    int64_t discover_after_ms;
+    unsigned long generation; /* the fork generation that owns the thread */
+    /* the dialer; jobs and results guarded by mutex */
+    pthread_t dialer;
+    pthread_cond_t dial_wanted;
+    dial *dial_jobs, *dial_done;
+};
+
+/* async.c */
+void *rl_async_io_thread(void *arg);
+void *rl_async_dialer(void *arg);
+void rl_async_wake(rl_async *a);
+void rl_async_req_free(areq *r);
+/* Dials nobody will use any more (closing, or a forked child). */
+void rl_async_free_dials(rl_async *a);
+
+#endif

@@ -1,0 +1,87 @@
+/* Completion queues: where the I/O thread leaves finished requests for an
+ * event loop, which watches one eventfd (see rl_completions in ratelimit.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct rl_completions {
+    pthread_mutex_t mutex;
+    rl_completion *items;
+    size_t head, count, cap;
+    int fd;
+    int signalled; /* the fd holds a wake-up nobody took yet */
+};
+
+int rl_completions_open(rl_completions **out)
+{
+    rl_completions *q;
+    rl_clear_error();
+    if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
+    if (!(q = calloc(1, sizeof *q))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    q->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (q->fd < 0) {
+        free(q);
+        return rl_fail(RL_ERR_NOMEM, "eventfd: %s", strerror(errno));
+    }
+    pthread_mutex_init(&q->mutex, NULL);
+    *out = q;
+    return RL_OK;
+}
+
+int rl_completions_fd(const rl_completions *q)
+{
+    return q ? q->fd : -1;
+}
+
+void rl_completions_push(rl_completions *q, const rl_completion *c)
+{
+    pthread_mutex_lock(&q->mutex);
+    if (q->count == q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 64;
+        rl_completion *grown = malloc(cap * sizeof *grown);
+        if (!grown) abort(); /* a completion must never be lost */
+        for (size_t i = 0; i < q->count; i++) grown[i] = q->items[(q->head + i) % q->cap];
+        free(q->items);
+        q->items = grown;
+        q->head = 0;
+        q->cap = cap;
+    }
+    q->items[(q->head + q->count++) % q->cap] = *c;
+    if (!q->signalled) {
+        uint64_t one = 1;
+        q->signalled = write(q->fd, &one, sizeof one) == sizeof one;
+    }
+    pthread_mutex_unlock(&q->mutex);
+}
+
+size_t rl_completions_take(rl_completions *q, rl_completion *out, size_t max)
+{
+    size_t n = 0;
+    if (!q || !out) return 0;
+    pthread_mutex_lock(&q->mutex);
+    while (n < max && q->count > 0) {
+        out[n++] = q->items[q->head];
+        q->head = (q->head + 1) % q->cap;
+        q->count--;
+    }
+    if (q->count == 0 && q->signalled) {
+        uint64_t v;
+        if (read(q->fd, &v, sizeof v) == sizeof v || errno == EAGAIN) q->signalled = 0;
+    }
+    pthread_mutex_unlock(&q->mutex);
+    return n;
+}
+
+void rl_completions_close(rl_completions *q)
+{
+    if (!q) return;
+    close(q->fd);
+    free(q->items);
+    pthread_mutex_destroy(&q->mutex);
+    free(q);
+}

@@ -1,0 +1,245 @@
+/* Submitting asynchronous requests, and starting and stopping the threads
+ * that carry them (async.c). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "async.h"
+
+static int async_start(rl_client *c)
+{
+    rl_async *a = calloc(1, sizeof *a);
+    if (!a) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    a->client = c;
+    a->generation = rl_fork_generation();
+    pthread_mutex_init(&a->mutex, NULL);
+    pthread_cond_init(&a->dial_wanted, NULL);
+    a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    a->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    int dialer_started = 0;
+    if (a->wake_fd < 0 || a->epoll_fd < 0 || epoll_ctl(a->epoll_fd, EPOLL_CTL_ADD, a->wake_fd, &ev) < 0 ||
+        !(dialer_started = pthread_create(&a->dialer, NULL, rl_async_dialer, a) == 0) ||
+        pthread_create(&a->thread, NULL, rl_async_io_thread, a) != 0) {
+        int err = errno;
+        if (dialer_started) {
+            pthread_mutex_lock(&a->mutex);
+            a->closing = 1;
+            pthread_cond_broadcast(&a->dial_wanted);
+            pthread_mutex_unlock(&a->mutex);
+            pthread_join(a->dialer, NULL);
+        }
+        if (a->wake_fd >= 0) close(a->wake_fd);
+        if (a->epoll_fd >= 0) close(a->epoll_fd);
+        pthread_cond_destroy(&a->dial_wanted);
+        pthread_mutex_destroy(&a->mutex);
+        free(a);
+        return rl_fail(RL_ERR_NOMEM, "cannot start the I/O threads: %s", strerror(err));
+    }
+    c->async = a;
+    return RL_OK;
+}
+
+static void free_list(areq_list *l)
+{
+    areq *r;
+    while ((r = list_pop(l))) rl_async_req_free(r);
+}
+
+/* In a forked child: the parent's I/O threads did not come along. Close our
+ * copies of their descriptors and free the memory; complete nothing (those
+ * requests are the parent's) and touch no mutex (one may be held forever). */
+static void async_forget(rl_async *a)
+{
+    free_list(&a->submitted);
+    free_list(&a->waiting);
+    free_list(&a->unrouted);
+    for (int i = 0; i < a->nconns; i++) {
+        free_list(&a->conns[i]->inflight);
+        free_list(&a->conns[i]->pending);
+        rl_conn_close(a->conns[i]->conn);
+        free(a->conns[i]);
+    }
+    free(a->conns);
+    rl_async_free_dials(a);
+    close(a->wake_fd);
+    close(a->epoll_fd);
+    free(a);
+}
+
+void rl_async_stop(rl_client *c)
+{
+    rl_async *a = c->async;
+    if (!a) return;
+    if (a->generation != rl_fork_generation()) {
+        async_forget(a);
+        c->async = NULL;
+        return;
+    }
+    pthread_mutex_lock(&a->mutex);
+    a->closing = 1;
+    pthread_mutex_unlock(&a->mutex);
+    rl_async_wake(a);
+    pthread_join(a->thread, NULL);
+    for (int i = 0; i < a->nconns; i++) {
+        rl_conn_close(a->conns[i]->conn);
+        free(a->conns[i]);
+    }
+    free(a->conns);
+    close(a->wake_fd);
+    close(a->epoll_fd);
+    pthread_cond_destroy(&a->dial_wanted);
+    pthread_mutex_destroy(&a->mutex);
+    free(a);
+    c->async = NULL;
+}
+
+static int check_target(const rl_client *c, const rl_target *target)
+{
+    if (!c || !target) return rl_fail(RL_ERR_INVALID, "client and target must not be NULL");
+    if ((target->fn == NULL) == (target->queue == NULL))
+        return rl_fail(RL_ERR_INVALID, "a target is a callback or a completion queue (exactly one)");
+    return RL_OK;
+}
+
+static areq *new_request(req_kind kind, uint64_t tag, const rl_target *target)
+{
+    areq *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->kind = kind;
+    r->tag = tag;
+    r->target = *target;
+    return r;
+}
+
+/* Hands a built request to the I/O thread (started on first use). */
+static int queue_request(rl_client *c, areq *r, int build_rc)
+{
+    int rc = build_rc;
+    if (!rc && r->cmd.failed) rc = rl_fail(RL_ERR_NOMEM, "out of memory building a command");
+    if (rc) {
+        rl_async_req_free(r);
+        return rc;
+    }
+    r->deadline_ms = rl_monotonic_ms() + c->options.command_timeout_ms;
+
+    pthread_mutex_lock(&c->topology);
+    if (c->async && c->async->generation != rl_fork_generation()) { /* forked: the threads stayed with the parent */
+        async_forget(c->async);
+        c->async = NULL;
+    }
+    if (!c->async && (rc = async_start(c))) {
+        pthread_mutex_unlock(&c->topology);
+        rl_async_req_free(r);
+        return rc;
+    }
+    rl_async *a = c->async;
+    pthread_mutex_unlock(&c->topology);
+
+    pthread_mutex_lock(&a->mutex);
+    if (a->closing) {
+        pthread_mutex_unlock(&a->mutex);
+        rl_async_req_free(r);
+        return rl_fail(RL_ERR_CLOSED, "the client is closing");
+    }
+    list_push(&a->submitted, r);
+    int sleeping = a->sleeping;
+    a->sleeping = 0; /* one wake-up is enough for everyone until it runs */
+    pthread_mutex_unlock(&a->mutex);
+    if (sleeping) rl_async_wake(a);
+    return RL_OK;
+}
+
+int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_target *target)
+{
+    areq *r;
+    int rc;
+    rl_clear_error();
+    if ((rc = check_target(c, target))) return rc;
+    if (!request) return rl_fail(RL_ERR_INVALID, "request must not be NULL");
+    if ((rc = rl_validate_request(request))) return rc;
+    if (!(r = new_request(REQ_DECISION, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    r->spec = request->spec;
+    rl_build_decision(&r->cmd, c, request);
+    return queue_request(c, r, RL_OK);
+}
+
+static int submit_acquire(rl_client *c, const char *kind, const char *name, int64_t max, int64_t lease,
+                          uint64_t tag, const rl_target *target)
+{
+    areq *r;
+    int rc;
+    rl_clear_error();
+    if ((rc = check_target(c, target)) || (rc = rl_check_sem_acquire(c, name, max, lease))) return rc;
+    if (!(r = new_request(REQ_ACQUIRE, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    if ((rc = rl_new_permit_id(r->permit_id))) {
+        rl_async_req_free(r);
+        return rc;
+    }
+    return queue_request(c, r, rl_build_sem_call(&r->cmd, c, kind, name, "acquire", r->permit_id, max, lease, 0));
+}
+
+static int submit_flag(rl_client *c, const char *kind, const char *name, const char *op, const char *id,
+                       int64_t lease, uint64_t tag, const rl_target *target)
+{
+    areq *r;
+    int rc;
+    rl_clear_error();
+    if ((rc = check_target(c, target)) || (rc = rl_check_permit_call(c, name, id)) ||
+        (lease && (rc = rl_check_range("lease_ms", lease, 1, RL_MAX_EXACT / 1000 / 4))))
+        return rc;
+    if (!(r = new_request(REQ_DONE_FLAG, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    return queue_request(c, r, rl_build_sem_call(&r->cmd, c, kind, name, op, id, 1, lease, 0));
+}
+
+int rl_submit_semaphore_acquire(rl_client *c, const char *name, int64_t permits_max, int64_t lease_ms, uint64_t tag,
+                                const rl_target *target)
+{
+    return submit_acquire(c, "semaphore", name, permits_max, lease_ms, tag, target);
+}
+
+int rl_submit_semaphore_release(rl_client *c, const char *name, const char *permit_id, uint64_t tag,
+                                const rl_target *target)
+{
+    return submit_flag(c, "semaphore", name, "release", permit_id, 0, tag, target);
+}
+
+int rl_submit_semaphore_refresh(rl_client *c, const char *name, const char *permit_id, int64_t lease_ms,
+                                uint64_t tag, const rl_target *target)
+{
+    if (lease_ms == 0) return rl_fail(RL_ERR_INVALID, "lease_ms must be in 1..%lld", (long long)(RL_MAX_EXACT / 4000));
+    return submit_flag(c, "semaphore", name, "refresh", permit_id, lease_ms, tag, target);
+}
+
+int rl_submit_lock_acquire(rl_client *c, const char *name, int64_t lease_ms, uint64_t tag, const rl_target *target)
+{
+    return submit_acquire(c, "lock", name, 1, lease_ms, tag, target);
+}
+
+int rl_submit_lock_release(rl_client *c, const char *name, const char *token, uint64_t tag, const rl_target *target)
+{
+    return submit_flag(c, "lock", name, "release", token, 0, tag, target);
+}
+
+int rl_submit_lock_extend(rl_client *c, const char *name, const char *token, int64_t lease_ms, uint64_t tag,
+                          const rl_target *target)
+{
+    if (lease_ms == 0) return rl_fail(RL_ERR_INVALID, "lease_ms must be in 1..%lld", (long long)(RL_MAX_EXACT / 4000));
+    return submit_flag(c, "lock", name, "refresh", token, lease_ms, tag, target);
+}
+
+int rl_submit_queue_push(rl_client *c, const char *queue, const char *message, size_t message_len, int64_t delay_ms,
+                         uint64_t tag, const rl_target *target)
+{
+    areq *r;
+    int rc;
+    rl_clear_error();
+    if ((rc = check_target(c, target)) || (rc = rl_check_queue_push(c, queue, message, message_len, delay_ms)))
+        return rc;
+    if (!(r = new_request(REQ_PUSH, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    return queue_request(c, r, rl_build_queue_push(&r->cmd, c, queue, message, message_len, delay_ms));
+}
