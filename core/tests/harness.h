@@ -70,6 +70,16 @@ extern int test_checks;
         }                                                                                               \
     } while (0)
 
+/* A decision's allowed, remaining, retry_after_ms and reset_after_ms. */
+#define EXPECT(res, a, rem, retry, reset)           \
+    do {                                            \
+        rl_result r_ = (res);                       \
+        CHECK_EQ(r_.allowed, a);                    \
+        CHECK_EQ(r_.remaining, rem);                \
+        CHECK_EQ(r_.retry_after_ms, retry);         \
+        CHECK_EQ(r_.reset_after_ms, reset);         \
+    } while (0)
+
 /* Prints "N passed, N failed" and returns the exit code. */
 int test_summary(const char *name);
 

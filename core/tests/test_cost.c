@@ -122,15 +122,6 @@ static rl_result decide(const char *id, rl_spec spec, int64_t permits, rl_op op,
     return res;
 }
 
-#define EXPECT(res, a, rem, retry, reset)           \
-    do {                                            \
-        rl_result r_ = (res);                       \
-        CHECK_EQ(r_.allowed, a);                    \
-        CHECK_EQ(r_.remaining, rem);                \
-        CHECK_EQ(r_.retry_after_ms, retry);         \
-        CHECK_EQ(r_.reset_after_ms, reset);         \
-    } while (0)
-
 /* ---- every limiter at its largest valid limit and permits ------------- */
 
 static void test_limiters_worst(void)

@@ -23,15 +23,6 @@ static rl_result run(const char *id, rl_spec spec, int64_t permits, rl_op op, in
     return res;
 }
 
-#define EXPECT(res, a, rem, retry, reset)           \
-    do {                                            \
-        rl_result r_ = (res);                       \
-        CHECK_EQ(r_.allowed, a);                    \
-        CHECK_EQ(r_.remaining, rem);                \
-        CHECK_EQ(r_.retry_after_ms, retry);         \
-        CHECK_EQ(r_.reset_after_ms, reset);         \
-    } while (0)
-
 static long long pttl(const char *key)
 {
     redisContext *c = redis_raw(&redis);
