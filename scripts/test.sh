@@ -75,7 +75,10 @@ ctest --test-dir build-notls --output-on-failure -j $jobs -R 'rate|url|limiters|
 rm -rf build/venv-notls
 python3 -m venv build/venv-notls
 RL_HIREDIS_PREFIX= RL_TLS=0 build/venv-notls/bin/pip install -q .
-build/venv-notls/bin/python -c 'import ratelimit'
+build/venv-notls/bin/pip install -q pytest redis
+# the only build where a rediss:// URL must be refused with a clear error
+build/venv-notls/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests/test_tls.py \
+  -k test_rediss_without_tls_is_a_clear_error
 
 step "Python binding"
 python3 -m venv build/venv
