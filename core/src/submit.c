@@ -40,7 +40,7 @@ static int async_start(rl_client *c)
         free(a);
         return rl_fail(RL_ERR_NOMEM, "cannot start the I/O threads: %s", strerror(err));
     }
-    c->async = a;
+    __atomic_store_n(&c->async, a, __ATOMIC_RELEASE);
     return RL_OK;
 }
 
@@ -77,7 +77,7 @@ void rl_async_stop(rl_client *c)
     if (!a) return;
     if (a->generation != rl_fork_generation()) {
         async_forget(a);
-        c->async = NULL;
+        __atomic_store_n(&c->async, NULL, __ATOMIC_RELEASE);
         return;
     }
     pthread_mutex_lock(&a->mutex);
@@ -95,7 +95,7 @@ void rl_async_stop(rl_client *c)
     pthread_cond_destroy(&a->dial_wanted);
     pthread_mutex_destroy(&a->mutex);
     free(a);
-    c->async = NULL;
+    __atomic_store_n(&c->async, NULL, __ATOMIC_RELEASE);
 }
 
 static int check_target(const rl_client *c, const rl_target *target)
@@ -127,18 +127,23 @@ static int queue_request(rl_client *c, areq *r, int build_rc)
     }
     r->deadline_ms = rl_monotonic_ms() + c->options.command_timeout_ms;
 
-    pthread_mutex_lock(&c->topology);
-    if (c->async && c->async->generation != rl_fork_generation()) { /* forked: the threads stayed with the parent */
-        async_forget(c->async);
-        c->async = NULL;
-    }
-    if (!c->async && (rc = async_start(c))) {
+    /* the common case takes no lock: the threads run and this is their process */
+    unsigned long generation = rl_fork_generation();
+    rl_async *a = __atomic_load_n(&c->async, __ATOMIC_ACQUIRE);
+    if (!a || a->generation != generation) {
+        pthread_mutex_lock(&c->topology);
+        if (c->async && c->async->generation != generation) { /* forked: the threads stayed with the parent */
+            async_forget(c->async);
+            __atomic_store_n(&c->async, NULL, __ATOMIC_RELEASE);
+        }
+        if (!c->async && (rc = async_start(c))) {
+            pthread_mutex_unlock(&c->topology);
+            rl_async_req_free(r);
+            return rc;
+        }
+        a = c->async;
         pthread_mutex_unlock(&c->topology);
-        rl_async_req_free(r);
-        return rc;
     }
-    rl_async *a = c->async;
-    pthread_mutex_unlock(&c->topology);
 
     pthread_mutex_lock(&a->mutex);
     if (a->closing) {
