@@ -76,7 +76,9 @@ typedef enum {
     RL_TLS_VERIFY_NONE = 2      /* encrypt only: anyone in the middle can read along */
 } rl_tls_verify;
 
-/* Zero or NULL in any field added after on_error means "the default". */
+/* Zero or NULL in any field means its default (as libgit2's options do), so
+ * `rl_options o = {0};` and RL_OPTIONS_INIT open the same client; set only
+ * the fields you care about. Negative values are RL_ERR_INVALID. */
 typedef struct {
     int connect_timeout_ms; /* default 1000 */
     int command_timeout_ms; /* default 1000; also bounds redirects and retries of one call */
@@ -93,9 +95,12 @@ typedef struct {
      * jitter) up to this pause, and calls in between fail at once (or the
      * on_error policy decides). Default 1000. */
     int reconnect_max_ms;
+    /* 1: keep no metrics (rl_client_stats reports no names); default 0:
+     * count every decision per limiter name (see "metrics" below). */
+    int metrics_off;
 } rl_options;
 
-#define RL_OPTIONS_INIT { 1000, 1000, 8, "rl", RL_ON_ERROR_RAISE, NULL, NULL, NULL, RL_TLS_VERIFY_DEFAULT, 1000 }
+#define RL_OPTIONS_INIT { 1000, 1000, 8, "rl", RL_ON_ERROR_RAISE, NULL, NULL, NULL, RL_TLS_VERIFY_DEFAULT, 1000, 0 }
 
 RL_API void rl_options_init(rl_options *options);
 
@@ -355,6 +360,52 @@ RL_API int rl_script_info(size_t index, const char **name, const char **sha1);
  * the full length (like snprintf), or a negative status. */
 RL_API int rl_key(const rl_client *client, const char *name, const char *id,
                   rl_algorithm algorithm, char *buf, size_t size);
+
+/* ---- metrics ------------------------------------------------------------ */
+
+/* Every decision (rl_acquire, rl_peek, rl_execute, each attempt of
+ * rl_acquire_wait, rl_submit) is counted under its limiter name with one
+ * outcome, and its latency goes into a histogram:
+ *   - allowed / denied: Redis decided;
+ *   - fallback: Redis could not be reached and the on_error policy decided
+ *     (result.fallback = 1, allowed or not);
+ *   - errors: the call (or completion) returned an error status other than
+ *     RL_ERR_INVALID, which never reaches Redis and is not counted; a batch
+ *     that fails counts every request in it.
+ * Latency is measured from the call (or rl_submit) to the result (or the
+ * completion), in microseconds; a batch's requests each count its latency.
+ * Counting takes no lock: relaxed atomic additions on counters found in a
+ * lock-free table of names. At most RL_STATS_MAX_NAMES names are counted
+ * separately per client; decisions for names beyond those go to one shared
+ * entry named "" (no limiter has an empty name), so hostile names cannot
+ * grow memory without bound. rl_options.metrics_off = 1 turns all of it off. */
+
+#define RL_STATS_MAX_NAMES 1024
+
+/* Latency buckets: bucket i < RL_STATS_BUCKETS - 1 counts decisions that
+ * took more than RL_STATS_BUCKET_US(i - 1) and at most RL_STATS_BUCKET_US(i)
+ * microseconds (8 us, 16 us, ... 8.4 s: powers of two); the last bucket
+ * counts the slower ones. Not cumulative: add them up for Prometheus' "le". */
+#define RL_STATS_BUCKETS 22
+#define RL_STATS_BUCKET_US(i) ((int64_t)8 << (i))
+
+typedef struct {
+    const char *name; /* owned by the client, valid until rl_client_close; "" = the overflow entry */
+    uint64_t allowed;
+    uint64_t denied;
+    uint64_t fallback;
+    uint64_t errors;
+    uint64_t latency_sum_us;                /* over all four outcomes */
+    uint64_t latency_buckets[RL_STATS_BUCKETS];
+} rl_limiter_stats;
+
+/* Copies the counters of up to max limiter names into out (in no particular
+ * order) and sets *count to the number of names counted so far, which may be
+ * more than max: call with max = 0 to size the array (names are never
+ * removed, so a second call sees at least as many). Each number is exact;
+ * read while decisions run, the numbers of one name may be a few decisions
+ * apart. Cheap: no lock, no allocation. Thread-safe. */
+RL_API int rl_client_stats(const rl_client *client, rl_limiter_stats *out, size_t max, size_t *count);
 
 #ifdef __cplusplus
 }

@@ -49,6 +49,20 @@ static int override(char **field, const char *value)
     return *field ? RL_OK : rl_fail(RL_ERR_NOMEM, "out of memory");
 }
 
+/* Zero (or NULL) in any field means its default, as in libgit2's options:
+ * `rl_options o = {0};` opens the same client as RL_OPTIONS_INIT. */
+static rl_options with_defaults(const rl_options *o)
+{
+    rl_options d = RL_OPTIONS_INIT, r = *o;
+    if (!r.connect_timeout_ms) r.connect_timeout_ms = d.connect_timeout_ms;
+    if (!r.command_timeout_ms) r.command_timeout_ms = d.command_timeout_ms;
+    if (!r.pool_size) r.pool_size = d.pool_size;
+    if (!r.key_prefix) r.key_prefix = d.key_prefix;
+    if (!r.reconnect_max_ms) r.reconnect_max_ms = d.reconnect_max_ms;
+    /* on_error and tls_verify: their zero values are the defaults already */
+    return r;
+}
+
 static int check_options(const rl_options *o)
 {
     if (o->connect_timeout_ms <= 0 || o->command_timeout_ms <= 0)
@@ -64,8 +78,8 @@ static int check_options(const rl_options *o)
         return rl_fail(RL_ERR_INVALID, "key_prefix must not contain '{' or '}' (the hash tag is the entity's)");
     if (o->tls_verify < RL_TLS_VERIFY_DEFAULT || o->tls_verify > RL_TLS_VERIFY_NONE)
         return rl_fail(RL_ERR_INVALID, "tls_verify must be DEFAULT, REQUIRED or NONE");
-    if (o->reconnect_max_ms < 0 || o->reconnect_max_ms > 600000)
-        return rl_fail(RL_ERR_INVALID, "reconnect_max_ms must be in 0..600000 (got %d)", o->reconnect_max_ms);
+    if (o->reconnect_max_ms < 1 || o->reconnect_max_ms > 600000)
+        return rl_fail(RL_ERR_INVALID, "reconnect_max_ms must be in 1..600000 (got %d)", o->reconnect_max_ms);
     const char *files[3] = {o->tls_ca_file, o->tls_cert_file, o->tls_key_file};
     for (int i = 0; i < 3; i++)
         if (files[i] && !*files[i]) return rl_fail(RL_ERR_INVALID, "TLS file options must be NULL or a path, not empty");
@@ -81,7 +95,8 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
     rl_clear_error();
     if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
     *out = NULL;
-    if (!options) options = &defaults;
+    if (options) defaults = with_defaults(options);
+    options = &defaults;
     if ((rc = check_options(options))) return rc;
 
     c = calloc(1, sizeof *c);
@@ -89,7 +104,6 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
     pthread_mutex_init(&c->topology, NULL);
     pthread_cond_init(&c->discovered, NULL);
     c->options = *options;
-    if (c->options.reconnect_max_ms == 0) c->options.reconnect_max_ms = 1000;
     c->pid = getpid();
     c->generation = rl_fork_generation();
     c->prefix = strdup(options->key_prefix);

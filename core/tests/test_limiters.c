@@ -357,7 +357,11 @@ static void test_urls(void)
     CHECK_EQ(rl_client_open(&c, "rediss://127.0.0.1:1", NULL), rl_has_tls() ? RL_ERR_CONNECTION : RL_ERR_INVALID);
     if (!rl_has_tls()) CHECK(strstr(rl_errmsg(), "no TLS") != NULL);
     rl_options o = RL_OPTIONS_INIT;
-    o.pool_size = 0;
+    o.pool_size = -1;
+    CHECK_EQ(rl_client_open(&c, redis.url, &o), RL_ERR_INVALID);
+    CHECK(strstr(rl_errmsg(), "pool_size") != NULL);
+    o = (rl_options)RL_OPTIONS_INIT;
+    o.command_timeout_ms = -5;
     CHECK_EQ(rl_client_open(&c, redis.url, &o), RL_ERR_INVALID);
     o = (rl_options)RL_OPTIONS_INIT;
     o.key_prefix = "";
@@ -386,6 +390,34 @@ static void test_urls(void)
     rl_client_close(NULL);
 }
 
+/* A zeroed rl_options means every default, as RL_OPTIONS_INIT does. */
+static void test_zeroed_options(void)
+{
+    rl_client *c = NULL;
+    rl_options o = {0};
+    CHECK_OK(rl_client_open(&c, redis.url, &o));
+    CHECK(c != NULL && strcmp(rl_client_prefix(c), "rl") == 0);
+    rl_spec s = {RL_FIXED_WINDOW, 1, 1000, 0};
+    rl_result r;
+    redis_flush(&redis);
+    CHECK_OK(rl_acquire(c, "zero", "i", &s, 1, &r));
+    CHECK_EQ(r.allowed, 1);
+    CHECK_OK(rl_acquire(c, "zero", "i", &s, 1, &r));
+    CHECK_EQ(r.allowed, 0);
+    redisContext *raw = redis_raw(&redis);
+    CHECK_EQ(redis_int(raw, "EXISTS rl:{zero:i}:fixed_window"), 1);
+    redisFree(raw);
+    rl_client_close(c);
+    /* a zero in one field of an otherwise set struct: that field's default */
+    o = (rl_options)RL_OPTIONS_INIT;
+    o.pool_size = 0;
+    o.reconnect_max_ms = 0;
+    o.key_prefix = NULL;
+    CHECK_OK(rl_client_open(&c, redis.url, &o));
+    CHECK(strcmp(rl_client_prefix(c), "rl") == 0);
+    rl_client_close(c);
+}
+
 int main(void)
 {
     redis_start(&redis);
@@ -401,6 +433,7 @@ int main(void)
     test_script_flush();
     test_invalid_input_writes_nothing();
     test_urls();
+    test_zeroed_options();
     test_hostile_ids();
     test_server_time_and_expiry();
     rl_client_close(client);

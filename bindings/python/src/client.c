@@ -69,13 +69,18 @@ static int conv_path(rl_state *st, PyObject *o, const char *param, PyObject **ke
     return 0;
 }
 
-/* Seconds -> a positive int of milliseconds for an rl_options field. */
+/* Seconds -> a positive int of milliseconds for an rl_options field (the
+ * core reads 0 as "the default": here that is None, so 0 is refused). */
 static int conv_option_ms(rl_state *st, PyObject *o, const char *param, int *out)
 {
     int64_t v;
     if (conv_seconds(st, o, param, &v) < 0) return -1;
+    if (v < 1) {
+        raise_fmt(st, RL_ERR_INVALID, "%s must be at least 0.001 seconds (None: the default)", param);
+        return -1;
+    }
     if (v > INT32_MAX) {
-        raise_fmt(st, RL_ERR_INVALID, "%s is too large", param);
+        raise_fmt(st, RL_ERR_INVALID, "%s is too large (max %d seconds)", param, INT32_MAX / 1000);
         return -1;
     }
     *out = (int)v;
@@ -170,8 +175,8 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
         goto done;
     if (pool_size != Py_None) {
         if (conv_int64(st, pool_size, "pool_size", &v) < 0) goto done;
-        if (v < INT32_MIN || v > INT32_MAX) {
-            raise_code(st, RL_ERR_INVALID, "pool_size is out of range");
+        if (v < 1 || v > INT32_MAX) { /* 0 would mean the core's default */
+            raise_fmt(st, RL_ERR_INVALID, "pool_size must be in 1..1024 (got %lld)", (long long)v);
             goto done;
         }
         opts.pool_size = (int)v;
@@ -196,12 +201,7 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
             goto done;
     if (cert_reqs != Py_None && conv_cert_reqs(st, cert_reqs, &opts.tls_verify) < 0) goto done;
     if (reconnect_max != Py_None) {
-        /* 0 ms means "the default" to the core: here that is None */
         if (conv_option_ms(st, reconnect_max, "reconnect_max", &opts.reconnect_max_ms) < 0) goto done;
-        if (opts.reconnect_max_ms <= 0) {
-            raise_code(st, RL_ERR_INVALID, "reconnect_max must be at least 0.001 seconds (None: the default, 1.0)");
-            goto done;
-        }
     }
     Py_BEGIN_ALLOW_THREADS
     rc = rl_client_open(&rl, url_s, &opts);

@@ -170,14 +170,28 @@ public final class ClientOptions {
     }
 
     long connectTimeoutMs() {
-        return connectTimeout == null ? Native.UNSET : Native.millis("connect timeout", connectTimeout);
+        return positiveMillis("connectTimeout", connectTimeout);
     }
 
     long commandTimeoutMs() {
-        return commandTimeout == null ? Native.UNSET : Native.millis("command timeout", commandTimeout);
+        return positiveMillis("commandTimeout", commandTimeout);
+    }
+
+    // the core reads 0 as "the default": a zero set here must not silently become it
+    private static long positiveMillis(String what, Duration d) {
+        if (d == null) {
+            return Native.UNSET;
+        }
+        if (d.isZero()) {
+            throw new InvalidArgumentException(what + " must be positive (got Duration.ZERO; leave it unset for the default)");
+        }
+        return Native.millis(what, d);
     }
 
     int poolSizeOrUnset() {
+        if (poolSize != null && poolSize <= 0) {
+            throw new InvalidArgumentException("poolSize must be in 1..1024 (got " + poolSize + ")");
+        }
         return poolSize == null ? Integer.MIN_VALUE : poolSize;
     }
 
@@ -202,14 +216,7 @@ public final class ClientOptions {
     }
 
     long reconnectMaxMs() {
-        if (reconnectMax == null) {
-            return Native.UNSET;
-        }
-        // the core reads 0 as "the default": a zero pause must not silently become 1 s
-        if (reconnectMax.isZero()) {
-            throw new InvalidArgumentException("reconnect max must be positive (got 0; leave it unset for the default)");
-        }
-        return Native.millis("reconnect max", reconnectMax);
+        return positiveMillis("reconnectMax", reconnectMax);
     }
 
     @Override

@@ -115,6 +115,8 @@ class ValidationTest extends RedisTestBase {
                         ClientOptions.defaults().timeout(Duration.ZERO))),
                 bad("huge timeout", () -> RateLimitClient.connect(redis.url(),
                         ClientOptions.defaults().timeout(Duration.ofDays(100)))),
+                bad("zero command timeout", () -> RateLimitClient.connect(redis.url(),
+                        ClientOptions.defaults().commandTimeout(Duration.ZERO))),
                 bad("pool size", () -> RateLimitClient.connect(redis.url(), ClientOptions.defaults().poolSize(0))),
                 bad("null options", () -> RateLimitClient.connect(redis.url(), null)));
     }
