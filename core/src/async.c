@@ -65,6 +65,7 @@ static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
         rl_fallback_result(a->client, &r->spec, &c.result);
         c.status = RL_OK; /* the message still says what went wrong */
     }
+    rl_stats_end(&r->stats, c.status, &c.result);
     if (r->target.queue) rl_completions_push(r->target.queue, &c);
     else r->target.fn(r->target.ctx, &c);
 }

@@ -34,6 +34,7 @@ static void free_client(rl_client *c)
     free(c->slots);
     rl_tls_free(c);
     rl_url_free(&c->url);
+    rl_stats_free(c->stats);
     free(c->prefix);
     pthread_cond_destroy(&c->discovered);
     pthread_mutex_destroy(&c->topology);
@@ -78,6 +79,7 @@ static int check_options(const rl_options *o)
         return rl_fail(RL_ERR_INVALID, "key_prefix must not contain '{' or '}' (the hash tag is the entity's)");
     if (o->tls_verify < RL_TLS_VERIFY_DEFAULT || o->tls_verify > RL_TLS_VERIFY_NONE)
         return rl_fail(RL_ERR_INVALID, "tls_verify must be DEFAULT, REQUIRED or NONE");
+    if (o->metrics_off < 0 || o->metrics_off > 1) return rl_fail(RL_ERR_INVALID, "metrics_off must be 0 or 1");
     if (o->reconnect_max_ms < 1 || o->reconnect_max_ms > 600000)
         return rl_fail(RL_ERR_INVALID, "reconnect_max_ms must be in 1..600000 (got %d)", o->reconnect_max_ms);
     const char *files[3] = {o->tls_ca_file, o->tls_cert_file, o->tls_key_file};

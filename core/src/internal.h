@@ -102,7 +102,29 @@ struct rl_client {
     pid_t pid;              /* a forked child drops the parent's connections */
     unsigned long generation; /* rl_fork_generation() when pid was last checked */
     rl_async *async;        /* the I/O thread, started by the first rl_submit */
+    struct rl_stats *stats; /* metrics (stats.c): made by the first counted decision */
 };
+
+/* ---- metrics (stats.c): counted where a decision's result is final ---- */
+
+typedef struct rl_stats rl_stats;
+typedef struct rl_stats_entry rl_stats_entry;
+/* A decision under way on the asynchronous path: its name's counters (NULL:
+ * not counted) and when it was submitted. */
+typedef struct {
+    rl_stats_entry *entry;
+    int64_t start_us;
+} rl_stats_mark;
+
+/* The blocking path: the clock at the start of rl_execute (0 with metrics
+ * off), then every request counted once its result (or error) is final. */
+int64_t rl_stats_start(const rl_client *client);
+void rl_stats_execute(rl_client *client, const rl_request *requests, size_t n, const rl_result *results, int status,
+                      int64_t start_us);
+/* The asynchronous path: rl_submit marks, the completion counts. */
+void rl_stats_begin(rl_client *client, const char *name, rl_stats_mark *mark);
+void rl_stats_end(const rl_stats_mark *mark, int status, const rl_result *result);
+void rl_stats_free(rl_stats *stats);
 
 /* errors: set the thread's message and return the status */
 int rl_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -215,6 +215,7 @@ int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_resul
         }
         return rl_fail(RL_ERR_NOMEM, "out of memory");
     }
+    int64_t started = rl_stats_start(client);
     for (size_t i = 0; i < n; i++) rl_build_decision(&cmds[i], client, &requests[i]);
     rc = rl_run(client, cmds, n, replies);
     if (rc == RL_OK) {
@@ -224,6 +225,7 @@ int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_resul
         for (size_t i = 0; i < n; i++) rl_fallback_result(client, &requests[i].spec, &results[i]);
         rc = RL_OK; /* rl_errmsg() still says what went wrong */
     }
+    rl_stats_execute(client, requests, n, results, rc, started);
     for (size_t i = 0; i < n; i++) rl_cmd_free(&cmds[i]);
     if (n > 1) {
         free(cmds);

@@ -169,6 +169,7 @@ int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_ta
     if ((rc = rl_validate_request(request))) return rc;
     if (!(r = new_request(REQ_DECISION, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
     r->spec = request->spec;
+    rl_stats_begin(c, request->name, &r->stats);
     rl_build_decision(&r->cmd, c, request);
     return queue_request(c, r, RL_OK);
 }
