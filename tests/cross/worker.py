@@ -31,7 +31,7 @@ def main(argv):
     elif command == "step":
         op, permits = argv[8], int(argv[9])
         r = lim.peek(id, permits) if op == "peek" else lim.acquire(id, permits)
-        retry = round(r.retry_after * 1000) if r.retry_after >= 0 else -1
+        retry = -1 if r.retry_after is None else round(r.retry_after * 1000)
         print(int(r.allowed), r.remaining, retry, round(r.reset_after * 1000))
     else:
         sys.exit(f"unknown command {command}")

@@ -21,7 +21,13 @@ def redis_cli(port, *args):
 
 
 def ms(seconds):
-    return -1 if seconds < 0 else round(seconds * 1000)
+    return round(seconds * 1000)
+
+
+def retry_ms(r):
+    # Python says None where C says -1 (allowed): compare the C value
+    assert (r.retry_after is None) == r.allowed, r
+    return -1 if r.retry_after is None else ms(r.retry_after)
 
 
 def limiter_step(client, spec, step):
@@ -38,7 +44,7 @@ def limiter_step(client, spec, step):
         r = lim.peek(step["id"], step["permits"], now=now)
     else:
         r = lim._reserve(step["id"], step["permits"], max_wait=step["max_wait_ms"] / 1000, now=now)
-    return {"allowed": r.allowed, "limit": r.limit, "remaining": r.remaining, "retry_after_ms": ms(r.retry_after),
+    return {"allowed": r.allowed, "limit": r.limit, "remaining": r.remaining, "retry_after_ms": retry_ms(r),
             "reset_after_ms": ms(r.reset_after), "wait_ms": ms(r.wait)}
 
 

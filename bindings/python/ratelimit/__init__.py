@@ -28,14 +28,17 @@ from typing import Any, Callable, Iterable, List, Optional, Tuple, TypeVar, Unio
 from . import _ratelimit
 from ._ratelimit import (
     ALGORITHMS,
+    AcquireTimeout,
     Cancelled,
     ClientClosed,
     ConnectionError,
     InvalidArgument,
+    NotAcquired,
     ProtocolError,
     RateLimitError,
     RateLimitExceeded,
     RedisError,
+    RedisFailure,
     Result,
     Timeout,
     has_tls,
@@ -45,6 +48,7 @@ from ._ratelimit import (
 
 __all__ = [
     "ALGORITHMS",
+    "AcquireTimeout",
     "Cancelled",
     "Client",
     "ClientClosed",
@@ -54,11 +58,13 @@ __all__ = [
     "InvalidArgument",
     "Limiter",
     "Lock",
+    "NotAcquired",
     "Permit",
     "ProtocolError",
     "RateLimitError",
     "RateLimitExceeded",
     "RedisError",
+    "RedisFailure",
     "Result",
     "Semaphore",
     "Timeout",
@@ -280,8 +286,9 @@ class Semaphore:
         """Wait up to timeout seconds (None: indefinitely) for a permit.
 
         Returns a Permit (use it in a with block to release it). Raises
-        Timeout if none was granted in time. Waiters are served in arrival
-        order; Ctrl-C or a true cancel() stops the wait.
+        AcquireTimeout (a NotAcquired, not a RedisFailure) if none was
+        granted in time. Waiters are served in arrival order; Ctrl-C or a
+        true cancel() stops the wait.
         """
         while True:
             got = self.client._semaphore_acquire(self.name, self.permits, self.lease,
@@ -289,7 +296,8 @@ class Semaphore:
             if got is not None:
                 return Permit(self, *got)
             if timeout is not None:
-                raise Timeout("semaphore %r: no permit within %s s" % (self.name, timeout))
+                raise AcquireTimeout("semaphore %r: no permit within %s s (all %d taken)"
+                                     % (self.name, timeout, self.permits))
 
     def try_acquire(self) -> Optional[Permit]:
         """A permit if one is free right now, else None (no waiting)."""
@@ -361,15 +369,16 @@ class Lock:
     def acquire(self, timeout: Optional[Seconds] = None, *,
                 cancel: Optional[Callable[[], bool]] = None) -> HeldLock:
         """Wait up to timeout seconds (None: indefinitely) for the lock.
-        Returns a HeldLock (a context manager); raises Timeout if not
-        acquired in time."""
+        Returns a HeldLock (a context manager); raises AcquireTimeout (a
+        NotAcquired, not a RedisFailure) if it stayed held by another owner."""
         while True:
             got = self.client._lock_acquire(self.name, self.lease,
                                             _FOREVER_SLICE if timeout is None else timeout, cancel)
             if got is not None:
                 return HeldLock(self, *got)
             if timeout is not None:
-                raise Timeout("lock %r: not acquired within %s s" % (self.name, timeout))
+                raise AcquireTimeout("lock %r: not acquired within %s s (held by another owner)"
+                                     % (self.name, timeout))
 
     def try_acquire(self) -> Optional[HeldLock]:
         """The lock if it is free right now, else None."""

@@ -43,12 +43,17 @@ from typing import Any, Awaitable, Callable, Generator, Generic, Iterable, List,
 import ratelimit as _sync
 from ratelimit import _ratelimit
 from ratelimit import (  # noqa: F401  (re-exported for convenience)
+    AcquireTimeout,
     Cancelled,
     ClientClosed,
     ConnectionError,
     InvalidArgument,
+    NotAcquired,
+    ProtocolError,
     RateLimitError,
     RateLimitExceeded,
+    RedisError,
+    RedisFailure,
     Result,
     Timeout,
 )
@@ -367,7 +372,7 @@ class AsyncSemaphore:
         self._run = runner
 
     def acquire(self, timeout: Optional[Seconds] = None) -> "_AwaitableContext[AsyncPermit]":
-        """Await a permit (raises Timeout), or `async with sem.acquire(...) as permit:`."""
+        """Await a permit (raises AcquireTimeout), or `async with sem.acquire(...) as permit:`."""
         async def go() -> AsyncPermit:
             return AsyncPermit(await self._run.wait(self.sync.acquire, timeout), self._run)
         return _AwaitableContext(go())
@@ -420,7 +425,7 @@ class AsyncLock:
         self._run = runner
 
     def acquire(self, timeout: Optional[Seconds] = None) -> "_AwaitableContext[AsyncHeldLock]":
-        """Await the lock (raises Timeout), or `async with lock.acquire(...) as held:`."""
+        """Await the lock (raises AcquireTimeout), or `async with lock.acquire(...) as held:`."""
         async def go() -> AsyncHeldLock:
             return AsyncHeldLock(await self._run.wait(self.sync.acquire, timeout), self._run)
         return _AwaitableContext(go())

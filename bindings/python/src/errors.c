@@ -81,45 +81,70 @@ static PyObject *new_exception(PyObject *module, const char *name, const char *d
     return exc;
 }
 
-/* Makes the exception classes, adds them to module and keeps them in st. */
+/* Makes the exception classes, adds them to module and keeps them in st.
+ * Two branches separate outcomes: RedisFailure (Redis failed: catch it for
+ * outages) and NotAcquired (Redis answered no); a handler for one never
+ * catches the other (docs/errors.md). */
 int errors_init(PyObject *module, rl_state *st)
 {
-    PyObject *bases;
+    PyObject *bases, *failure = NULL, *not_acquired = NULL, *acquire_timeout = NULL;
+    int rc = -1;
 
-#define EXC(field, name, doc, base_expr, code)                                                \
+#define EXC(target, name, doc, base_expr, code)                                                \
     do {                                                                                       \
-        if (!(bases = (base_expr))) return -1;                                                 \
-        st->field = new_exception(module, name, doc, bases, code);                             \
+        if (!(bases = (base_expr))) goto done;                                                 \
+        target = new_exception(module, name, doc, bases, code);                                \
         Py_DECREF(bases);                                                                      \
-        if (!st->field) return -1;                                                             \
+        if (!target) goto done;                                                                \
     } while (0)
 
-    EXC(RateLimitError, "RateLimitError",
-        "Root of every error raised by ratelimit; .code is the C status (RL_ERR_*).",
+    EXC(st->RateLimitError, "RateLimitError",
+        "Root of every error raised by ratelimit; .code is the C status (RL_ERR_*),\n"
+        "0 for NotAcquired (a decision, not a failure).",
         PyTuple_Pack(1, PyExc_Exception), 0);
-    EXC(InvalidArgument, "InvalidArgument",
+    EXC(failure, "RedisFailure",
+        "Redis failed: no usable answer (cannot connect, timed out, undecodable\n"
+        "reply, error reply) or the client is closed. Catch this for outages; a\n"
+        "denial or a busy lock is NotAcquired, never this.",
+        PyTuple_Pack(1, st->RateLimitError), 0);
+    EXC(not_acquired, "NotAcquired",
+        "Redis answered no: a rate limit denied the call (RateLimitExceeded) or a\n"
+        "semaphore or lock stayed busy for the whole wait (AcquireTimeout).\n"
+        ".code is 0: a decision, not a failure.",
+        PyTuple_Pack(1, st->RateLimitError), RL_OK);
+    EXC(st->InvalidArgument, "InvalidArgument",
         "A bad argument (also a ValueError); nothing was sent to Redis.",
         PyTuple_Pack(2, st->RateLimitError, PyExc_ValueError), RL_ERR_INVALID);
-    EXC(ConnectionError, "ConnectionError",
+    EXC(st->ConnectionError, "ConnectionError",
         "Cannot connect to Redis, or the connection broke (also the builtin ConnectionError).",
-        PyTuple_Pack(2, st->RateLimitError, PyExc_ConnectionError), RL_ERR_CONNECTION);
-    EXC(Timeout, "Timeout",
-        "A connect or command timeout, or a semaphore/lock not acquired in time\n"
-        "(also the builtin TimeoutError).",
-        PyTuple_Pack(2, st->RateLimitError, PyExc_TimeoutError), RL_ERR_TIMEOUT);
-    EXC(ProtocolError, "ProtocolError", "Redis answered something the library cannot decode.",
-        PyTuple_Pack(1, st->RateLimitError), RL_ERR_PROTOCOL);
-    EXC(RedisError, "RedisError", "Redis returned an error (script error, ACL, OOM...).",
-        PyTuple_Pack(1, st->RateLimitError), RL_ERR_REDIS);
-    EXC(Cancelled, "Cancelled", "A blocking wait was cancelled by its cancel callable.",
+        PyTuple_Pack(2, failure, PyExc_ConnectionError), RL_ERR_CONNECTION);
+    EXC(st->Timeout, "Timeout",
+        "Redis did not answer in time: a connect or command timeout (also the\n"
+        "builtin TimeoutError). A busy semaphore or lock is AcquireTimeout.",
+        PyTuple_Pack(2, failure, PyExc_TimeoutError), RL_ERR_TIMEOUT);
+    EXC(st->ProtocolError, "ProtocolError", "Redis answered something the library cannot decode.",
+        PyTuple_Pack(1, failure), RL_ERR_PROTOCOL);
+    EXC(st->RedisError, "RedisError", "Redis returned an error reply (script error, ACL, OOM...).",
+        PyTuple_Pack(1, failure), RL_ERR_REDIS);
+    EXC(st->ClientClosed, "ClientClosed", "The client was closed.", PyTuple_Pack(1, failure), RL_ERR_CLOSED);
+    EXC(st->Cancelled, "Cancelled", "A blocking wait was cancelled by its cancel callable.",
         PyTuple_Pack(1, st->RateLimitError), RL_ERR_CANCELLED);
-    EXC(ClientClosed, "ClientClosed", "The client was closed.", PyTuple_Pack(1, st->RateLimitError),
-        RL_ERR_CLOSED);
-    EXC(RateLimitExceeded, "RateLimitExceeded",
+    EXC(st->RateLimitExceeded, "RateLimitExceeded",
         "Raised where the caller asked to raise on denial (the limit() decorator,\n"
         "reserve()). .retry_after: seconds until a retry could pass; .result: the\n"
         "denied Result (or None); .code is 0: denial is a decision, not a failure.",
-        PyTuple_Pack(1, st->RateLimitError), RL_OK);
+        PyTuple_Pack(1, not_acquired), RL_OK);
+    EXC(acquire_timeout, "AcquireTimeout",
+        "A semaphore permit or lock was not acquired within the timeout: it stayed\n"
+        "busy (Redis answered every attempt). Also the builtin TimeoutError; not a\n"
+        "RedisFailure. .code is 0.",
+        PyTuple_Pack(2, not_acquired, PyExc_TimeoutError), RL_OK);
 #undef EXC
-    return 0;
+    rc = 0;
+done:
+    /* the module holds these; nothing in C raises them */
+    Py_XDECREF(failure);
+    Py_XDECREF(not_acquired);
+    Py_XDECREF(acquire_timeout);
+    return rc;
 }

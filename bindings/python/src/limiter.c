@@ -53,8 +53,8 @@ static PyObject *result_remaining(ResultObject *self, void *c)
 }
 static PyObject *result_retry_after(ResultObject *self, void *c)
 {
-    /* -1 when allowed, as the C result, redis_rate and redis-cell say it */
-    if (self->r.retry_after_ms < 0) return PyFloat_FromDouble(-1.0);
+    /* None when allowed (the C result says -1 ms) */
+    if (self->r.retry_after_ms < 0) Py_RETURN_NONE;
     return ms_to_seconds(self->r.retry_after_ms);
 }
 static PyObject *result_reset_after(ResultObject *self, void *c)
@@ -91,7 +91,7 @@ static int result_bool(ResultObject *self)
 static PyObject *result_repr(ResultObject *self)
 {
     char retry[32];
-    if (self->r.retry_after_ms < 0) snprintf(retry, sizeof retry, "-1");
+    if (self->r.retry_after_ms < 0) snprintf(retry, sizeof retry, "None");
     else snprintf(retry, sizeof retry, "%.3f", (double)self->r.retry_after_ms / 1000.0);
     char text[300];
     snprintf(text, sizeof text,
@@ -105,7 +105,7 @@ static PyObject *result_repr(ResultObject *self)
 PyDoc_STRVAR(result_doc,
 "The outcome of one rate-limit decision.\n\n"
 "A Result is truthy iff the request was allowed. Times are seconds as floats;\n"
-"retry_after is -1.0 when the request was allowed. Being denied is a result,\n"
+"retry_after is None when the request was allowed. Being denied is a result,\n"
 "not an error: only the decorator and reserve() raise RateLimitExceeded.");
 
 static PyType_Slot result_slots[] = {

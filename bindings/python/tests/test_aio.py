@@ -65,7 +65,7 @@ def test_async_blocking_paths_do_not_block_the_loop(server, raw):
         sem = client.semaphore("aio-sem", permits=1, lease=10.0)
         async with sem.acquire(timeout=1.0) as permit:
             assert permit.fencing_token > 0 and await sem.holders() == 1
-            with pytest.raises(ratelimit.Timeout):
+            with pytest.raises(ratelimit.AcquireTimeout):
                 await sem.acquire(timeout=0.3)
             assert await sem.try_acquire() is None
             assert await permit.refresh(5.0)

@@ -312,7 +312,7 @@ def test_close_waits_for_a_blocking_wait_in_the_pool(server, raw):
         await client.close()
         done = await asyncio.gather(*tasks, return_exceptions=True)
         assert all(isinstance(d, (ratelimit.Result, ratelimit.ClientClosed)) for d in done)
-        with pytest.raises((ratelimit.Timeout, ratelimit.ClientClosed)):
+        with pytest.raises((ratelimit.AcquireTimeout, ratelimit.ClientClosed)):
             await waiter
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 10

@@ -25,9 +25,25 @@ def test_exception_hierarchy():
     assert issubclass(InvalidArgument, ValueError) and issubclass(InvalidArgument, ratelimit.RateLimitError)
     assert issubclass(ratelimit.ConnectionError, ConnectionError)
     assert issubclass(ratelimit.Timeout, TimeoutError)
-    for name in ("ConnectionError", "Timeout", "RedisError", "ProtocolError", "Cancelled",
-                 "ClientClosed", "RateLimitExceeded"):
+    assert issubclass(ratelimit.AcquireTimeout, TimeoutError)
+    for name in ("ConnectionError", "Timeout", "RedisError", "ProtocolError", "Cancelled", "ClientClosed",
+                 "RateLimitExceeded", "AcquireTimeout", "RedisFailure", "NotAcquired"):
         assert issubclass(getattr(ratelimit, name), ratelimit.RateLimitError)
+    # the table in docs/errors.md: a handler for Redis failures never catches
+    # a denial or a busy lock, and the other way round
+    failures = ("ConnectionError", "Timeout", "ProtocolError", "RedisError", "ClientClosed")
+    answers = ("RateLimitExceeded", "AcquireTimeout")
+    for name in failures:
+        assert issubclass(getattr(ratelimit, name), ratelimit.RedisFailure), name
+        assert not issubclass(getattr(ratelimit, name), ratelimit.NotAcquired), name
+    for name in answers:
+        assert issubclass(getattr(ratelimit, name), ratelimit.NotAcquired), name
+        assert not issubclass(getattr(ratelimit, name), ratelimit.RedisFailure), name
+    for name in ("InvalidArgument", "Cancelled"):
+        assert not issubclass(getattr(ratelimit, name), (ratelimit.RedisFailure, ratelimit.NotAcquired)), name
+    from ratelimit import aio
+    for name in failures + answers + ("RedisFailure", "NotAcquired"):
+        assert getattr(aio, name) is getattr(ratelimit, name)
     e = ratelimit.RateLimitExceeded(2.5)
     assert e.retry_after == 2.5 and "2.500" in str(e) and e.code == 0
 

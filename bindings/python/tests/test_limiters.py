@@ -14,7 +14,7 @@ def test_fixed_window(client, raw):
     got = [lim.acquire("u", now=T0 + i) for i in range(4)]
     assert [r.allowed for r in got] == [True, True, True, False]
     assert [r.remaining for r in got] == [2, 1, 0, 0]
-    assert got[0].retry_after == -1 and got[0].limit == 3
+    assert got[0].retry_after is None and got[0].limit == 3
     assert got[3].retry_after == pytest.approx(7.0)  # the window opened at T0
     assert not lim.acquire("u", now=T0 + 9.999)
     assert lim.acquire("u", now=T0 + 10.0).remaining == 2
@@ -171,7 +171,7 @@ def test_decorator(client):
 def test_result_and_limiter_repr(client):
     lim = client.limiter("repr", "1/minute")
     r = lim.acquire("u")
-    assert "allowed=True" in repr(r) and "retry_after=-1" in repr(r)
+    assert "allowed=True" in repr(r) and "retry_after=None" in repr(r)
     assert "'repr'" in repr(lim) and "gcra" in repr(lim)
     assert isinstance(lim, ratelimit.Limiter)
     with pytest.raises(TypeError):

@@ -16,9 +16,12 @@ def test_semaphore_counts_and_releases(client, raw):
     assert b.fencing_token > a.fencing_token
     assert sem.available() == 0 and sem.holders() == 2
     assert sem.try_acquire() is None
-    with pytest.raises(ratelimit.Timeout) as info:
+    with pytest.raises(ratelimit.AcquireTimeout) as info:
         sem.acquire(timeout=0.2)
-    assert info.value.code == ratelimit._ratelimit.ERR_TIMEOUT
+    # busy is "not acquired", never "Redis failed": an outage handler must not catch it
+    assert info.value.code == 0 and isinstance(info.value, (ratelimit.NotAcquired, TimeoutError))
+    assert not isinstance(info.value, (ratelimit.RedisFailure, ratelimit.Timeout))
+    assert "0.2 s" in str(info.value) and "all 2 taken" in str(info.value)
     assert a.refresh(10.0) and a.lease == 10.0
     assert a.release() and not a.release()
     with sem.acquire(timeout=1.0) as c:
@@ -84,7 +87,7 @@ def test_lock(client, raw):
     with lock.acquire(timeout=1.0) as held:
         assert held.fencing_token > 0 and held.token
         assert lock.try_acquire() is None
-        with pytest.raises(ratelimit.Timeout):
+        with pytest.raises(ratelimit.AcquireTimeout):
             lock.acquire(timeout=0.1)
         assert held.extend(5.0) and held.lease == 5.0
         first = held.fencing_token

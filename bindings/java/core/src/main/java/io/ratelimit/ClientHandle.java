@@ -154,7 +154,7 @@ final class ClientHandle implements Runnable {
         async.free();
     }
 
-    static RateLimitException closed(Throwable cause) {
-        return new RateLimitException(Status.CLOSED, "client is closed", cause);
+    static ClientClosedException closed(Throwable cause) {
+        return new ClientClosedException("client is closed", cause);
     }
 }

@@ -20,7 +20,7 @@ public final class DistributedLock {
     /** Waits up to {@code timeout}; throws {@link AcquireTimeoutException} if the lock stayed taken. */
     public Lock acquire(Duration timeout) {
         return tryAcquire(timeout).orElseThrow(() -> new AcquireTimeoutException(
-                "lock '" + name + "' not acquired within " + timeout.toMillis() + " ms"));
+                "lock '" + name + "' not acquired within " + timeout + " (held by another owner)"));
     }
 
     /** The lock if it is free now. */

@@ -3,7 +3,7 @@ package io.ratelimit;
 import java.time.Duration;
 
 /** Thrown only where the caller asked to throw on denial (e.g. {@link Limiter#acquireOrThrow}). */
-public class RateLimitExceededException extends RateLimitException {
+public class RateLimitExceededException extends NotAcquiredException {
     private static final long serialVersionUID = 1L;
     private final transient Result result;
     private final Duration retryAfter;

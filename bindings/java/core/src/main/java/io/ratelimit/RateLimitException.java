@@ -1,10 +1,20 @@
 package io.ratelimit;
 
 /**
- * Any failure reported by the library; {@link #status()} says which kind.
- * Being denied is not a failure: it is a {@link Result} with
+ * The root of every exception the library throws; {@link #status()} says
+ * which kind. Being denied is not a failure: it is a {@link Result} with
  * {@code allowed() == false}, unless the caller asked for
- * {@link RateLimitExceededException}.
+ * {@link RateLimitExceededException}. The tree (docs/errors.md):
+ * <pre>
+ * RateLimitException
+ *   RedisFailureException      Redis failed: catch this for outages
+ *     ConnectionException, TimeoutException (command), ProtocolException,
+ *     RedisErrorException, ClientClosedException
+ *   NotAcquiredException       Redis answered no
+ *     RateLimitExceededException, AcquireTimeoutException (busy lock / semaphore)
+ *   InvalidArgumentException   nothing was sent
+ *   CancelledException         the waiting thread was interrupted
+ * </pre>
  */
 public class RateLimitException extends RuntimeException {
     private static final long serialVersionUID = 1L;
@@ -33,6 +43,12 @@ public class RateLimitException extends RuntimeException {
                 return new ConnectionException(message);
             case TIMEOUT:
                 return new TimeoutException(message);
+            case PROTOCOL:
+                return new ProtocolException(message);
+            case REDIS:
+                return new RedisErrorException(message);
+            case CLOSED:
+                return new ClientClosedException(message, null);
             case CANCELLED:
                 return new CancelledException(message);
             default:

@@ -26,7 +26,7 @@ public final class Semaphore {
     /** Waits up to {@code timeout} for a permit; throws {@link AcquireTimeoutException} if none came. */
     public Permit acquire(Duration timeout) {
         return tryAcquire(timeout).orElseThrow(() -> new AcquireTimeoutException(
-                "semaphore '" + name + "': no permit within " + timeout.toMillis() + " ms"));
+                "semaphore '" + name + "': no permit within " + timeout + " (all " + permits + " taken)"));
     }
 
     /** A permit if one is free now. */

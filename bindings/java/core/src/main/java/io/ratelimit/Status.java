@@ -12,6 +12,8 @@ public enum Status {
     CANCELLED(-8),
     /** Not a C code: a denial the caller asked to throw ({@link RateLimitExceededException}). */
     DENIED(1),
+    /** Not a C code: a semaphore permit or lock not acquired in time ({@link AcquireTimeoutException}). */
+    ACQUIRE_TIMEOUT(2),
     /** A code this binding does not know (a newer core). */
     UNKNOWN(Integer.MIN_VALUE);
 

@@ -1,7 +1,7 @@
 package io.ratelimit;
 
-/** A connect or command timeout (or, for {@link AcquireTimeoutException}, a wait that ran out). */
-public class TimeoutException extends RateLimitException {
+/** A connect or command timeout: Redis did not answer in time. A busy lock or semaphore is {@link AcquireTimeoutException}. */
+public class TimeoutException extends RedisFailureException {
     private static final long serialVersionUID = 1L;
 
     public TimeoutException(String message) {

@@ -119,8 +119,9 @@ class ConcurrencyTest extends RedisTestBase {
         assertTrue(calls.get() > THREADS, "calls made before close: " + calls.get());
         assertTrue(closeMs < 2000, "close took " + closeMs + " ms");
         assertTrue(shared.isClosed());
-        RateLimitException after = assertThrows(RateLimitException.class, () -> lim.acquire("k0"));
+        ClientClosedException after = assertThrows(ClientClosedException.class, () -> lim.acquire("k0"));
         assertEquals(Status.CLOSED, after.status());
+        assertTrue(after instanceof RedisFailureException);
         shared.close(); // twice is a no-op
     }
 

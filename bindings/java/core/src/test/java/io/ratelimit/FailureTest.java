@@ -40,6 +40,7 @@ class FailureTest {
             RateLimitException e = assertThrows(RateLimitException.class,
                     () -> raise.limiter("f", rate, Algorithm.GCRA).acquire("u"));
             assertTrue(e instanceof ConnectionException || e instanceof TimeoutException, e.toString());
+            assertTrue(e instanceof RedisFailureException, e.toString());
 
             Result open = allow.limiter("f", rate, Algorithm.GCRA).acquire("u");
             assertTrue(open.allowed() && open.fallback(), open.toString());
@@ -49,8 +50,8 @@ class FailureTest {
             assertTrue(closed.retryAfter().toMillis() > 0);
 
             // the policy covers decisions only: primitives still raise
-            assertThrows(RateLimitException.class, () -> allow.semaphore("s", 1, Duration.ofSeconds(1)).tryAcquire());
-            assertThrows(RateLimitException.class, () -> deny.delayQueue("q").size());
+            assertThrows(RedisFailureException.class, () -> allow.semaphore("s", 1, Duration.ofSeconds(1)).tryAcquire());
+            assertThrows(RedisFailureException.class, () -> deny.delayQueue("q").size());
         } finally {
             raise.close();
             allow.close();

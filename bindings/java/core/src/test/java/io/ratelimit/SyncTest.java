@@ -29,7 +29,13 @@ class SyncTest extends RedisTestBase {
         assertTrue(sem.tryAcquire().isEmpty());
 
         long start = System.nanoTime();
-        assertThrows(AcquireTimeoutException.class, () -> sem.acquire(Duration.ofMillis(300)));
+        RateLimitException busy = assertThrows(AcquireTimeoutException.class,
+                () -> sem.acquire(Duration.ofMillis(300)));
+        // busy is "not acquired", never "Redis failed": an outage handler must not catch it
+        assertTrue(busy instanceof NotAcquiredException, busy.toString());
+        assertFalse(busy instanceof RedisFailureException || busy instanceof TimeoutException, busy.toString());
+        assertEquals(Status.ACQUIRE_TIMEOUT, busy.status());
+        assertTrue(busy.getMessage().contains("PT0.3S"), busy.getMessage());
         long ms = (System.nanoTime() - start) / 1_000_000;
         assertTrue(ms >= 250 && ms < 2000, "timed out after " + ms + " ms");
 
@@ -76,7 +82,9 @@ class SyncTest extends RedisTestBase {
         assertEquals(32, first.token().length());
         Optional<Lock> second = lock.tryAcquire();
         assertTrue(second.isEmpty());
-        assertThrows(AcquireTimeoutException.class, () -> lock.acquire(Duration.ofMillis(200)));
+        RateLimitException busy = assertThrows(AcquireTimeoutException.class,
+                () -> lock.acquire(Duration.ofMillis(200)));
+        assertFalse(busy instanceof RedisFailureException, busy.toString());
         assertTrue(first.extend(Duration.ofSeconds(20)));
         long token = first.fencingToken();
         first.close();
