@@ -262,6 +262,68 @@ static PyObject *client_get_prefix(ClientObject *self, void *c)
     return PyUnicode_FromString(rl_client_prefix(self->rl));
 }
 
+PyDoc_STRVAR(client_stats_doc,
+"stats() -> dict\n--\n\n"
+"The decisions this client made, per limiter name: {name: {'allowed': int,\n"
+"'denied': int, 'fallback': int, 'errors': int, 'latency_sum': seconds,\n"
+"'latency_buckets': [(upper_bound_seconds, count), ...]}}. Bucket counts\n"
+"are not cumulative; the last bound is inf. Names past the core's limit\n"
+"share the entry ''. Empty when the client was made with metrics off.");
+
+/* One name's counters as plain data. */
+static PyObject *limiter_stats_dict(const rl_limiter_stats *s)
+{
+    PyObject *buckets = PyList_New(RL_STATS_BUCKETS);
+    if (!buckets) return NULL;
+    for (int b = 0; b < RL_STATS_BUCKETS; b++) {
+        double bound = b < RL_STATS_BUCKETS - 1 ? (double)RL_STATS_BUCKET_US(b) / 1e6 : Py_HUGE_VAL;
+        PyObject *pair = Py_BuildValue("(dK)", bound, (unsigned long long)s->latency_buckets[b]);
+        if (!pair) {
+            Py_DECREF(buckets);
+            return NULL;
+        }
+        PyList_SET_ITEM(buckets, b, pair);
+    }
+    return Py_BuildValue("{sKsKsKsKsdsN}", "allowed", (unsigned long long)s->allowed, "denied",
+                         (unsigned long long)s->denied, "fallback", (unsigned long long)s->fallback, "errors",
+                         (unsigned long long)s->errors, "latency_sum", (double)s->latency_sum_us / 1e6,
+                         "latency_buckets", buckets);
+}
+
+static PyObject *client_stats(ClientObject *self, PyObject *unused)
+{
+    rl_state *st = STATE(self);
+    rl_client *rl = client_enter(st, self);
+    rl_limiter_stats *all = NULL;
+    PyObject *out = NULL;
+    size_t n = 0, got = 0;
+    if (!rl) return NULL;
+    /* no lock nor round trip in the core: the GIL stays held */
+    rl_client_stats(rl, NULL, 0, &n); /* cannot fail with a client and a count */
+    if (!(all = PyMem_Calloc(n + 1, sizeof *all))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    rl_client_stats(rl, all, n + 1, &got);
+    if (got > n + 1) got = n + 1; /* names added in between wait for the next call */
+    if (!(out = PyDict_New())) goto done;
+    for (size_t i = 0; i < got; i++) {
+        PyObject *name = PyUnicode_DecodeUTF8(all[i].name, (Py_ssize_t)strlen(all[i].name), "replace");
+        PyObject *entry = name ? limiter_stats_dict(&all[i]) : NULL;
+        int rc = entry ? PyDict_SetItem(out, name, entry) : -1;
+        Py_XDECREF(name);
+        Py_XDECREF(entry);
+        if (rc < 0) {
+            Py_CLEAR(out);
+            break;
+        }
+    }
+done:
+    PyMem_Free(all);
+    client_leave(self);
+    return out;
+}
+
 PyDoc_STRVAR(client_semaphore_acquire_doc,
 "_semaphore_acquire(name, permits, lease, timeout=None, cancel=None)\n--\n\n"
 "Low level: (permit_id, fencing_token, lease) or None if not acquired within\n"
@@ -273,6 +335,7 @@ PyDoc_STRVAR(client_lock_acquire_doc,
 
 static PyMethodDef client_methods[] = {
     {"close", (PyCFunction)client_close, METH_NOARGS, client_close_doc},
+    {"stats", (PyCFunction)client_stats, METH_NOARGS, client_stats_doc},
     {"_semaphore_acquire", (PyCFunction)(void (*)(void))client_semaphore_acquire, METH_VARARGS | METH_KEYWORDS,
      client_semaphore_acquire_doc},
     {"_semaphore_release", (PyCFunction)client_semaphore_release, METH_VARARGS,
