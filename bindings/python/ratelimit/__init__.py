@@ -106,6 +106,44 @@ def _reserved(name: str, permits: int, max_wait: Seconds, result: Result) -> flo
     return result.wait
 
 
+def _key_function(key: Union[Callable[..., Text], Text, None],
+                  func: Callable[..., Any]) -> Callable[[Tuple[Any, ...], Any], Text]:
+    """How limit() finds a call's id: (args, kwargs) -> id. A callable key
+    gets the decorated function's arguments that it names, by name (shared
+    with ratelimit.aio)."""
+    if key is None or not callable(key):
+        fixed = "*" if key is None else key
+        return lambda args, kwargs: fixed
+    sig = inspect.signature(func)
+    func_params = sig.parameters
+    var_kw = next((p.name for p in func_params.values() if p.kind is p.VAR_KEYWORD), None)
+    wanted = []
+    takes_all = False
+    for p in inspect.signature(key).parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            takes_all = True
+        elif p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL):
+            raise TypeError("limit(key=...): the key's parameters are passed by name; %r cannot be" % p.name)
+        elif p.name in func_params and func_params[p.name].kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            wanted.append(p.name)
+        elif var_kw is not None:
+            wanted.append(p.name)  # may come in the function's **kwargs
+        elif p.default is p.empty:
+            raise TypeError("limit(key=...): the key's parameter %r is not a parameter of %s%s"
+                            % (p.name, getattr(func, "__qualname__", func), sig))
+
+    def identity(args: Tuple[Any, ...], kwargs: Any) -> Text:
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        given = dict(bound.arguments)
+        if var_kw is not None:
+            given.update(given.pop(var_kw, {}))
+        if takes_all:
+            return key(**given)
+        return key(**{name: given[name] for name in wanted if name in given})
+    return identity
+
+
 def _init_exceeded(self: RateLimitExceeded, retry_after: Optional[float] = None, *args: Any) -> None:
     """RateLimitExceeded(retry_after=None, message=None): the message defaults
     to one naming retry_after."""
@@ -156,20 +194,19 @@ class Limiter(_ratelimit.Limiter):
               timeout: Optional[Seconds] = None) -> Callable[[F], F]:
         """Decorator: acquire before each call, raise RateLimitExceeded if denied.
 
-        key: a callable receiving the decorated function's arguments and
-        returning the id to limit (e.g. ``key=lambda request: request.user``),
-        or a fixed id; None limits all calls together under the id "*".
+        key: a fixed id; None limits all calls together under the id "*";
+        or a callable returning the id, given by name the decorated
+        function's arguments it names and nothing else:
+        ``key=lambda request: request.user`` on ``def view(request,
+        item_id)`` receives ``request`` only (a key with ``**kwargs`` gets
+        them all). A parameter of the key that the function lacks is a
+        TypeError at decoration.
         timeout: seconds to wait for permits before giving up.
         Coroutine functions are supported; the blocking call then runs in
         the event loop's default executor.
         """
         def decorate(func: F) -> F:
-            def identity(args: Tuple[Any, ...], kwargs: Any) -> Text:
-                if key is None:
-                    return "*"
-                if callable(key):
-                    return key(*args, **kwargs)
-                return key
+            identity = _key_function(key, func)
 
             def check(ident: Text) -> None:
                 result = self.acquire(ident, permits, timeout=timeout)

@@ -318,11 +318,14 @@ class AsyncLimiter:
                     timeout: Optional[Seconds] = None) -> Callable[[Callable[..., Awaitable[T]]],
                                                                 Callable[..., Awaitable[T]]]:
         """Decorator for coroutine functions: acquire before each call and
-        raise RateLimitExceeded when denied (see Limiter.limit)."""
+        raise RateLimitExceeded when denied (see Limiter.limit: a key callable
+        gets the arguments it names, by name)."""
         def decorate(func: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+            identity = _sync._key_function(key, func)
+
             @functools.wraps(func)
             async def wrapper(*args: Any, **kwargs: Any) -> T:
-                ident = "*" if key is None else key(*args, **kwargs) if callable(key) else key
+                ident = identity(args, kwargs)
                 result = await self.acquire(ident, permits, timeout=timeout)
                 if not result.allowed:
                     raise _sync._exceeded(result, "%s: rate limit exceeded for %r; retry after %.3f s"
