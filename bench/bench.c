@@ -70,7 +70,7 @@ static void *run(void *arg)
         redisFree(c);
         return NULL;
     }
-    rl_spec spec = {(rl_algorithm)w->algorithm, 1000000000, 1000, 0};
+    rl_spec spec = {.algorithm = (rl_algorithm)w->algorithm, .limit = 1000000000, .period_ms = 1000, .burst = 0};
     rl_result res;
     while (now_s() < end) {
         if (rl_acquire(client, "bench", id, &spec, 1, &res) != RL_OK) {
@@ -168,7 +168,7 @@ static void server_time(void)
     for (int a = 0; a < RL_ALGORITHM_COUNT; a++) {
         printf("%-16s", rl_algorithm_name((rl_algorithm)a));
         for (size_t p = 0; p < sizeof permits / sizeof permits[0]; p++) {
-            rl_spec spec = {(rl_algorithm)a, 1000000000000LL, 1000, 0};
+            rl_spec spec = {.algorithm = (rl_algorithm)a, .limit = 1000000000000LL, .period_ms = 1000, .burst = 0};
             rl_result res;
             char id[32];
             int calls = 200;

@@ -18,7 +18,7 @@ static char host[64] = "127.0.0.1";
 static int port = 6379;
 static double seconds = 3.0;
 static rl_client *client;
-static const rl_spec spec = {RL_GCRA, 1000000000, 1000, 0};
+static const rl_spec spec = {.algorithm = RL_GCRA, .limit = 1000000000, .period_ms = 1000, .burst = 0};
 
 static double now_s(void)
 {
@@ -91,7 +91,7 @@ static double run_async(int in_flight)
 {
     window w;
     memset(&w, 0, sizeof w);
-    w.req = (rl_request){"bench-async", "user-async", spec, 1, RL_OP_ACQUIRE, 0, 0};
+    w.req = (rl_request){.name = "bench-async", .id = "user-async", .spec = spec, .permits = 1, .op = RL_OP_ACQUIRE};
     w.outstanding = in_flight;
     rl_target target = {on_done, &w, NULL};
     double start = now_s();

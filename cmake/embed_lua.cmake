@@ -1,5 +1,7 @@
 # Turns lua/*.lua into a C source and header (name, SHA1, text) so the
-# scripts are embedded byte for byte, never copied by hand.
+# scripts are embedded byte for byte, never copied by hand. A line
+# "--@include <path>" is replaced by that file (relative to lua/): the
+# algorithms in lua/algorithms/ are written once and shared.
 # Usage: cmake -DLUA_DIR=<dir> -DOUT_DIR=<dir> -P embed_lua.cmake
 # Used by the CMake build, setup.py and the Maven build alike.
 if(NOT LUA_DIR OR NOT OUT_DIR)
@@ -13,9 +15,16 @@ set(index 0)
 foreach(script IN LISTS scripts)
   get_filename_component(name "${script}" NAME_WE)
   string(TOUPPER "${name}" upper)
-  file(SHA1 "${script}" sha)
-  file(READ "${script}" hex HEX)
-  file(SIZE "${script}" size)
+  file(READ "${script}" text)
+  string(REGEX MATCHALL "--@include [^\n]+" includes "${text}")
+  foreach(line IN LISTS includes)
+    string(REPLACE "--@include " "" path "${line}")
+    file(READ "${LUA_DIR}/${path}" included)
+    string(REPLACE "${line}\n" "${included}" text "${text}")
+  endforeach()
+  string(SHA1 sha "${text}")
+  string(HEX "${text}" hex)
+  string(LENGTH "${text}" size)
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
   string(REGEX REPLACE "(0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,0x..,)" "\\1\n  " bytes "${bytes}")
   string(APPEND enum "    RL_SCRIPT_${upper} = ${index},\n")

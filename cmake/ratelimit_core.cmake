@@ -2,7 +2,7 @@
 # compiles the core in (the C library here, the JNI library in bindings/java).
 # Needs RL_ROOT (the repository root); sets RL_CORE_SOURCES (core/src/*.c and
 # the generated rl_scripts.c) and RL_CORE_INCLUDE_DIRS.
-file(GLOB RL_LUA_SCRIPTS CONFIGURE_DEPENDS "${RL_ROOT}/lua/*.lua")
+file(GLOB_RECURSE RL_LUA_SCRIPTS CONFIGURE_DEPENDS "${RL_ROOT}/lua/*.lua")
 set(RL_GEN_DIR "${CMAKE_CURRENT_BINARY_DIR}/generated")
 file(MAKE_DIRECTORY "${RL_GEN_DIR}")
 # regenerated when a script changes; never committed

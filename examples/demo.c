@@ -69,7 +69,7 @@ static rl_client *connect_with_retry(const char *url)
 
 static void show(rl_client *client, rl_algorithm algorithm, const char *rate, int64_t burst, int calls)
 {
-    rl_spec spec = {algorithm, 0, 0, burst};
+    rl_spec spec = {.algorithm = algorithm, .limit = 0, .period_ms = 0, .burst = burst};
     rl_result r;
     if (rl_parse_rate(rate, &spec.limit, &spec.period_ms)) {
         fprintf(stderr, "%s\n", rl_errmsg());
@@ -110,7 +110,7 @@ int main(void)
     show(client, RL_GCRA, "10/second", 5, 7);
 
     printf("\nleaky_bucket reserve (a queue: each caller is told when to go):\n");
-    rl_request req = {"demo", "queue", {RL_LEAKY_BUCKET, 4, 2000, 0}, 1, RL_OP_RESERVE, 5000, 0};
+    rl_request req = {.name = "demo", .id = "queue", .spec = {.algorithm = RL_LEAKY_BUCKET, .limit = 4, .period_ms = 2000, .burst = 0}, .permits = 1, .op = RL_OP_RESERVE, .max_wait_ms = 5000, .now_ms = 0};
     rl_result r;
     rl_reset(client, "demo", "queue", &req.spec);
     for (int i = 1; i <= 5; i++) {

@@ -124,7 +124,7 @@ static long unescape(const char *s, size_t n, char *out)
 
 static void check_tag(const char *name, const char *id)
 {
-    char *tag = rl_entity_tag(name, id);
+    char *tag = rl_entity_tag(name, id, NULL);
     FUZZ_CHECK(tag != NULL);
     size_t len = strlen(tag);
     for (size_t i = 0; i < len; i++) {

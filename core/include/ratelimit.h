@@ -61,6 +61,21 @@ RL_API const char *rl_strerror(int status);
  * "" when none. Valid until the next call on this thread. */
 RL_API const char *rl_errmsg(void);
 
+/* When the last error on this thread was a number out of range, its parts,
+ * so a binding can say it in its caller's names and units: param as the C
+ * API names it ("limit", "permits", "burst", "period_ms"...; a name ending
+ * in "_ms" is milliseconds), the value given and the accepted min..max.
+ * Returns 1 and fills *out (may be NULL) then, else 0. */
+typedef struct {
+    const char *param;   /* valid until the next call on this thread */
+    const char *context; /* what max depends on, e.g. "for this rate"; "" when nothing */
+    int64_t value;
+    int64_t min;
+    int64_t max;
+} rl_range_error;
+
+RL_API int rl_errrange(rl_range_error *out);
+
 /* ---- client ------------------------------------------------------------ */
 
 typedef enum {
@@ -98,9 +113,13 @@ typedef struct {
     /* 1: keep no metrics (rl_client_stats reports no names); default 0:
      * count every decision per limiter name (see "metrics" below). */
     int metrics_off;
+    /* A limiter spec stored in Redis (rl_config_set) is read again at most
+     * this often per name: a change reaches every client within it. Default
+     * 1000. */
+    int config_refresh_ms;
 } rl_options;
 
-#define RL_OPTIONS_INIT { 1000, 1000, 8, "rl", RL_ON_ERROR_RAISE, NULL, NULL, NULL, RL_TLS_VERIFY_DEFAULT, 1000, 0 }
+#define RL_OPTIONS_INIT { 1000, 1000, 8, "rl", RL_ON_ERROR_RAISE, NULL, NULL, NULL, RL_TLS_VERIFY_DEFAULT, 1000, 0, 1000 }
 
 RL_API void rl_options_init(rl_options *options);
 
@@ -132,6 +151,10 @@ RL_API void rl_client_close(rl_client *client);
 /* The key prefix in use (owned by the client). */
 RL_API const char *rl_client_prefix(const rl_client *client);
 
+/* This client's identity for RL_SCOPE_PER_CLIENT limiters: 32 random hex
+ * digits drawn when it opened, stable for its life (owned by the client). */
+RL_API const char *rl_client_id(const rl_client *client);
+
 /* ---- rate limiting ------------------------------------------------------ */
 
 typedef enum {
@@ -149,17 +172,54 @@ typedef enum {
 RL_API const char *rl_algorithm_name(rl_algorithm algorithm);
 RL_API int rl_algorithm_parse(const char *name, rl_algorithm *out);
 
+/* One rate: limit permits per period_ms, with a burst (token_bucket / gcra
+ * capacity; 0 = limit; must be 0 or limit for the other algorithms). */
 typedef struct {
-    rl_algorithm algorithm;
     int64_t limit;     /* permits per period (leaky_bucket: capacity) */
     int64_t period_ms; /* window length; leaky_bucket: time to drain from full */
+    int64_t burst;
+} rl_rate;
+
+/* The most rates one limiter enforces together ("10/second;1000/hour"). */
+#define RL_MAX_RATES 8
+
+typedef enum {
+    RL_SCOPE_OVERALL = 0,   /* one quota per (name, id), shared by every client */
+    RL_SCOPE_PER_CLIENT = 1 /* one quota per (name, id) for each client: rl_client_id() */
+} rl_scope;
+
+/* initial_tokens: a new entity starts with none. */
+#define RL_EMPTY (-1)
+
+/* A limiter. Zero in any field after burst means its default, so
+ * {RL_GCRA, 10, 1000, 0} is a complete spec. */
+typedef struct {
+    rl_algorithm algorithm;
+    int64_t limit;     /* the first rate: permits per period (leaky_bucket: capacity) */
+    int64_t period_ms; /* window length; leaky_bucket: time to drain from full */
     int64_t burst;     /* token_bucket / gcra capacity; 0 = limit. Must be 0 otherwise */
+    /* Further rates held together with the first, all or nothing: a call is
+     * admitted only if every rate admits it, then each consumes. Each rate
+     * keeps its own state (key suffix ":2", ":3"... after the algorithm). */
+    size_t more_count;
+    rl_rate more[RL_MAX_RATES - 1];
+    /* token_bucket, gcra, leaky_bucket: the permits available to an entity
+     * Redis holds no state for (new, or expired once full), as Bucket4j's
+     * initial tokens; 0 = full capacity, RL_EMPTY = none. */
+    int64_t initial_tokens;
+    rl_scope scope;
 } rl_spec;
 
 /* "10/s", "10/second", "100/minute", "5 per 30 seconds", "1000/hour",
- * "10/day", "3/500ms". On error returns RL_ERR_INVALID and rl_errmsg()
+ * "10/day", "2/week", "3/month" (30 days), "1/year" (360 days, as the limits
+ * library), "3/500ms". On error returns RL_ERR_INVALID and rl_errmsg()
  * names the problem. */
 RL_API int rl_parse_rate(const char *text, int64_t *limit, int64_t *period_ms);
+
+/* Several rates, "10/second;1000/hour" (';', ',' or '|' between them, as
+ * the limits library writes them), into spec's limit, period_ms and more;
+ * bursts are left 0. At most RL_MAX_RATES. */
+RL_API int rl_parse_rates(const char *text, rl_spec *spec);
 
 /* Checks a spec as every call would (RL_ERR_INVALID and rl_errmsg() say
  * what is wrong), so bindings can refuse a bad limiter when it is created. */
@@ -168,7 +228,10 @@ RL_API int rl_spec_validate(const rl_spec *spec);
 typedef enum {
     RL_OP_ACQUIRE = 0, /* consume permits if allowed */
     RL_OP_PEEK = 1,    /* same answer, consumes and writes nothing */
-    RL_OP_RESERVE = 2  /* token_bucket, leaky_bucket, gcra: book the next slot */
+    RL_OP_RESERVE = 2, /* token_bucket, leaky_bucket, gcra: book the next slot */
+    RL_OP_ACQUIRE_UP_TO = 3, /* consume as many as available, 1..permits (redis_rate's
+                              * AllowAtMost, Bucket4j's tryConsumeAsMuchAsPossible) */
+    RL_OP_REFUND = 4   /* give permits back (Bucket4j's addTokens); never above full */
 } rl_op;
 
 typedef struct {
@@ -179,16 +242,24 @@ typedef struct {
     rl_op op;
     int64_t max_wait_ms; /* RESERVE only: do not book a slot further away */
     int64_t now_ms;      /* 0: Redis TIME (normal use); > 0: explicit clock (tests) */
+    /* 1: use the spec stored in Redis for name (rl_config_set); spec is
+     * ignored. The client caches it for config_refresh_ms. */
+    int stored_spec;
 } rl_request;
 
 typedef struct {
     int allowed;            /* 1 admitted (or booked), 0 denied */
-    int64_t limit;          /* the most the limiter can hold */
-    int64_t remaining;      /* permits still available right now */
+    int64_t limit;          /* the most the binding rate can hold */
+    int64_t remaining;      /* permits still available right now (the least of all rates) */
     int64_t retry_after_ms; /* -1 when allowed; else when this request could pass */
-    int64_t reset_after_ms; /* time until the limiter is back to full */
+    int64_t reset_after_ms; /* time until every rate is back to full */
     int64_t wait_ms;        /* RESERVE: how long to wait before acting; else 0 */
     int fallback;           /* 1: Redis unreachable, on_error policy decided */
+    int64_t granted;        /* permits consumed (ACQUIRE_UP_TO: 1..permits), returned
+                             * (REFUND), or that would be (PEEK); 0 when denied */
+    int rate_index;         /* the rate that binds (0 = the first): when allowed the one with
+                             * the least remaining; when denied the one that denied (the
+                             * longest retry_after_ms) */
 } rl_result;
 
 /* One decision, one round trip. */
@@ -196,8 +267,10 @@ RL_API int rl_acquire(rl_client *client, const char *name, const char *id,
                       const rl_spec *spec, int64_t permits, rl_result *out);
 RL_API int rl_peek(rl_client *client, const char *name, const char *id,
                    const rl_spec *spec, int64_t permits, rl_result *out);
-/* Deletes the entity's state for spec->algorithm. */
+/* Deletes the entity's state (every rate of spec). */
 RL_API int rl_reset(rl_client *client, const char *name, const char *id, const rl_spec *spec);
+/* In rl_acquire, rl_peek and rl_reset, spec NULL means the spec stored in
+ * Redis for name (rl_config_set). */
 
 /* General form: any mix of requests, pipelined in one round trip. Every
  * request is validated first; if one is invalid nothing is sent and
@@ -218,6 +291,31 @@ typedef struct {
  * On timeout returns RL_OK with the last denied result. */
 RL_API int rl_acquire_wait(rl_client *client, const rl_request *request,
                            const rl_wait *wait, rl_result *out);
+
+/* ---- stored configuration ------------------------------------------------ */
+
+/* A limiter's spec can live in Redis (Redisson's setRate / trySetRate /
+ * getConfig), in one hash per name, "<prefix>:config:<name>", without TTL:
+ * it lasts until deleted. A call with stored_spec (or spec NULL) uses it;
+ * each client reads it at most once per config_refresh_ms per name, so a
+ * change reaches every client, in every language, within that bound.
+ * Entities keep their state across a change (docs/semantics.md says what
+ * each algorithm keeps). */
+RL_API int rl_config_set(rl_client *client, const char *name, const rl_spec *spec);
+/* *set = 1 when nothing was stored and spec now is; 0: the stored one stays. */
+RL_API int rl_config_set_if_absent(rl_client *client, const char *name, const rl_spec *spec, int *set);
+/* Reads Redis (not the cache). *found = 0 when nothing is stored. */
+RL_API int rl_config_get(rl_client *client, const char *name, rl_spec *out, int *found);
+RL_API int rl_config_delete(rl_client *client, const char *name, int *deleted);
+/* RL_ERR_INVALID, naming both, when a spec is stored for name and differs
+ * from spec; RL_OK when they agree or nothing is stored. Uses the cache:
+ * bindings call it when a limiter is made with an explicit spec, so a name
+ * never silently becomes a second limiter. */
+RL_API int rl_config_check(rl_client *client, const char *name, const rl_spec *spec);
+/* A spec as text, "gcra 10/1000ms;1000/3600000ms burst=20 initial=5
+ * per_client"; writes at most size bytes including the NUL and returns the
+ * full length (like snprintf). */
+RL_API int rl_spec_format(const rl_spec *spec, char *buf, size_t size);
 
 /* ---- asynchronous decisions ------------------------------------------- */
 

@@ -62,7 +62,7 @@ static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
     /* the on_error policy decides rate limits only, as in the blocking calls */
     if ((c.status == RL_ERR_CONNECTION || c.status == RL_ERR_TIMEOUT) && r->kind == REQ_DECISION &&
         a->client->options.on_error != RL_ON_ERROR_RAISE) {
-        rl_fallback_result(a->client, &r->spec, &c.result);
+        rl_fallback_result(a->client, r->capacity, r->permits, &c.result);
         c.status = RL_OK; /* the message still says what went wrong */
     }
     rl_stats_end(&r->stats, c.status, &c.result);

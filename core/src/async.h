@@ -14,7 +14,7 @@ typedef struct areq {
     rl_cmd cmd;
     uint64_t tag;
     rl_target target;
-    rl_spec spec;         /* for the fallback decision */
+    int64_t capacity, permits; /* for the fallback decision */
     rl_stats_mark stats;  /* a decision's metrics (stats.c) */
     char permit_id[RL_PERMIT_ID_SIZE]; /* REQ_ACQUIRE: the id asked for */
     int64_t deadline_ms;  /* command timeout from submission */

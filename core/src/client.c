@@ -20,6 +20,11 @@ const char *rl_client_prefix(const rl_client *client)
     return client->prefix;
 }
 
+const char *rl_client_id(const rl_client *client)
+{
+    return client->id;
+}
+
 const char *rl_publish_command(const rl_client *client)
 {
     return client->url.mode == RL_MODE_CLUSTER ? "SPUBLISH" : "PUBLISH";
@@ -35,6 +40,7 @@ static void free_client(rl_client *c)
     rl_tls_free(c);
     rl_url_free(&c->url);
     rl_stats_free(c->stats);
+    rl_config_cache_free(c->configs);
     free(c->prefix);
     pthread_cond_destroy(&c->discovered);
     pthread_mutex_destroy(&c->topology);
@@ -60,6 +66,7 @@ static rl_options with_defaults(const rl_options *o)
     if (!r.pool_size) r.pool_size = d.pool_size;
     if (!r.key_prefix) r.key_prefix = d.key_prefix;
     if (!r.reconnect_max_ms) r.reconnect_max_ms = d.reconnect_max_ms;
+    if (!r.config_refresh_ms) r.config_refresh_ms = d.config_refresh_ms;
     /* on_error and tls_verify: their zero values are the defaults already */
     return r;
 }
@@ -82,6 +89,8 @@ static int check_options(const rl_options *o)
     if (o->metrics_off < 0 || o->metrics_off > 1) return rl_fail(RL_ERR_INVALID, "metrics_off must be 0 or 1");
     if (o->reconnect_max_ms < 1 || o->reconnect_max_ms > 600000)
         return rl_fail(RL_ERR_INVALID, "reconnect_max_ms must be in 1..600000 (got %d)", o->reconnect_max_ms);
+    if (o->config_refresh_ms < 1 || o->config_refresh_ms > 3600000)
+        return rl_fail(RL_ERR_INVALID, "config_refresh_ms must be in 1..3600000 (got %d)", o->config_refresh_ms);
     const char *files[3] = {o->tls_ca_file, o->tls_cert_file, o->tls_key_file};
     for (int i = 0; i < 3; i++)
         if (files[i] && !*files[i]) return rl_fail(RL_ERR_INVALID, "TLS file options must be NULL or a path, not empty");
@@ -110,9 +119,14 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
     c->generation = rl_fork_generation();
     c->prefix = strdup(options->key_prefix);
     c->options.key_prefix = c->prefix;
-    if (!c->prefix) {
+    c->configs = rl_config_cache_new();
+    if (!c->prefix || !c->configs) {
         free_client(c);
         return rl_fail(RL_ERR_NOMEM, "out of memory");
+    }
+    if ((rc = rl_new_permit_id(c->id))) {
+        free_client(c);
+        return rc;
     }
     if ((rc = rl_url_parse(url, &c->url)) || (rc = override(&c->url.tls_ca_file, options->tls_ca_file)) ||
         (rc = override(&c->url.tls_cert_file, options->tls_cert_file)) ||
@@ -231,7 +245,7 @@ void rl_cmd_int(rl_cmd *cmd, int64_t value)
 int rl_format_key(char *buf, size_t size, const rl_client *client, const char *name, const char *id,
                   const char *suffix)
 {
-    char *tag = rl_entity_tag(name, id);
+    char *tag = rl_entity_tag(name, id, NULL);
     if (!tag) return rl_fail(RL_ERR_NOMEM, "out of memory");
     int n = snprintf(buf, size, "%s:{%s}:%s", client->prefix, tag, suffix);
     free(tag);
@@ -240,7 +254,13 @@ int rl_format_key(char *buf, size_t size, const rl_client *client, const char *n
 
 void rl_cmd_key(rl_cmd *cmd, const rl_client *client, const char *name, const char *id, const char *suffix)
 {
-    char *tag = rl_entity_tag(name, id);
+    rl_cmd_entity_key(cmd, client, name, id, NULL, suffix);
+}
+
+void rl_cmd_entity_key(rl_cmd *cmd, const rl_client *client, const char *name, const char *id, const char *owner,
+                       const char *suffix)
+{
+    char *tag = rl_entity_tag(name, id, owner);
     size_t prefix_len = strlen(client->prefix), tag_len = tag ? strlen(tag) : 0, suffix_len = strlen(suffix);
     size_t len = prefix_len + 2 + tag_len + 2 + suffix_len;
     char *s = tag ? malloc(len + 1) : NULL;
@@ -540,10 +560,7 @@ int rl_check_id(const char *id)
 
 int rl_check_range(const char *what, int64_t value, int64_t min, int64_t max)
 {
-    if (value < min || value > max)
-        return rl_fail(RL_ERR_INVALID, "%s must be in %lld..%lld (got %lld)", what, (long long)min,
-                       (long long)max, (long long)value);
-    return RL_OK;
+    return value < min || value > max ? rl_fail_range(what, NULL, value, min, max) : RL_OK;
 }
 
 int rl_sleep(int64_t ms, const rl_wait *wait)

@@ -4,6 +4,13 @@
 #include "internal.h"
 
 static __thread char last_error[512];
+/* the parts of the last error when it was a number out of range */
+static __thread struct {
+    int set;
+    char param[64];
+    char context[64];
+    int64_t value, min, max;
+} last_range;
 
 const char *rl_strerror(int status)
 {
@@ -32,12 +39,45 @@ int rl_fail(int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    last_range.set = 0;
     return status;
+}
+
+int rl_fail_range(const char *param, const char *context, int64_t value, int64_t min, int64_t max)
+{
+    if (!context) context = "";
+    if (value > max)
+        rl_fail(RL_ERR_INVALID, "%s is too large%s%s (max %lld, got %lld)", param, *context ? " " : "", context,
+                (long long)max, (long long)value);
+    else
+        rl_fail(RL_ERR_INVALID, "%s must be in %lld..%lld (got %lld)", param, (long long)min, (long long)max,
+                (long long)value);
+    snprintf(last_range.param, sizeof last_range.param, "%s", param);
+    snprintf(last_range.context, sizeof last_range.context, "%s", context);
+    last_range.value = value;
+    last_range.min = min;
+    last_range.max = max;
+    last_range.set = 1;
+    return RL_ERR_INVALID;
+}
+
+int rl_errrange(rl_range_error *out)
+{
+    if (!last_range.set || !last_error[0]) return 0;
+    if (out) {
+        out->param = last_range.param;
+        out->context = last_range.context;
+        out->value = last_range.value;
+        out->min = last_range.min;
+        out->max = last_range.max;
+    }
+    return 1;
 }
 
 void rl_clear_error(void)
 {
     last_error[0] = '\0';
+    last_range.set = 0;
 }
 
 int rl_version_number(void)

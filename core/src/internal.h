@@ -103,7 +103,18 @@ struct rl_client {
     unsigned long generation; /* rl_fork_generation() when pid was last checked */
     rl_async *async;        /* the I/O thread, started by the first rl_submit */
     struct rl_stats *stats; /* metrics (stats.c): made by the first counted decision */
+    struct rl_config_cache *configs; /* stored specs (config.c) */
+    char id[33];            /* rl_client_id: per-client quotas */
 };
+
+/* ---- stored specs (config.c) ---- */
+
+typedef struct rl_config_cache rl_config_cache;
+rl_config_cache *rl_config_cache_new(void);
+void rl_config_cache_free(rl_config_cache *cache);
+/* The spec stored for name (cached for config_refresh_ms); RL_ERR_INVALID
+ * when none is stored. */
+int rl_config_resolve(rl_client *client, const char *name, rl_spec *out);
 
 /* ---- metrics (stats.c): counted where a decision's result is final ---- */
 
@@ -128,6 +139,10 @@ void rl_stats_free(rl_stats *stats);
 
 /* errors: set the thread's message and return the status */
 int rl_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* RL_ERR_INVALID for param (its C name; "_ms": milliseconds) out of
+ * min..max, with the parts kept for rl_errrange; context (or NULL) says
+ * what the bound depends on, e.g. "for this rate" */
+int rl_fail_range(const char *param, const char *context, int64_t value, int64_t min, int64_t max);
 void rl_clear_error(void);
 
 /* nodes and pools */
@@ -178,7 +193,8 @@ void rl_backoff_ok(rl_backoff *b);
 void rl_backoff_record(rl_backoff *b, int status, int max_ms);
 
 /* A command under construction: argv with owned storage. */
-#define RL_CMD_MAX_ARGS 16
+/* EVALSHA sha nkeys, a key and 3 numbers per rate, 6 more numbers */
+#define RL_CMD_MAX_ARGS (3 + 4 * RL_MAX_RATES + 6)
 typedef struct {
     int argc;
     const char *argv[RL_CMD_MAX_ARGS];
@@ -204,8 +220,12 @@ int rl_format_key(char *buf, size_t size, const rl_client *client, const char *n
                   const char *suffix);
 /* the same key, appended to cmd and owned by it */
 void rl_cmd_key(rl_cmd *cmd, const rl_client *client, const char *name, const char *id, const char *suffix);
-/* keys.c: the escaped hash tag of an entity (malloc'd), and SHA-256 in hex */
-char *rl_entity_tag(const char *name, const char *id);
+/* the same for a per-client quota: owner is the client's id (NULL: overall) */
+void rl_cmd_entity_key(rl_cmd *cmd, const rl_client *client, const char *name, const char *id, const char *owner,
+                       const char *suffix);
+/* keys.c: the escaped hash tag of an entity (malloc'd; owner as above), and
+ * SHA-256 in hex */
+char *rl_entity_tag(const char *name, const char *id, const char *owner);
 void rl_sha256_hex(const void *data, size_t len, char *hex);
 /* Ids may be long (they are hashed into the key past 256 bytes). */
 #define RL_ID_MAX (1024 * 1024)
@@ -229,9 +249,13 @@ int rl_reply_is_noscript(const redisReply *r);
 
 /* decisions, shared by rl_execute and rl_submit (limiter.c) */
 int rl_validate_request(const rl_request *req);
+int rl_resolve_stored(rl_client *client, const rl_request *requests, size_t n, rl_request **resolved);
 void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *req);
 int rl_decode_result(const redisReply *r, rl_result *out);
-void rl_fallback_result(const rl_client *client, const rl_spec *spec, rl_result *out);
+/* Redis unreachable, the on_error policy decides (capacity: rl_spec_capacity) */
+void rl_fallback_result(const rl_client *client, int64_t capacity, int64_t permits, rl_result *out);
+int64_t rl_spec_capacity(const rl_spec *spec);
+size_t rl_spec_rates(const rl_spec *spec, rl_rate *out);
 
 /* sync.c: the semaphore / lock / queue commands, shared with rl_submit_* (every
  * argument copied into cmd) */

@@ -4,6 +4,8 @@
  *   - esc_id escapes the same except ':' (IPv6 addresses stay readable);
  *   - an escaped id longer than RL_ID_INLINE_MAX is replaced by "%H" and the
  *     SHA-256 of the raw id in hex ("%H" is never an escape: H is not hex).
+ *   - a per-client quota (RL_SCOPE_PER_CLIENT) appends "%P" and the client's
+ *     id (32 hex digits): like "%H", never an escape.
  * No '{' or '}' ever reaches the tag, so Redis Cluster hashes exactly it, and
  * distinct (name, id) pairs give distinct tags. Common names and ids ("sms",
  * "user-42", "10.0.0.1") are unchanged by escaping. */
@@ -95,12 +97,13 @@ static size_t escape(const char *s, int is_name, char *out)
     return n;
 }
 
-char *rl_entity_tag(const char *name, const char *id)
+char *rl_entity_tag(const char *name, const char *id, const char *owner)
 {
     size_t name_len = escape(name, 1, NULL);
     size_t id_len = id ? escape(id, 0, NULL) : 0;
     int hashed = id && id_len > RL_ID_INLINE_MAX;
-    size_t total = name_len + (id ? 1 + (hashed ? 2 + 64 : id_len) : 0);
+    size_t owner_len = owner ? strlen(owner) : 0;
+    size_t total = name_len + (id ? 1 + (hashed ? 2 + 64 : id_len) : 0) + (owner ? 2 + owner_len : 0);
     char *tag = malloc(total + 1);
     if (!tag) return NULL;
     escape(name, 1, tag);
@@ -113,6 +116,10 @@ char *rl_entity_tag(const char *name, const char *id)
         } else {
             escape(id, 0, p);
         }
+    }
+    if (owner) {
+        memcpy(tag + total - owner_len - 2, "%P", 2);
+        memcpy(tag + total - owner_len, owner, owner_len);
     }
     tag[total] = '\0';
     return tag;

@@ -18,11 +18,6 @@ static const char *const algorithm_names[RL_ALGORITHM_COUNT] = {
     "fixed_window", "sliding_log", "sliding_window", "token_bucket", "leaky_bucket", "gcra",
 };
 
-static const int algorithm_scripts[RL_ALGORITHM_COUNT] = {
-    RL_SCRIPT_FIXED_WINDOW, RL_SCRIPT_SLIDING_LOG, RL_SCRIPT_SLIDING_WINDOW,
-    RL_SCRIPT_TOKEN_BUCKET, RL_SCRIPT_LEAKY_BUCKET, RL_SCRIPT_GCRA,
-};
-
 const char *rl_algorithm_name(rl_algorithm algorithm)
 {
     if ((int)algorithm < 0 || algorithm >= RL_ALGORITHM_COUNT) return NULL;
@@ -46,52 +41,107 @@ static int has_burst(rl_algorithm a)
     return a == RL_TOKEN_BUCKET || a == RL_GCRA;
 }
 
+/* what: "<param> x <factor>"; the error names param and its largest
+ * value for this factor (units the caller knows, not the product's) */
 static int check_product(const char *what, int64_t a, int64_t b)
 {
     int64_t product;
-    if (__builtin_mul_overflow(a, b, &product) || product > RL_MAX_PRODUCT)
-        return rl_fail(RL_ERR_INVALID, "%s is too large (%lld x %lld exceeds 2^51)", what, (long long)a,
-                       (long long)b);
+    if (__builtin_mul_overflow(a, b, &product) || product > RL_MAX_PRODUCT) {
+        char param[64];
+        snprintf(param, sizeof param, "%.*s", (int)strcspn(what, " "), what);
+        return rl_fail_range(param, "for this rate", a, 0, RL_MAX_PRODUCT / b);
+    }
     return RL_OK;
 }
 
-/* The most permits one request may ask for: what the limiter can hold. */
-static int64_t capacity_of(const rl_spec *spec)
+/* Every rate of a spec, the first one first; returns how many. */
+size_t rl_spec_rates(const rl_spec *spec, rl_rate *out)
 {
-    return has_burst(spec->algorithm) && spec->burst > 0 ? spec->burst : spec->limit;
+    size_t n = spec->more_count < RL_MAX_RATES ? spec->more_count + 1 : RL_MAX_RATES;
+    out[0].limit = spec->limit;
+    out[0].period_ms = spec->period_ms;
+    out[0].burst = spec->burst;
+    for (size_t i = 1; i < n; i++) out[i] = spec->more[i - 1];
+    return n;
 }
 
-static int validate_spec(const rl_spec *spec)
+/* What one rate can hold: its burst (token_bucket, gcra) or its limit. */
+static int64_t rate_capacity(rl_algorithm algorithm, const rl_rate *rate)
+{
+    return has_burst(algorithm) && rate->burst > 0 ? rate->burst : rate->limit;
+}
+
+/* The most permits one request may ask for: what every rate can hold. */
+int64_t rl_spec_capacity(const rl_spec *spec)
+{
+    rl_rate rates[RL_MAX_RATES];
+    size_t n = rl_spec_rates(spec, rates);
+    int64_t least = rate_capacity(spec->algorithm, &rates[0]);
+    for (size_t i = 1; i < n; i++)
+        if (rate_capacity(spec->algorithm, &rates[i]) < least) least = rate_capacity(spec->algorithm, &rates[i]);
+    return least;
+}
+
+static int validate_rate(rl_algorithm algorithm, const rl_rate *rate)
 {
     int rc;
-    if (!spec) return rl_fail(RL_ERR_INVALID, "spec must not be NULL");
-    if (!rl_algorithm_name(spec->algorithm)) return rl_fail(RL_ERR_INVALID, "unknown algorithm %d", (int)spec->algorithm);
     /* a count plus the permits asked for (each up to the limit) stays exact */
-    if ((rc = rl_check_range("limit", spec->limit, 1, RL_MAX_EXACT / 2)) ||
-        (rc = rl_check_range("period_ms", spec->period_ms, 1, RL_MAX_PERIOD_MS)))
+    if ((rc = rl_check_range("limit", rate->limit, 1, RL_MAX_EXACT / 2)) ||
+        (rc = rl_check_range("period_ms", rate->period_ms, 1, RL_MAX_PERIOD_MS)))
         return rc;
-    if (has_burst(spec->algorithm)) {
-        if ((rc = rl_check_range("burst", spec->burst, 0, RL_MAX_EXACT / 2))) return rc;
-    } else if (spec->burst != 0 && spec->burst != spec->limit) {
+    if (has_burst(algorithm)) {
+        if ((rc = rl_check_range("burst", rate->burst, 0, RL_MAX_EXACT / 2))) return rc;
+    } else if (rate->burst != 0 && rate->burst != rate->limit) {
         return rl_fail(RL_ERR_INVALID, "burst applies to token_bucket and gcra only (%s got burst %lld)",
-                       algorithm_names[spec->algorithm], (long long)spec->burst);
+                       algorithm_names[algorithm], (long long)rate->burst);
     }
-    switch (spec->algorithm) {
+    int64_t capacity = rate_capacity(algorithm, rate);
+    switch (algorithm) {
     case RL_SLIDING_LOG:
-        return rl_check_range("sliding_log limit", spec->limit, 1, RL_SLIDING_LOG_MAX);
+        return rl_check_range("sliding_log limit", rate->limit, 1, RL_SLIDING_LOG_MAX);
     case RL_SLIDING_WINDOW:
-        return check_product("limit x period_ms", spec->limit, spec->period_ms);
+        return check_product("limit x period_ms", rate->limit, rate->period_ms);
     case RL_TOKEN_BUCKET:
-        return check_product("burst x period_ms", capacity_of(spec), spec->period_ms);
+        return check_product("burst x period_ms", capacity, rate->period_ms);
     case RL_LEAKY_BUCKET:
-        return check_product("capacity x period_ms", spec->limit, spec->period_ms);
+        return check_product("capacity x period_ms", rate->limit, rate->period_ms);
     case RL_GCRA: {
-        int64_t interval_us = (spec->period_ms * 1000 + spec->limit - 1) / spec->limit;
-        return check_product("burst x emission interval (us)", capacity_of(spec), interval_us);
+        int64_t interval_us = (rate->period_ms * 1000 + rate->limit - 1) / rate->limit;
+        return check_product("burst x emission interval (us)", capacity, interval_us);
     }
     default:
         return RL_OK;
     }
+}
+
+static int validate_spec(const rl_spec *spec)
+{
+    rl_rate rates[RL_MAX_RATES];
+    int rc;
+    if (!spec) return rl_fail(RL_ERR_INVALID, "spec must not be NULL");
+    if (!rl_algorithm_name(spec->algorithm)) return rl_fail(RL_ERR_INVALID, "unknown algorithm %d", (int)spec->algorithm);
+    if (spec->more_count > RL_MAX_RATES - 1)
+        return rl_fail(RL_ERR_INVALID, "a limiter holds at most %d rates (got %zu)", RL_MAX_RATES, spec->more_count + 1);
+    size_t n = rl_spec_rates(spec, rates);
+    for (size_t i = 0; i < n; i++) {
+        if ((rc = validate_rate(spec->algorithm, &rates[i]))) {
+            if (n == 1) return rc;
+            char msg[400];
+            snprintf(msg, sizeof msg, "%s", rl_errmsg());
+            return rl_fail(rc, "rate %zu: %s", i + 1, msg);
+        }
+    }
+    if (spec->initial_tokens != 0) {
+        if (spec->algorithm != RL_TOKEN_BUCKET && spec->algorithm != RL_GCRA && spec->algorithm != RL_LEAKY_BUCKET)
+            return rl_fail(RL_ERR_INVALID, "initial tokens apply to token_bucket, gcra and leaky_bucket (not %s)",
+                           algorithm_names[spec->algorithm]);
+        if (spec->initial_tokens != RL_EMPTY &&
+            (rc = rl_check_range("initial_tokens", spec->initial_tokens, 1, RL_MAX_EXACT / 2)))
+            return rc;
+    }
+    if (spec->scope != RL_SCOPE_OVERALL && spec->scope != RL_SCOPE_PER_CLIENT)
+        return rl_fail(RL_ERR_INVALID, "scope must be RL_SCOPE_OVERALL or RL_SCOPE_PER_CLIENT (got %d)", (int)spec->scope);
+    return RL_OK;
 }
 
 int rl_spec_validate(const rl_spec *spec)
@@ -106,21 +156,26 @@ int rl_validate_request(const rl_request *req)
     if ((rc = rl_check_name("name", req->name)) || (rc = rl_check_id(req->id)) ||
         (rc = validate_spec(&req->spec)))
         return rc;
+    if (req->op < RL_OP_ACQUIRE || req->op > RL_OP_REFUND) return rl_fail(RL_ERR_INVALID, "unknown operation %d", (int)req->op);
     if (req->permits < 1) return rl_fail(RL_ERR_INVALID, "permits must be at least 1 (got %lld)", (long long)req->permits);
-    if (req->permits > capacity_of(&req->spec))
+    /* up to: as many as there are, however many were asked for */
+    if (req->op == RL_OP_ACQUIRE_UP_TO) {
+        if ((rc = rl_check_range("permits", req->permits, 1, RL_MAX_EXACT / 2))) return rc;
+    } else if (req->permits > rl_spec_capacity(&req->spec)) {
         return rl_fail(RL_ERR_INVALID, "requested permits (%lld) exceed what the %s limiter can hold (%lld)",
                        (long long)req->permits, algorithm_names[req->spec.algorithm],
-                       (long long)capacity_of(&req->spec));
-    if (req->op < RL_OP_ACQUIRE || req->op > RL_OP_RESERVE) return rl_fail(RL_ERR_INVALID, "unknown operation %d", (int)req->op);
+                       (long long)rl_spec_capacity(&req->spec));
+    }
     if (req->op == RL_OP_RESERVE) {
         if (req->spec.algorithm != RL_TOKEN_BUCKET && req->spec.algorithm != RL_LEAKY_BUCKET &&
             req->spec.algorithm != RL_GCRA)
             return rl_fail(RL_ERR_INVALID, "reserve needs token_bucket, leaky_bucket or gcra (not %s)",
                            algorithm_names[req->spec.algorithm]);
         if ((rc = rl_check_range("max_wait_ms", req->max_wait_ms, 0, RL_MAX_PERIOD_MS))) return rc;
-        if (req->spec.algorithm == RL_TOKEN_BUCKET &&
-            (rc = check_product("max_wait_ms x limit", req->max_wait_ms, req->spec.limit)))
-            return rc;
+        rl_rate rates[RL_MAX_RATES];
+        size_t n = rl_spec_rates(&req->spec, rates);
+        for (size_t i = 0; i < n && req->spec.algorithm == RL_TOKEN_BUCKET; i++)
+            if ((rc = check_product("max_wait_ms x limit", req->max_wait_ms, rates[i].limit))) return rc;
     } else if (req->max_wait_ms != 0) {
         return rl_fail(RL_ERR_INVALID, "max_wait_ms applies to reserve only");
     }
@@ -137,62 +192,137 @@ int rl_key(const rl_client *client, const char *name, const char *id, rl_algorit
     return rl_format_key(buf, size, client, name, id, algorithm_names[algorithm]);
 }
 
+/* The key suffix of rate i: the algorithm, then ":2", ":3"... */
+static void rate_suffix(char *buf, size_t size, rl_algorithm algorithm, size_t i)
+{
+    if (i == 0)
+        snprintf(buf, size, "%s", algorithm_names[algorithm]);
+    else
+        snprintf(buf, size, "%s:%zu", algorithm_names[algorithm], i + 1);
+}
+
+static void push_keys(rl_cmd *cmd, const rl_client *client, const char *name, const char *id, const rl_spec *spec)
+{
+    const char *owner = spec->scope == RL_SCOPE_PER_CLIENT ? client->id : NULL;
+    size_t n = spec->more_count + 1;
+    for (size_t i = 0; i < n; i++) {
+        char suffix[40];
+        rate_suffix(suffix, sizeof suffix, spec->algorithm, i);
+        rl_cmd_entity_key(cmd, client, name, id, owner, suffix);
+    }
+}
+
 void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *req)
 {
+    rl_rate rates[RL_MAX_RATES];
+    size_t n = rl_spec_rates(&req->spec, rates);
+    int64_t initial = req->spec.initial_tokens;
     rl_cmd_init(cmd);
-    rl_cmd_script(cmd, algorithm_scripts[req->spec.algorithm], 1);
-    rl_cmd_key(cmd, client, req->name, req->id, algorithm_names[req->spec.algorithm]);
+    rl_cmd_script(cmd, RL_SCRIPT_LIMIT, (int)n);
+    push_keys(cmd, client, req->name, req->id, &req->spec);
     rl_cmd_int(cmd, req->now_ms);
-    rl_cmd_int(cmd, req->spec.limit);
-    rl_cmd_int(cmd, req->spec.period_ms);
-    rl_cmd_int(cmd, capacity_of(&req->spec));
-    rl_cmd_int(cmd, req->permits);
+    rl_cmd_cstr(cmd, algorithm_names[req->spec.algorithm]);
     rl_cmd_int(cmd, (int64_t)req->op);
+    rl_cmd_int(cmd, req->permits);
     rl_cmd_int(cmd, req->max_wait_ms);
+    /* the script's -1 is "full", 0 "none" */
+    rl_cmd_int(cmd, initial == 0 ? -1 : initial == RL_EMPTY ? 0 : initial);
+    for (size_t i = 0; i < n; i++) {
+        rl_cmd_int(cmd, rates[i].limit);
+        rl_cmd_int(cmd, rates[i].period_ms);
+        rl_cmd_int(cmd, rate_capacity(req->spec.algorithm, &rates[i]));
+    }
 }
 
 int rl_decode_result(const redisReply *r, rl_result *out)
 {
-    int64_t v[6];
+    int64_t v[8];
     int rc;
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 6)
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 8)
         return rl_fail(RL_ERR_PROTOCOL, "a limiter script returned an unexpected reply");
-    for (size_t i = 0; i < 6; i++)
+    for (size_t i = 0; i < 8; i++)
         if ((rc = rl_reply_int(r, i, &v[i]))) return rc;
+    if (v[7] < 0 || v[7] >= RL_MAX_RATES)
+        return rl_fail(RL_ERR_PROTOCOL, "a limiter script named rate %lld", (long long)v[7]);
     out->allowed = v[0] != 0;
     out->limit = v[1];
     out->remaining = v[2];
     out->retry_after_ms = v[3];
     out->reset_after_ms = v[4];
     out->wait_ms = v[5];
+    out->granted = v[6];
+    out->rate_index = (int)v[7];
     out->fallback = 0;
     return RL_OK;
 }
 
 /* Redis is unreachable and the client was told to decide without it. */
-void rl_fallback_result(const rl_client *client, const rl_spec *spec, rl_result *out)
+void rl_fallback_result(const rl_client *client, int64_t capacity, int64_t permits, rl_result *out)
 {
     int allow = client->options.on_error == RL_ON_ERROR_ALLOW;
     out->allowed = allow;
-    out->limit = capacity_of(spec);
+    out->limit = capacity;
     out->remaining = 0;
     out->retry_after_ms = allow ? -1 : 1000;
     out->reset_after_ms = 0;
     out->wait_ms = 0;
     out->fallback = 1;
+    out->granted = allow ? permits : 0;
+    out->rate_index = 0;
 }
+
+/* Requests that use a stored spec get it (*resolved: a copy to free, NULL
+ * when none does). */
+int rl_resolve_stored(rl_client *client, const rl_request *requests, size_t n, rl_request **resolved)
+{
+    int rc;
+    *resolved = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!requests[i].stored_spec) continue;
+        if (!*resolved) {
+            if (!(*resolved = malloc(n * sizeof **resolved))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+            memcpy(*resolved, requests, n * sizeof **resolved);
+        }
+        if ((rc = rl_check_name("name", requests[i].name)) ||
+            (rc = rl_config_resolve(client, requests[i].name, &(*resolved)[i].spec))) {
+            free(*resolved);
+            *resolved = NULL;
+            return rc;
+        }
+    }
+    return RL_OK;
+}
+
+static int execute(rl_client *client, const rl_request *requests, size_t n, rl_result *results);
 
 int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_result *results)
 {
-    rl_cmd *cmds;
-    redisReply **replies;
-    int rc = RL_OK;
+    rl_request *resolved;
+    int rc;
 
     rl_clear_error();
     if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
     if (n == 0) return RL_OK;
     if (!requests || !results) return rl_fail(RL_ERR_INVALID, "requests and results must not be NULL");
     if (n > 100000) return rl_fail(RL_ERR_INVALID, "a batch holds at most 100000 requests (got %zu)", n);
+    if ((rc = rl_resolve_stored(client, requests, n, &resolved))) {
+        /* the stored spec cannot be read: the policy decides, as for the decision */
+        if ((rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) && client->options.on_error != RL_ON_ERROR_RAISE) {
+            for (size_t i = 0; i < n; i++) rl_fallback_result(client, 0, requests[i].permits, &results[i]);
+            return RL_OK;
+        }
+        return rc;
+    }
+    rc = execute(client, resolved ? resolved : requests, n, results);
+    free(resolved);
+    return rc;
+}
+
+static int execute(rl_client *client, const rl_request *requests, size_t n, rl_result *results)
+{
+    rl_cmd *cmds;
+    redisReply **replies;
+    int rc = RL_OK;
     for (size_t i = 0; i < n; i++) {
         if ((rc = rl_validate_request(&requests[i]))) {
             if (n > 1) {
@@ -222,7 +352,7 @@ int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_resul
         for (size_t i = 0; i < n && rc == RL_OK; i++) rc = rl_decode_result(replies[i], &results[i]);
         for (size_t i = 0; i < n; i++) freeReplyObject(replies[i]);
     } else if ((rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) && client->options.on_error != RL_ON_ERROR_RAISE) {
-        for (size_t i = 0; i < n; i++) rl_fallback_result(client, &requests[i].spec, &results[i]);
+        for (size_t i = 0; i < n; i++) rl_fallback_result(client, rl_spec_capacity(&requests[i].spec), requests[i].permits, &results[i]);
         rc = RL_OK; /* rl_errmsg() still says what went wrong */
     }
     rl_stats_execute(client, requests, n, results, rc, started);
@@ -238,11 +368,11 @@ static int single(rl_client *client, const char *name, const char *id, const rl_
                   rl_op op, rl_result *out)
 {
     rl_request req;
-    if (!spec) return rl_fail(RL_ERR_INVALID, "spec must not be NULL");
     memset(&req, 0, sizeof req);
     req.name = name;
     req.id = id;
-    req.spec = *spec;
+    if (spec) req.spec = *spec;
+    req.stored_spec = !spec;
     req.permits = permits;
     req.op = op;
     return rl_execute(client, &req, 1, out);
@@ -264,15 +394,20 @@ int rl_reset(rl_client *client, const char *name, const char *id, const rl_spec 
 {
     rl_cmd cmd;
     redisReply *reply;
+    rl_spec stored;
     int rc;
 
     rl_clear_error();
     if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
     if ((rc = rl_check_name("name", name)) || (rc = rl_check_id(id))) return rc;
-    if (!spec || !rl_algorithm_name(spec->algorithm)) return rl_fail(RL_ERR_INVALID, "spec must name a known algorithm");
+    if (!spec) {
+        if ((rc = rl_config_resolve(client, name, &stored))) return rc;
+        spec = &stored;
+    }
+    if ((rc = validate_spec(spec))) return rc;
     rl_cmd_init(&cmd);
     rl_cmd_cstr(&cmd, "DEL");
-    rl_cmd_key(&cmd, client, name, id, algorithm_names[spec->algorithm]);
+    push_keys(&cmd, client, name, id, spec);
     rc = rl_run(client, &cmd, 1, &reply);
     if (rc == RL_OK) freeReplyObject(reply);
     rl_cmd_free(&cmd);

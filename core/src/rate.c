@@ -1,4 +1,5 @@
-/* Rate strings: "10/s", "100/minute", "5 per 30 seconds", "3/500ms". */
+/* Rate strings: "10/s", "100/minute", "5 per 30 seconds", "3/500ms", and
+ * several at once: "10/second;1000/hour". */
 #include <ctype.h>
 #include <string.h>
 #include <strings.h>
@@ -14,6 +15,10 @@ static const struct {
     {"m", 60000}, {"min", 60000}, {"mins", 60000}, {"minute", 60000}, {"minutes", 60000},
     {"h", 3600000}, {"hr", 3600000}, {"hrs", 3600000}, {"hour", 3600000}, {"hours", 3600000},
     {"d", 86400000}, {"day", 86400000}, {"days", 86400000},
+    {"w", 604800000}, {"week", 604800000}, {"weeks", 604800000},
+    /* as the limits library counts them */
+    {"mo", 2592000000}, {"month", 2592000000}, {"months", 2592000000},
+    {"y", 31104000000}, {"year", 31104000000}, {"years", 31104000000},
 };
 
 static const char *skip_space(const char *p)
@@ -46,8 +51,13 @@ int rl_parse_rate(const char *text, int64_t *limit, int64_t *period_ms)
     p = skip_space(text);
     if (!*p) return rl_fail(RL_ERR_INVALID, "rate is empty; expected e.g. '10/second'");
     if (*p == '-') return rl_fail(RL_ERR_INVALID, "rate '%s': the count must be positive", text);
-    if (!(p = read_count(p, &count)))
-        return rl_fail(RL_ERR_INVALID, "rate '%s': expected a whole number of permits first", text);
+    const char *after = read_count(p, &count);
+    if (!after || count > RL_MAX_EXACT / 2) /* the limit's bound (limiter.c) */
+        return isdigit((unsigned char)*p) /* digits, too many of them */
+                   ? rl_fail(RL_ERR_INVALID, "rate '%s': the count is too large (max %lld)", text,
+                             (long long)(RL_MAX_EXACT / 2))
+                   : rl_fail(RL_ERR_INVALID, "rate '%s': expected a whole number of permits first", text);
+    p = after;
     if (count == 0) return rl_fail(RL_ERR_INVALID, "rate '%s': the count must be positive", text);
     p = skip_space(p);
     if (*p == '/') {
@@ -67,7 +77,7 @@ int rl_parse_rate(const char *text, int64_t *limit, int64_t *period_ms)
     while (isalpha((unsigned char)*p)) p++;
     unit_len = (size_t)(p - unit);
     if (*skip_space(p)) return rl_fail(RL_ERR_INVALID, "rate '%s': unexpected '%s' after the unit", text, skip_space(p));
-    if (unit_len == 0) return rl_fail(RL_ERR_INVALID, "rate '%s': missing time unit (second, minute, hour, day)", text);
+    if (unit_len == 0) return rl_fail(RL_ERR_INVALID, "rate '%s': missing time unit (second, minute, hour, day, week, month)", text);
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strlen(units[i].name) == unit_len && !strncasecmp(units[i].name, unit, unit_len)) {
             if (multiplier > RL_MAX_EXACT / units[i].ms)
@@ -77,6 +87,37 @@ int rl_parse_rate(const char *text, int64_t *limit, int64_t *period_ms)
             return RL_OK;
         }
     }
-    return rl_fail(RL_ERR_INVALID, "rate '%s': unknown time unit '%.*s' (use ms, second, minute, hour or day)",
+    return rl_fail(RL_ERR_INVALID, "rate '%s': unknown time unit '%.*s' (use ms, second, minute, hour, day, week, month or year)",
                    text, (int)unit_len, unit);
+}
+
+int rl_parse_rates(const char *text, rl_spec *spec)
+{
+    int64_t limits[RL_MAX_RATES], periods[RL_MAX_RATES];
+    size_t n = 0;
+    int rc;
+
+    rl_clear_error();
+    if (!text || !spec) return rl_fail(RL_ERR_INVALID, "rates and spec must not be NULL");
+    for (const char *p = text;;) {
+        const char *end = p + strcspn(p, ";,|");
+        char one[128];
+        if ((size_t)(end - p) >= sizeof one) return rl_fail(RL_ERR_INVALID, "rate '%.*s...' is too long", 40, p);
+        memcpy(one, p, (size_t)(end - p));
+        one[end - p] = '\0';
+        if (n == RL_MAX_RATES) return rl_fail(RL_ERR_INVALID, "'%s': at most %d rates", text, RL_MAX_RATES);
+        if ((rc = rl_parse_rate(one, &limits[n], &periods[n]))) return rc;
+        n++;
+        if (!*end) break;
+        p = end + 1;
+    }
+    spec->limit = limits[0];
+    spec->period_ms = periods[0];
+    spec->more_count = n - 1;
+    for (size_t i = 1; i < n; i++) {
+        spec->more[i - 1].limit = limits[i];
+        spec->more[i - 1].period_ms = periods[i];
+        spec->more[i - 1].burst = 0;
+    }
+    return RL_OK;
 }

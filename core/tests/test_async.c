@@ -46,7 +46,7 @@ static void *submit_run(void *arg)
 {
     submitter *s = arg;
     rl_target target = {NULL, NULL, s->queue};
-    rl_request req = {s->name, "hot", s->spec, 1, RL_OP_ACQUIRE, 0, 0};
+    rl_request req = {.name = s->name, .id = "hot", .spec = s->spec, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = 0};
     for (int i = 0; i < s->count; i++)
         if (rl_submit(s->client, &req, (uint64_t)(s->first_tag + i), &target) != RL_OK) s->rejected++;
     return NULL;
@@ -61,7 +61,7 @@ static void test_queue_exact(void)
     submitter s[THREADS];
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++) {
-        s[i] = (submitter){c, q, "async-exact", {RL_FIXED_WINDOW, 1000, 3600000, 0}, i * EACH, EACH, 0};
+        s[i] = (submitter){c, q, "async-exact", {.algorithm = RL_FIXED_WINDOW, .limit = 1000, .period_ms = 3600000, .burst = 0}, i * EACH, EACH, 0};
         pthread_create(&t[i], NULL, submit_run, &s[i]);
     }
     for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
@@ -112,7 +112,7 @@ static void test_callback_and_noscript(void)
     rl_client *c = patient_client();
     tally t = {0, 0, 0, 0};
     rl_target target = {count, &t, NULL};
-    rl_request req = {"async-cb", "x", {RL_GCRA, 50, 60000, 0}, 1, RL_OP_ACQUIRE, 0, 0};
+    rl_request req = {.name = "async-cb", .id = "x", .spec = {.algorithm = RL_GCRA, .limit = 50, .period_ms = 60000, .burst = 0}, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = 0};
     redisContext *raw = redis_raw(&redis);
     redisReply *r = redisCommand(raw, "SCRIPT FLUSH");
     freeReplyObject(r);
@@ -155,7 +155,7 @@ static void test_close_in_flight(void)
     rl_client *c = patient_client();
     tally t = {0, 0, 0, 0};
     rl_target target = {count, &t, NULL};
-    rl_request req = {"async-close", "x", {RL_TOKEN_BUCKET, 1000000, 1000, 0}, 1, RL_OP_ACQUIRE, 0, 0};
+    rl_request req = {.name = "async-close", .id = "x", .spec = {.algorithm = RL_TOKEN_BUCKET, .limit = 1000000, .period_ms = 1000, .burst = 0}, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = 0};
     for (int i = 0; i < 20000; i++) CHECK_OK(rl_submit(c, &req, (uint64_t)i, &target));
     rl_client_close(c); /* completes everything before it returns */
     CHECK_EQ(t.done, 20000);
@@ -173,7 +173,7 @@ static void test_timeout_and_outage(void)
     rl_completions *q;
     CHECK_OK(rl_completions_open(&q));
     rl_target target = {NULL, NULL, q};
-    rl_request req = {"async-to", "x", {RL_TOKEN_BUCKET, 1000000, 1000, 0}, 1, RL_OP_ACQUIRE, 0, 0};
+    rl_request req = {.name = "async-to", .id = "x", .spec = {.algorithm = RL_TOKEN_BUCKET, .limit = 1000000, .period_ms = 1000, .burst = 0}, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = 0};
     rl_completion all[100];
 
     redis_pause(&redis);
@@ -230,7 +230,7 @@ static void test_timeout_and_outage(void)
 static void test_fork(void)
 {
     rl_client *c = patient_client();
-    rl_request req = {"async-fork", "x", {RL_FIXED_WINDOW, 1000, 3600000, 0}, 1, RL_OP_ACQUIRE, 0, 0};
+    rl_request req = {.name = "async-fork", .id = "x", .spec = {.algorithm = RL_FIXED_WINDOW, .limit = 1000, .period_ms = 3600000, .burst = 0}, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = 0};
     tally t = {0, 0, 0, 0};
     rl_target target = {count, &t, NULL};
     rl_result r;

@@ -22,7 +22,7 @@ typedef struct {
 static void *worker(void *arg)
 {
     job *j = arg;
-    rl_request req = {"conc", j->id, j->spec, 1, RL_OP_ACQUIRE, 0, j->now_ms};
+    rl_request req = {.name = "conc", .id = j->id, .spec = j->spec, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = j->now_ms};
     rl_result r;
     for (int i = 0; i < j->calls || now_ms() < j->run_until_ms; i++) {
         if (rl_execute(client, &req, 1, &r) != RL_OK) j->errors++;
@@ -53,7 +53,7 @@ static long run_threads(job *proto, long *errors)
 static void burst(rl_algorithm algorithm)
 {
     long errors;
-    job j = {{algorithm, 300, 60000, 0}, rl_algorithm_name(algorithm), 100, 1700000000000LL, 0, 0, 0};
+    job j = {{.algorithm = algorithm, .limit = 300, .period_ms = 60000, .burst = 0}, rl_algorithm_name(algorithm), 100, 1700000000000LL, 0, 0, 0};
     long admitted = run_threads(&j, &errors);
     CHECK_EQ(errors, 0);
     CHECK_EQ(admitted, 300);
@@ -67,7 +67,7 @@ static void sustained(rl_algorithm algorithm)
     char id[64];
     snprintf(id, sizeof id, "sustained-%s", rl_algorithm_name(algorithm));
     int64_t start = now_ms();
-    job j = {{algorithm, 50, 500, 0}, id, 0, 0, start + 1500, 0, 0};
+    job j = {{.algorithm = algorithm, .limit = 50, .period_ms = 500, .burst = 0}, id, 0, 0, start + 1500, 0, 0};
     long admitted = run_threads(&j, &errors);
     double elapsed = (double)(now_ms() - start);
     double rate_part = 50.0 * elapsed / 500.0;

@@ -112,7 +112,7 @@ static void check_slowlog(const char *what)
 
 static rl_result decide(const char *id, rl_spec spec, int64_t permits, rl_op op, int64_t now)
 {
-    rl_request req = {"cost", id, spec, permits, op, 0, now};
+    rl_request req = {.name = "cost", .id = id, .spec = spec, .permits = permits, .op = op, .max_wait_ms = 0, .now_ms = now};
     rl_result res;
     memset(&res, 0xff, sizeof res);
     if (rl_execute(client, &req, 1, &res) != RL_OK) {
@@ -128,12 +128,12 @@ static void test_limiters_worst(void)
 {
     const int64_t exact = (int64_t)1 << 53, product = (int64_t)1 << 51;
     rl_spec specs[] = {
-        {RL_FIXED_WINDOW, exact / 2, 1000, 0}, /* the largest valid limit: count + permits stay exact */
-        {RL_SLIDING_LOG, 1000000000000000LL, 1000, 0},
-        {RL_SLIDING_WINDOW, product / 1000, 1000, 0},
-        {RL_TOKEN_BUCKET, product / 1000, 1000, 0},
-        {RL_LEAKY_BUCKET, product / 1000, 1000, 0},
-        {RL_GCRA, 1000000, 1000, product / 1000},
+        {.algorithm = RL_FIXED_WINDOW, .limit = exact / 2, .period_ms = 1000, .burst = 0}, /* the largest valid limit: count + permits stay exact */
+        {.algorithm = RL_SLIDING_LOG, .limit = 1000000000000000LL, .period_ms = 1000, .burst = 0},
+        {.algorithm = RL_SLIDING_WINDOW, .limit = product / 1000, .period_ms = 1000, .burst = 0},
+        {.algorithm = RL_TOKEN_BUCKET, .limit = product / 1000, .period_ms = 1000, .burst = 0},
+        {.algorithm = RL_LEAKY_BUCKET, .limit = product / 1000, .period_ms = 1000, .burst = 0},
+        {.algorithm = RL_GCRA, .limit = 1000000, .period_ms = 1000, .burst = product / 1000},
     };
     slowlog_reset();
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
@@ -156,7 +156,7 @@ static void test_limiters_worst(void)
 
     /* the issue's case: 1,000,000 per 2 s, 999,999 at once (was 1.6-3.6 s of
      * one script, and on Valkey the key had expired when the call returned) */
-    rl_spec sl = {RL_SLIDING_LOG, 1000000, 2000, 0};
+    rl_spec sl = {.algorithm = RL_SLIDING_LOG, .limit = 1000000, .period_ms = 2000, .burst = 0};
     rl_result r = decide("big", sl, 999999, RL_OP_ACQUIRE, 0);
     EXPECT(r, 1, 1, -1, 2000);
     CHECK(redis_int(raw, "PTTL rl:{cost:big}:sliding_log") > 1500);
@@ -212,7 +212,7 @@ static void model_add(model *m, int64_t at, int64_t permits)
 /* What docs/semantics.md says sliding_log answers. */
 static rl_result model_decide(model *m, int64_t limit, int64_t period, int64_t permits, rl_op op, int64_t now)
 {
-    rl_result r = {0, limit, 0, -1, 0, 0, 0};
+    rl_result r = {.allowed = 0, .limit = limit, .retry_after_ms = -1};
     int64_t count = 0, newest = m->n ? m->e[m->n - 1].at : 0;
     int64_t edge = m->any && m->edge > now - period ? m->edge : now - period;
     size_t first = 0;
@@ -271,7 +271,7 @@ static void test_sliding_log_model(void)
             int64_t permits = limit <= 1 ? 1 : 1 + (int64_t)((double)rand() / RAND_MAX * (double)(limit - 1));
             if (rand() % 3 == 0) permits = limit;
             rl_op op = rand() % 4 == 0 ? RL_OP_PEEK : RL_OP_ACQUIRE;
-            rl_spec s = {RL_SLIDING_LOG, limit, period, 0};
+            rl_spec s = {.algorithm = RL_SLIDING_LOG, .limit = limit, .period_ms = period, .burst = 0};
             rl_result want = model_decide(&m, limit, period, permits, op, now);
             rl_result got = decide(id, s, permits, op, now);
             /* explicit clocks are not Redis's: keep the key from expiring in real time */
@@ -302,10 +302,10 @@ static void test_sliding_log_many_calls(void)
 {
     enum { N = 100000 };
     const int64_t limit = 1000000000000000LL, period = 10000000;
-    rl_spec s = {RL_SLIDING_LOG, limit, period, 0};
+    rl_spec s = {.algorithm = RL_SLIDING_LOG, .limit = limit, .period_ms = period, .burst = 0};
     rl_request *reqs = calloc(N, sizeof *reqs);
     rl_result *res = calloc(N, sizeof *res);
-    for (int i = 0; i < N; i++) reqs[i] = (rl_request){"cost", "many", s, 1 + i % 3, RL_OP_ACQUIRE, 0, T0 + i / 10};
+    for (int i = 0; i < N; i++) reqs[i] = (rl_request){.name = "cost", .id = "many", .spec = s, .permits = 1 + i % 3, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = T0 + i / 10};
     CHECK_OK(rl_execute(client, reqs, N, res));
     int64_t taken = 0;
     for (int i = 0; i < N; i++) taken += 1 + i % 3;
@@ -342,7 +342,7 @@ static void test_sliding_log_many_calls(void)
 static void test_sliding_log_old_layout(void)
 {
     const int64_t period = 100000;
-    rl_spec s = {RL_SLIDING_LOG, 1000000, period, 0};
+    rl_spec s = {.algorithm = RL_SLIDING_LOG, .limit = 1000000, .period_ms = period, .burst = 0};
     /* small: 3 permits in each of 100 ms, as the old script wrote them */
     model m = {0};
     for (int ms = 0; ms < 100; ms++) {
@@ -374,7 +374,7 @@ static void test_sliding_log_old_layout(void)
     flush_cmds();
     slowlog_reset();
     now = T0 + 1500;
-    rl_spec big = {RL_SLIDING_LOG, 1000000, period, 0};
+    rl_spec big = {.algorithm = RL_SLIDING_LOG, .limit = 1000000, .period_ms = period, .burst = 0};
     EXPECT(decide("oldbig", big, 970001, RL_OP_PEEK, now), 0, 970000, period - 1500, period - 1);
     EXPECT(decide("oldbig", big, 970000, RL_OP_ACQUIRE, now), 1, 0, -1, period);
     CHECK_EQ(redis_int(raw, "ZCARD rl:{cost:oldbig}:sliding_log"), 200 + 1);

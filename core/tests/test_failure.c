@@ -7,7 +7,7 @@
 
 static test_redis redis;
 
-static const rl_spec spec = {RL_TOKEN_BUCKET, 1000000, 1000, 0};
+static const rl_spec spec = {.algorithm = RL_TOKEN_BUCKET, .limit = 1000000, .period_ms = 1000, .burst = 0};
 
 typedef struct {
     rl_client *client;

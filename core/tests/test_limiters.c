@@ -12,7 +12,7 @@ static rl_client *client;
 
 static rl_result run(const char *id, rl_spec spec, int64_t permits, rl_op op, int64_t max_wait, int64_t now)
 {
-    rl_request req = {"test", id, spec, permits, op, max_wait, now};
+    rl_request req = {.name = "test", .id = id, .spec = spec, .permits = permits, .op = op, .max_wait_ms = max_wait, .now_ms = now};
     rl_result res;
     memset(&res, 0xff, sizeof res);
     int rc = rl_execute(client, &req, 1, &res);
@@ -33,7 +33,7 @@ static long long pttl(const char *key)
 
 static void test_fixed_window(void)
 {
-    rl_spec s = {RL_FIXED_WINDOW, 3, 1000, 0};
+    rl_spec s = {.algorithm = RL_FIXED_WINDOW, .limit = 3, .period_ms = 1000, .burst = 0};
     EXPECT(run("fw", s, 1, RL_OP_ACQUIRE, 0, T0), 1, 2, -1, 1000);
     CHECK(pttl("rl:{test:fw}:fixed_window") > 900);
     EXPECT(run("fw", s, 2, RL_OP_ACQUIRE, 0, T0 + 100), 1, 0, -1, 900);
@@ -50,7 +50,7 @@ static void test_fixed_window(void)
 
 static void test_sliding_log(void)
 {
-    rl_spec s = {RL_SLIDING_LOG, 3, 1000, 0};
+    rl_spec s = {.algorithm = RL_SLIDING_LOG, .limit = 3, .period_ms = 1000, .burst = 0};
     EXPECT(run("sl", s, 1, RL_OP_ACQUIRE, 0, T0), 1, 2, -1, 1000);
     EXPECT(run("sl", s, 1, RL_OP_ACQUIRE, 0, T0 + 100), 1, 1, -1, 1000);
     EXPECT(run("sl", s, 1, RL_OP_ACQUIRE, 0, T0 + 200), 1, 0, -1, 1000);
@@ -73,7 +73,7 @@ static void test_sliding_log(void)
 
 static void test_sliding_window(void)
 {
-    rl_spec s = {RL_SLIDING_WINDOW, 10, 1000, 0};
+    rl_spec s = {.algorithm = RL_SLIDING_WINDOW, .limit = 10, .period_ms = 1000, .burst = 0};
     EXPECT(run("sw", s, 5, RL_OP_ACQUIRE, 0, T0), 1, 5, -1, 2000);
     EXPECT(run("sw", s, 5, RL_OP_ACQUIRE, 0, T0 + 500), 1, 0, -1, 1500);
     EXPECT(run("sw", s, 1, RL_OP_ACQUIRE, 0, T0 + 600), 0, 0, 500, 1400);
@@ -84,7 +84,7 @@ static void test_sliding_window(void)
     EXPECT(run("sw", s, 1, RL_OP_ACQUIRE, 0, T0 + 1300), 1, 0, -1, 1700);
     EXPECT(run("sw", s, 10, RL_OP_ACQUIRE, 0, T0 + 3000), 1, 0, -1, 2000);
     /* a request that cannot fit before the next window waits for its start */
-    rl_spec big = {RL_SLIDING_WINDOW, 10000, 1000, 0};
+    rl_spec big = {.algorithm = RL_SLIDING_WINDOW, .limit = 10000, .period_ms = 1000, .burst = 0};
     EXPECT(run("sw-next", big, 10000, RL_OP_ACQUIRE, 0, T0), 1, 0, -1, 2000);
     EXPECT(run("sw-next", big, 1, RL_OP_ACQUIRE, 0, T0 + 1001), 1, 9, -1, 1999);
     EXPECT(run("sw-next", big, 9995, RL_OP_ACQUIRE, 0, T0 + 1001), 0, 9, 999, 1999);
@@ -94,7 +94,7 @@ static void test_sliding_window(void)
 
 static void test_token_bucket(void)
 {
-    rl_spec s = {RL_TOKEN_BUCKET, 10, 1000, 5};
+    rl_spec s = {.algorithm = RL_TOKEN_BUCKET, .limit = 10, .period_ms = 1000, .burst = 5};
     EXPECT(run("tb", s, 5, RL_OP_ACQUIRE, 0, T0), 1, 0, -1, 500);
     EXPECT(run("tb", s, 1, RL_OP_ACQUIRE, 0, T0 + 50), 0, 0, 50, 450);
     EXPECT(run("tb", s, 1, RL_OP_ACQUIRE, 0, T0 + 100), 1, 0, -1, 500);
@@ -107,10 +107,10 @@ static void test_token_bucket(void)
     EXPECT(run("tb", s, 5, RL_OP_RESERVE, 100, T0 + 1000), 0, 0, 700, 800);
     CHECK_EQ(run("tb", s, 1, RL_OP_ACQUIRE, 0, T0 + 1000).limit, 5);
     /* burst defaults to limit */
-    rl_spec d = {RL_TOKEN_BUCKET, 4, 1000, 0};
+    rl_spec d = {.algorithm = RL_TOKEN_BUCKET, .limit = 4, .period_ms = 1000, .burst = 0};
     EXPECT(run("tb-default", d, 4, RL_OP_ACQUIRE, 0, T0), 1, 0, -1, 1000);
     /* 1/3 s refill is exact: 3 tokens after 1000 ms, not 2.999 */
-    rl_spec third = {RL_TOKEN_BUCKET, 3, 1000, 3};
+    rl_spec third = {.algorithm = RL_TOKEN_BUCKET, .limit = 3, .period_ms = 1000, .burst = 3};
     EXPECT(run("tb-third", third, 3, RL_OP_ACQUIRE, 0, T0), 1, 0, -1, 1000);
     EXPECT(run("tb-third", third, 1, RL_OP_ACQUIRE, 0, T0 + 333), 0, 0, 1, 667);
     EXPECT(run("tb-third", third, 1, RL_OP_ACQUIRE, 0, T0 + 334), 1, 0, -1, 1000);
@@ -119,7 +119,7 @@ static void test_token_bucket(void)
 
 static void test_leaky_bucket(void)
 {
-    rl_spec s = {RL_LEAKY_BUCKET, 4, 2000, 0};
+    rl_spec s = {.algorithm = RL_LEAKY_BUCKET, .limit = 4, .period_ms = 2000, .burst = 0};
     EXPECT(run("lb", s, 1, RL_OP_ACQUIRE, 0, T0), 1, 3, -1, 500);
     EXPECT(run("lb", s, 3, RL_OP_ACQUIRE, 0, T0), 1, 0, -1, 2000);
     EXPECT(run("lb", s, 1, RL_OP_ACQUIRE, 0, T0 + 100), 0, 0, 400, 1900);
@@ -143,7 +143,7 @@ static void test_leaky_bucket(void)
 static void test_gcra(void)
 {
     /* go-redis redis_rate: PerSecond(10) */
-    rl_spec s = {RL_GCRA, 10, 1000, 10};
+    rl_spec s = {.algorithm = RL_GCRA, .limit = 10, .period_ms = 1000, .burst = 10};
     EXPECT(run("g", s, 1, RL_OP_ACQUIRE, 0, T0), 1, 9, -1, 100);
     EXPECT(run("g", s, 2, RL_OP_ACQUIRE, 0, T0), 1, 7, -1, 300);
     EXPECT(run("g", s, 7, RL_OP_ACQUIRE, 0, T0), 1, 0, -1, 1000);
@@ -153,7 +153,7 @@ static void test_gcra(void)
     EXPECT(r, 1, 0, -1, 1100);
     CHECK_EQ(r.wait_ms, 100);
     /* redis-cell README: CL.THROTTLE user123 15 30 60 */
-    rl_spec cell = {RL_GCRA, 30, 60000, 16};
+    rl_spec cell = {.algorithm = RL_GCRA, .limit = 30, .period_ms = 60000, .burst = 16};
     r = run("user123", cell, 1, RL_OP_ACQUIRE, 0, T0);
     EXPECT(r, 1, 15, -1, 2000);
     CHECK_EQ(r.limit, 16);
@@ -166,7 +166,7 @@ static void test_gcra(void)
 static void test_peek_writes_nothing(void)
 {
     for (int a = 0; a < RL_ALGORITHM_COUNT; a++) {
-        rl_spec s = {(rl_algorithm)a, 5, 1000, 0};
+        rl_spec s = {.algorithm = (rl_algorithm)a, .limit = 5, .period_ms = 1000, .burst = 0};
         redis_flush(&redis);
         rl_result r = run("peek", s, 2, RL_OP_PEEK, 0, 0);
         CHECK_EQ(r.allowed, 1);
@@ -194,7 +194,7 @@ static void test_peek_writes_nothing(void)
 static void test_server_time_and_expiry(void)
 {
     for (int a = 0; a < RL_ALGORITHM_COUNT; a++) {
-        rl_spec s = {(rl_algorithm)a, 3, 300, 0};
+        rl_spec s = {.algorithm = (rl_algorithm)a, .limit = 3, .period_ms = 300, .burst = 0};
         rl_result r;
         redis_flush(&redis);
         int admitted = 0;
@@ -215,7 +215,7 @@ static void test_server_time_and_expiry(void)
 
 static void test_script_flush(void)
 {
-    rl_spec s = {RL_GCRA, 5, 1000, 0};
+    rl_spec s = {.algorithm = RL_GCRA, .limit = 5, .period_ms = 1000, .burst = 0};
     rl_result r;
     redis_flush(&redis);
     CHECK_OK(rl_acquire(client, "flush", "x", &s, 1, &r));
@@ -225,9 +225,9 @@ static void test_script_flush(void)
     CHECK_EQ(r.remaining, 3);
     freeReplyObject(redisCommand(c, "SCRIPT FLUSH"));
     /* a batch after a flush: every call runs exactly once */
-    rl_request reqs[3] = {{"flush", "x", s, 1, RL_OP_ACQUIRE, 0, 0},
-                          {"flush", "y", s, 1, RL_OP_ACQUIRE, 0, 0},
-                          {"flush", "x", s, 1, RL_OP_ACQUIRE, 0, 0}};
+    rl_request reqs[3] = {{.name = "flush", .id = "x", .spec = s, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = 0},
+                          {.name = "flush", .id = "y", .spec = s, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = 0},
+                          {.name = "flush", .id = "x", .spec = s, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = 0}};
     rl_result rs[3];
     CHECK_OK(rl_execute(client, reqs, 3, rs));
     CHECK_EQ(rs[0].remaining + rs[2].remaining, 2 + 1);
@@ -237,11 +237,11 @@ static void test_script_flush(void)
 
 static void test_batch(void)
 {
-    rl_spec fw = {RL_FIXED_WINDOW, 2, 1000, 0}, tb = {RL_TOKEN_BUCKET, 3, 1000, 0};
-    rl_request reqs[4] = {{"b", "u1", fw, 1, RL_OP_ACQUIRE, 0, T0},
-                          {"b", "u2", tb, 3, RL_OP_ACQUIRE, 0, T0},
-                          {"b", "u1", fw, 2, RL_OP_ACQUIRE, 0, T0},
-                          {"b", "u2", tb, 1, RL_OP_PEEK, 0, T0}};
+    rl_spec fw = {.algorithm = RL_FIXED_WINDOW, .limit = 2, .period_ms = 1000, .burst = 0}, tb = {.algorithm = RL_TOKEN_BUCKET, .limit = 3, .period_ms = 1000, .burst = 0};
+    rl_request reqs[4] = {{.name = "b", .id = "u1", .spec = fw, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = T0},
+                          {.name = "b", .id = "u2", .spec = tb, .permits = 3, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = T0},
+                          {.name = "b", .id = "u1", .spec = fw, .permits = 2, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = T0},
+                          {.name = "b", .id = "u2", .spec = tb, .permits = 1, .op = RL_OP_PEEK, .max_wait_ms = 0, .now_ms = T0}};
     rl_result rs[4];
     redis_flush(&redis);
     CHECK_OK(rl_execute(client, reqs, 4, rs));
@@ -254,34 +254,34 @@ static void test_batch(void)
 
 static void test_invalid_input_writes_nothing(void)
 {
-    rl_spec good = {RL_TOKEN_BUCKET, 10, 1000, 0};
+    rl_spec good = {.algorithm = RL_TOKEN_BUCKET, .limit = 10, .period_ms = 1000, .burst = 0};
     rl_result r;
     struct {
         rl_request req;
         const char *mentions;
     } cases[] = {
-        {{"n", "i", {RL_TOKEN_BUCKET, 0, 1000, 0}, 1, 0, 0, 0}, "limit"},
-        {{"n", "i", {RL_TOKEN_BUCKET, -5, 1000, 0}, 1, 0, 0, 0}, "limit"},
-        {{"n", "i", {RL_GCRA, 10, 0, 0}, 1, 0, 0, 0}, "period_ms"},
-        {{"n", "i", {RL_GCRA, 10, -1, 0}, 1, 0, 0, 0}, "period_ms"},
-        {{"n", "i", {RL_GCRA, 10, 1000, -2}, 1, 0, 0, 0}, "burst"},
-        {{"n", "i", {RL_FIXED_WINDOW, 10, 1000, 20}, 1, 0, 0, 0}, "burst"},
-        {{"n", "i", good, 0, 0, 0, 0}, "permits"},
-        {{"n", "i", good, -1, 0, 0, 0}, "permits"},
-        {{"n", "i", good, 11, 0, 0, 0}, "exceed"},
-        {{"n", "i", {RL_GCRA, 10, 1000, 20}, 21, 0, 0, 0}, "exceed"},
-        {{"", "i", good, 1, 0, 0, 0}, "name"},
-        {{"n", "", good, 1, 0, 0, 0}, "id"},
-        {{NULL, "i", good, 1, 0, 0, 0}, "name"},
-        {{"n", "i", {(rl_algorithm)9, 10, 1000, 0}, 1, 0, 0, 0}, "algorithm"},
-        {{"n", "i", {RL_FIXED_WINDOW, 10, 1000, 0}, 1, RL_OP_RESERVE, 10, 0}, "reserve"},
-        {{"n", "i", good, 1, RL_OP_ACQUIRE, 10, 0}, "max_wait"},
-        {{"n", "i", good, 1, (rl_op)7, 0, 0}, "operation"},
-        {{"n", "i", good, 1, 0, 0, -5}, "now_ms"},
-        {{"n", "i", {RL_TOKEN_BUCKET, INT64_MAX, 1000, 0}, 1, 0, 0, 0}, "limit"},
-        {{"n", "i", {RL_SLIDING_WINDOW, (int64_t)1 << 50, (int64_t)1 << 20, 0}, 1, 0, 0, 0}, "too large"},
-        {{"n", "i", {RL_SLIDING_LOG, 1000000000000001LL, 1000, 0}, 1, 0, 0, 0}, "sliding_log"},
-        {{"n", "i", {RL_GCRA, 10, INT64_MAX, 0}, 1, 0, 0, 0}, "period_ms"},
+        {{.name = "n", .id = "i", .spec = {.algorithm = RL_TOKEN_BUCKET, .limit = 0, .period_ms = 1000, .burst = 0}, .permits = 1, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "limit"},
+        {{.name = "n", .id = "i", .spec = {.algorithm = RL_TOKEN_BUCKET, .limit = -5, .period_ms = 1000, .burst = 0}, .permits = 1, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "limit"},
+        {{.name = "n", .id = "i", .spec = {.algorithm = RL_GCRA, .limit = 10, .period_ms = 0, .burst = 0}, .permits = 1, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "period_ms"},
+        {{.name = "n", .id = "i", .spec = {.algorithm = RL_GCRA, .limit = 10, .period_ms = -1, .burst = 0}, .permits = 1, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "period_ms"},
+        {{.name = "n", .id = "i", .spec = {.algorithm = RL_GCRA, .limit = 10, .period_ms = 1000, .burst = -2}, .permits = 1, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "burst"},
+        {{.name = "n", .id = "i", .spec = {.algorithm = RL_FIXED_WINDOW, .limit = 10, .period_ms = 1000, .burst = 20}, .permits = 1, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "burst"},
+        {{.name = "n", .id = "i", .spec = good, .permits = 0, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "permits"},
+        {{.name = "n", .id = "i", .spec = good, .permits = -1, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "permits"},
+        {{.name = "n", .id = "i", .spec = good, .permits = 11, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "exceed"},
+        {{.name = "n", .id = "i", .spec = {.algorithm = RL_GCRA, .limit = 10, .period_ms = 1000, .burst = 20}, .permits = 21, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "exceed"},
+        {{.name = "", .id = "i", .spec = good, .permits = 1, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "name"},
+        {{.name = "n", .id = "", .spec = good, .permits = 1, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "id"},
+        {{.name = NULL, .id = "i", .spec = good, .permits = 1, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "name"},
+        {{.name = "n", .id = "i", .spec = {.algorithm = (rl_algorithm)9, .limit = 10, .period_ms = 1000, .burst = 0}, .permits = 1, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "algorithm"},
+        {{.name = "n", .id = "i", .spec = {.algorithm = RL_FIXED_WINDOW, .limit = 10, .period_ms = 1000, .burst = 0}, .permits = 1, .op = RL_OP_RESERVE, .max_wait_ms = 10, .now_ms = 0}, "reserve"},
+        {{.name = "n", .id = "i", .spec = good, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 10, .now_ms = 0}, "max_wait"},
+        {{.name = "n", .id = "i", .spec = good, .permits = 1, .op = (rl_op)7, .max_wait_ms = 0, .now_ms = 0}, "operation"},
+        {{.name = "n", .id = "i", .spec = good, .permits = 1, .op = 0, .max_wait_ms = 0, .now_ms = -5}, "now_ms"},
+        {{.name = "n", .id = "i", .spec = {.algorithm = RL_TOKEN_BUCKET, .limit = INT64_MAX, .period_ms = 1000, .burst = 0}, .permits = 1, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "limit"},
+        {{.name = "n", .id = "i", .spec = {.algorithm = RL_SLIDING_WINDOW, .limit = (int64_t)1 << 50, .period_ms = (int64_t)1 << 20, .burst = 0}, .permits = 1, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "too large"},
+        {{.name = "n", .id = "i", .spec = {.algorithm = RL_SLIDING_LOG, .limit = 1000000000000001LL, .period_ms = 1000, .burst = 0}, .permits = 1, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "sliding_log"},
+        {{.name = "n", .id = "i", .spec = {.algorithm = RL_GCRA, .limit = 10, .period_ms = INT64_MAX, .burst = 0}, .permits = 1, .op = 0, .max_wait_ms = 0, .now_ms = 0}, "period_ms"},
     };
     redis_flush(&redis);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -292,13 +292,13 @@ static void test_invalid_input_writes_nothing(void)
             test_failures++;
         }
     }
-    rl_spec bad_spec = {RL_FIXED_WINDOW, 10, 1000, 20};
+    rl_spec bad_spec = {.algorithm = RL_FIXED_WINDOW, .limit = 10, .period_ms = 1000, .burst = 20};
     CHECK_EQ(rl_spec_validate(&bad_spec), RL_ERR_INVALID);
     CHECK(strstr(rl_errmsg(), "burst") != NULL);
     CHECK_OK(rl_spec_validate(&good));
     CHECK_EQ(rl_spec_validate(NULL), RL_ERR_INVALID);
     /* one bad request in a batch: nothing at all is sent */
-    rl_request batch[2] = {{"n", "ok", good, 1, 0, 0, 0}, {"n", "bad", good, 0, 0, 0, 0}};
+    rl_request batch[2] = {{.name = "n", .id = "ok", .spec = good, .permits = 1, .op = 0, .max_wait_ms = 0, .now_ms = 0}, {.name = "n", .id = "bad", .spec = good, .permits = 0, .op = 0, .max_wait_ms = 0, .now_ms = 0}};
     rl_result rs[2];
     CHECK_EQ(rl_execute(client, batch, 2, rs), RL_ERR_INVALID);
     CHECK(strstr(rl_errmsg(), "request 1") != NULL);
@@ -311,7 +311,7 @@ static void test_invalid_input_writes_nothing(void)
 /* Ids come from end users: no (name, id) pair may reach another's state. */
 static void test_hostile_ids(void)
 {
-    rl_spec spec = {RL_FIXED_WINDOW, 1, 60000, 0};
+    rl_spec spec = {.algorithm = RL_FIXED_WINDOW, .limit = 1, .period_ms = 60000, .burst = 0};
     rl_result r;
     char key[512];
     redis_flush(&redis);
@@ -377,7 +377,7 @@ static void test_urls(void)
     o = (rl_options)RL_OPTIONS_INIT;
     o.key_prefix = "app";
     CHECK_OK(rl_client_open(&c, url, &o));
-    rl_spec s = {RL_FIXED_WINDOW, 1, 1000, 0};
+    rl_spec s = {.algorithm = RL_FIXED_WINDOW, .limit = 1, .period_ms = 1000, .burst = 0};
     rl_result r;
     redis_flush(&redis);
     CHECK_OK(rl_acquire(c, "n", "i", &s, 1, &r));
@@ -397,7 +397,7 @@ static void test_zeroed_options(void)
     rl_options o = {0};
     CHECK_OK(rl_client_open(&c, redis.url, &o));
     CHECK(c != NULL && strcmp(rl_client_prefix(c), "rl") == 0);
-    rl_spec s = {RL_FIXED_WINDOW, 1, 1000, 0};
+    rl_spec s = {.algorithm = RL_FIXED_WINDOW, .limit = 1, .period_ms = 1000, .burst = 0};
     rl_result r;
     redis_flush(&redis);
     CHECK_OK(rl_acquire(c, "zero", "i", &s, 1, &r));

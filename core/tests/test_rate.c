@@ -41,7 +41,20 @@ int main(void)
     bad("10/fortnight", "fortnight");
     bad("10/0s", "positive");
     bad("10/s extra", "extra");
-    bad("99999999999999999999/s", "whole number");
+    bad("99999999999999999999/s", "too large (max 4503599627370496)");
+    bad("4503599627370497/s", "too large (max 4503599627370496)"); /* the limit's bound: as a limiter says */
+    ok("4503599627370496/s", 4503599627370496LL, 1000);
+    /* a number out of range keeps its parts for the bindings (rl_errrange) */
+    rl_range_error range;
+    rl_spec zero_period = {RL_GCRA, 10, 0, 0};
+    CHECK_EQ(rl_spec_validate(&zero_period), RL_ERR_INVALID);
+    CHECK(rl_errrange(&range) && strcmp(range.param, "period_ms") == 0 && range.value == 0 && range.min == 1);
+    rl_spec huge_burst = {RL_GCRA, 10, 1000, (int64_t)1 << 50};
+    CHECK_EQ(rl_spec_validate(&huge_burst), RL_ERR_INVALID);
+    CHECK(rl_errrange(&range) && strcmp(range.param, "burst") == 0 && strcmp(range.context, "for this rate") == 0);
+    CHECK(strstr(rl_errmsg(), "burst is too large for this rate (max ") != NULL);
+    CHECK_EQ(rl_parse_rate("x", &zero_period.limit, &zero_period.period_ms), RL_ERR_INVALID);
+    CHECK(!rl_errrange(&range)); /* not a range error: no parts */
     bad("1.5/s", "'/' or 'per'");
     CHECK_EQ(rl_parse_rate(NULL, NULL, NULL), RL_ERR_INVALID);
 
@@ -53,6 +66,32 @@ int main(void)
     CHECK(rl_algorithm_name((rl_algorithm)42) == NULL);
     CHECK_EQ(rl_version_number(), RL_VERSION_NUMBER);
     CHECK(strcmp(rl_strerror(RL_ERR_TIMEOUT), "timed out") == 0);
-    CHECK(rl_script_count() >= 8);
+    /* one script decides for every algorithm; the rest are primitives */
+    CHECK_EQ(rl_script_count(), 4);
+    const char *name, *sha;
+    CHECK_OK(rl_script_info(2, &name, &sha));
+    CHECK(strcmp(name, "limit") == 0 && strlen(sha) == 40);
+
+    /* the limits library's week, month (30 days) and year (360 days) */
+    ok("2/week", 2, 7LL * 86400000);
+    ok("3 per month", 3, 30LL * 86400000);
+    ok("1/2 years", 1, 2LL * 360 * 86400000);
+
+    /* several rates at once, as the limits library writes them */
+    rl_spec spec = {.algorithm = RL_GCRA};
+    CHECK_OK(rl_parse_rates("10/second;1000/hour", &spec));
+    CHECK_EQ(spec.limit, 10);
+    CHECK_EQ(spec.period_ms, 1000);
+    CHECK_EQ(spec.more_count, 1);
+    CHECK_EQ(spec.more[0].limit, 1000);
+    CHECK_EQ(spec.more[0].period_ms, 3600000);
+    CHECK_OK(rl_parse_rates("1/s, 5/minute | 100/day", &spec));
+    CHECK_EQ(spec.more_count, 2);
+    CHECK_EQ(spec.more[1].period_ms, 86400000);
+    CHECK_OK(rl_parse_rates("7/hour", &spec));
+    CHECK_EQ(spec.more_count, 0);
+    CHECK_EQ(rl_parse_rates("10/second;", &spec), RL_ERR_INVALID);
+    CHECK_EQ(rl_parse_rates("1/s;1/s;1/s;1/s;1/s;1/s;1/s;1/s;1/s", &spec), RL_ERR_INVALID);
+    CHECK(strstr(rl_errmsg(), "at most 8") != NULL);
     return test_summary("rate");
 }

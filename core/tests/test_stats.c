@@ -66,7 +66,7 @@ static void break_key(rl_client *c, const char *name, const char *id, rl_algorit
 static void test_blocking_sequence(void)
 {
     rl_client *c = open_client(&redis, NULL);
-    rl_spec three = {RL_FIXED_WINDOW, 3, 3600000, 0};
+    rl_spec three = {.algorithm = RL_FIXED_WINDOW, .limit = 3, .period_ms = 3600000, .burst = 0};
     rl_result r;
     size_t n = 99;
 
@@ -82,9 +82,9 @@ static void test_blocking_sequence(void)
     CHECK_EQ(rl_acquire(c, "seq", "broken", &three, 1, &r), RL_ERR_REDIS);
     /* a batch: each request under its own name */
     rl_request batch[3] = {
-        {"seq", "v", three, 1, RL_OP_ACQUIRE, 0, 0},
-        {"other", "v", three, 3, RL_OP_ACQUIRE, 0, 0},
-        {"other", "v", three, 1, RL_OP_ACQUIRE, 0, 0},
+        {.name = "seq", .id = "v", .spec = three, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = 0},
+        {.name = "other", .id = "v", .spec = three, .permits = 3, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = 0},
+        {.name = "other", .id = "v", .spec = three, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = 0},
     };
     rl_result rs[3];
     CHECK_OK(rl_execute(c, batch, 3, rs));
@@ -115,7 +115,7 @@ static void test_fallback_and_timeout(void)
     test_redis dead;
     redis_start(&dead);
     redis_kill(&dead); /* nothing listens on its port now */
-    rl_spec spec = {RL_GCRA, 10, 1000, 0};
+    rl_spec spec = {.algorithm = RL_GCRA, .limit = 10, .period_ms = 1000, .burst = 0};
     rl_result r;
     for (int policy = RL_ON_ERROR_ALLOW; policy <= RL_ON_ERROR_DENY; policy++) {
         rl_options o = RL_OPTIONS_INIT;
@@ -172,8 +172,8 @@ static void test_async_sequence(void)
     rl_client *c = open_client(&redis, &o);
     tally t = {0};
     rl_target target = {on_done, &t, NULL};
-    rl_spec two = {RL_FIXED_WINDOW, 2, 3600000, 0};
-    rl_request req = {"async-seq", "u", two, 1, RL_OP_ACQUIRE, 0, 0};
+    rl_spec two = {.algorithm = RL_FIXED_WINDOW, .limit = 2, .period_ms = 3600000, .burst = 0};
+    rl_request req = {.name = "async-seq", .id = "u", .spec = two, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = 0};
     for (int i = 0; i < 5; i++) CHECK_OK(rl_submit(c, &req, (uint64_t)i, &target));
     rl_request bad = req;
     bad.permits = 3;
@@ -217,14 +217,14 @@ typedef struct {
 static void *race(void *arg)
 {
     racer *w = arg;
-    rl_spec spec = {RL_FIXED_WINDOW, LIMIT, 3600000, 0};
+    rl_spec spec = {.algorithm = RL_FIXED_WINDOW, .limit = LIMIT, .period_ms = 3600000, .burst = 0};
     rl_target target = {on_done, w->async_done, NULL};
     char names[NAMES][16];
     rl_request reqs[NAMES];
     rl_result rs[NAMES];
     for (int k = 0; k < NAMES; k++) {
         snprintf(names[k], sizeof names[k], "race-%d", k);
-        reqs[k] = (rl_request){names[k], "u", spec, 1, RL_OP_ACQUIRE, 0, 0};
+        reqs[k] = (rl_request){.name = names[k], .id = "u", .spec = spec, .permits = 1, .op = RL_OP_ACQUIRE};
     }
     pthread_barrier_wait(w->start);
     for (int round = 0; round < ROUNDS; round++) {
@@ -276,13 +276,13 @@ static void test_overflow(void)
 {
     enum { EXTRA = 10, TOTAL = RL_STATS_MAX_NAMES + EXTRA };
     rl_client *c = open_client(&redis, NULL);
-    rl_spec spec = {RL_GCRA, 10, 1000, 0};
+    rl_spec spec = {.algorithm = RL_GCRA, .limit = 10, .period_ms = 1000, .burst = 0};
     rl_request *reqs = calloc(TOTAL, sizeof *reqs);
     rl_result *rs = calloc(TOTAL, sizeof *rs);
     char (*names)[16] = calloc(TOTAL, sizeof *names);
     for (int i = 0; i < TOTAL; i++) {
         snprintf(names[i], sizeof names[i], "many-%d", i);
-        reqs[i] = (rl_request){names[i], "u", spec, 1, RL_OP_PEEK, 0, 0};
+        reqs[i] = (rl_request){.name = names[i], .id = "u", .spec = spec, .permits = 1, .op = RL_OP_PEEK};
     }
     CHECK_OK(rl_execute(c, reqs, TOTAL, rs));
     CHECK_OK(rl_execute(c, reqs + RL_STATS_MAX_NAMES, EXTRA, rs)); /* still the overflow entry */
@@ -310,7 +310,7 @@ static void test_off(void)
     rl_options o = RL_OPTIONS_INIT;
     o.metrics_off = 1;
     rl_client *c = open_client(&redis, &o);
-    rl_spec spec = {RL_GCRA, 10, 1000, 0};
+    rl_spec spec = {.algorithm = RL_GCRA, .limit = 10, .period_ms = 1000, .burst = 0};
     rl_result r;
     CHECK_OK(rl_acquire(c, "off", "u", &spec, 1, &r));
     size_t n = 99;

@@ -149,7 +149,7 @@ static void suite(const char *label, const char *url, const rl_options *o)
 
     /* every algorithm admits exactly its limit, peek and reset included */
     for (size_t a = 0; a < sizeof all / sizeof all[0]; a++) {
-        rl_request req = {name, "alice", {all[a], 5, 60000, 0}, 1, RL_OP_ACQUIRE, 0, now};
+        rl_request req = {.name = name, .id = "alice", .spec = {.algorithm = all[a], .limit = 5, .period_ms = 60000, .burst = 0}, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = now};
         int admitted = 0;
         snprintf(name, sizeof name, "%s-%s", label, rl_algorithm_name(all[a]));
         for (int i = 0; i < 8; i++) {
@@ -184,7 +184,7 @@ static void suite(const char *label, const char *url, const rl_options *o)
     snprintf(name, sizeof name, "%s-batch", label);
     for (int i = 0; i < 64; i++) {
         snprintf(ids[i], sizeof ids[i], "user%d", i);
-        rl_request one = {name, ids[i], {RL_GCRA, 1, 60000, 0}, 1, RL_OP_ACQUIRE, 0, now};
+        rl_request one = {.name = name, .id = ids[i], .spec = {.algorithm = RL_GCRA, .limit = 1, .period_ms = 60000, .burst = 0}, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = now};
         batch[i] = one;
     }
     CHECK_OK(rl_execute(c, batch, 64, results));
@@ -225,7 +225,7 @@ static void suite(const char *label, const char *url, const rl_options *o)
     rl_completions_close(cq); /* every completion taken: nothing posts to it any more */
 
     /* many threads, one key: exactly the limit */
-    burst b = {c, NULL, {RL_FIXED_WINDOW, 100, 3600000, 0}, 40, 0, 0};
+    burst b = {c, NULL, {.algorithm = RL_FIXED_WINDOW, .limit = 100, .period_ms = 3600000, .burst = 0}, 40, 0, 0};
     snprintf(name, sizeof name, "%s-burst-%lld", label, (long long)now);
     b.name = name;
     pthread_t threads[8];
@@ -330,7 +330,7 @@ static void test_tls_checks(void)
     snprintf(url, sizeof url, "rediss://127.0.0.1:%s?ssl_ca_certs=%s&ssl_certfile=%s&ssl_keyfile=%s",
              env("RL_TEST_TLS_CLIENTAUTH_PORT"), ca, cert, key);
     rl_client *c = open_url(url, NULL);
-    rl_spec spec = {RL_GCRA, 10, 1000, 0};
+    rl_spec spec = {.algorithm = RL_GCRA, .limit = 10, .period_ms = 1000, .burst = 0};
     rl_result r;
     CHECK_OK(rl_acquire(c, "mtls", "x", &spec, 1, &r));
     CHECK_EQ(r.allowed, 1);
@@ -402,7 +402,7 @@ static void test_tls_server_killed(void)
     memset(&l, 0, sizeof l);
     l.client = c;
     l.name = "tls-kill";
-    l.spec = (rl_spec){RL_TOKEN_BUCKET, 1000000, 1000, 0};
+    l.spec = (rl_spec){.algorithm = RL_TOKEN_BUCKET, .limit = 1000000, .period_ms = 1000, .burst = 0};
     pthread_t threads[4];
     start_load(&l, threads, 4);
     sleep_ms(200);
@@ -435,7 +435,7 @@ static void test_sentinel_failover(void)
     memset(&l, 0, sizeof l);
     l.client = c;
     l.name = name;
-    l.spec = (rl_spec){RL_TOKEN_BUCKET, 1000000, 1000, 0};
+    l.spec = (rl_spec){.algorithm = RL_TOKEN_BUCKET, .limit = 1000000, .period_ms = 1000, .burst = 0};
     pthread_t threads[4];
     start_load(&l, threads, 4);
     sleep_ms(300);
@@ -467,7 +467,7 @@ static void test_cluster_under_change(void)
     l.client = c;
     l.name = name;
     /* a limit the load reaches while the slot moves and its master fails over */
-    l.spec = (rl_spec){RL_FIXED_WINDOW, 60000, 3600000, 0};
+    l.spec = (rl_spec){.algorithm = RL_FIXED_WINDOW, .limit = 60000, .period_ms = 3600000, .burst = 0};
     int len = rl_key(c, name, "hot", RL_FIXED_WINDOW, key, sizeof key);
     int slot = rl_key_slot(key, (size_t)len);
     pthread_t threads[4];

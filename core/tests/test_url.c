@@ -155,7 +155,7 @@ static int by_tag(const void *a, const void *b)
 
 static void check_tag(const char *name, const char *id, const char *want)
 {
-    char *tag = rl_entity_tag(name, id);
+    char *tag = rl_entity_tag(name, id, NULL);
     CHECK(tag && !strcmp(tag, want));
     if (tag && strcmp(tag, want)) fprintf(stderr, "  tag(%s, %s) = %s, want %s\n", name, id ? id : "-", tag, want);
     free(tag);
@@ -202,7 +202,7 @@ static void test_keys(void)
                 for (size_t d = 0; d < n; d++) {
                     snprintf(names[count], sizeof names[count], "%s%s", parts[a], parts[b]);
                     snprintf(ids[count], sizeof ids[count], "%s%s", parts[c2], parts[d]);
-                    tags[count] = rl_entity_tag(names[count], ids[count]);
+                    tags[count] = rl_entity_tag(names[count], ids[count], NULL);
                     CHECK(strpbrk(tags[count], "{}") == NULL);
                     count++;
                 }

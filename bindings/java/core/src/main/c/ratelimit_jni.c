@@ -14,6 +14,7 @@
  *     are exported and a stale library fails loudly at load time.
  */
 #include <jni.h>
+#include <ctype.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -47,11 +48,59 @@ static atomic_int g_io_threads;    /* numbers the I/O threads' names */
  * this thread (read here, on the calling thread, before anything else can
  * overwrite it). An exception already pending (from a callback or an
  * allocation) wins. */
+/* ms as java.time.Duration.toString() writes it: PT0.001S, PT1M30S, PT24H */
+static void fmt_duration(char *out, size_t size, int64_t ms)
+{
+    if (ms < 0 || ms % 1000) { /* Duration's own form for these is harder to read: plain seconds */
+        snprintf(out, size, "PT%s%lld.%03lldS", ms < 0 ? "-" : "", (long long)(ms < 0 ? -ms : ms) / 1000,
+                 (long long)(ms < 0 ? -ms : ms) % 1000);
+        return;
+    }
+    long long s = (long long)(ms / 1000), h = s / 3600, m = s / 60 % 60;
+    int n = snprintf(out, size, "PT");
+    if (h) n += snprintf(out + n, size - (size_t)n, "%lldH", h);
+    if (m) n += snprintf(out + n, size - (size_t)n, "%lldM", m);
+    if (s % 60 || (!h && !m)) snprintf(out + n, size - (size_t)n, "%lldS", s % 60);
+}
+
+/* The core's last error, when a number was out of range, in a Java
+ * caller's terms: camelCase names without "_ms", durations as Duration
+ * prints them. 0 when it was not. */
+static int java_range_message(char *buf, size_t size)
+{
+    rl_range_error d;
+    char name[64], lo[48], hi[48], got[48];
+    size_t j = 0;
+    if (!rl_errrange(&d)) return 0;
+    size_t len = strlen(d.param);
+    int ms = len > 3 && !strcmp(d.param + len - 3, "_ms");
+    if (ms) len -= 3;
+    for (size_t i = 0; i < len && j + 1 < sizeof name; i++)
+        name[j++] = d.param[i] == '_' && i + 1 < len ? (char)toupper((unsigned char)d.param[++i]) : d.param[i];
+    name[j] = '\0';
+    if (ms) {
+        fmt_duration(lo, sizeof lo, d.min);
+        fmt_duration(hi, sizeof hi, d.max);
+        fmt_duration(got, sizeof got, d.value);
+    } else {
+        snprintf(lo, sizeof lo, "%lld", (long long)d.min);
+        snprintf(hi, sizeof hi, "%lld", (long long)d.max);
+        snprintf(got, sizeof got, "%lld", (long long)d.value);
+    }
+    if (d.value > d.max)
+        snprintf(buf, size, "%s is too large%s%s (max %s, got %s)", name, *d.context ? " " : "", d.context, hi, got);
+    else
+        snprintf(buf, size, "%s must be in %s..%s (got %s)", name, lo, hi, got);
+    return 1;
+}
+
 static void throw_status(JNIEnv *env, int status)
 {
+    char said[600];
     if ((*env)->ExceptionCheck(env)) return;
     const char *msg = rl_errmsg();
     if (!msg || !*msg) msg = rl_strerror(status);
+    if (status == RL_ERR_INVALID && java_range_message(said, sizeof said)) msg = said;
     jsize len = (jsize)strlen(msg);
     jbyteArray bytes = (*env)->NewByteArray(env, len);
     if (!bytes) return; /* OutOfMemoryError pending */
@@ -193,7 +242,7 @@ static jlongArray n_parse_rate(JNIEnv *env, jclass cls, jbyteArray text)
 static void n_validate_spec(JNIEnv *env, jclass cls, jint algorithm, jlong limit, jlong period_ms, jlong burst)
 {
     (void)cls;
-    rl_spec spec = {(rl_algorithm)algorithm, limit, period_ms, burst};
+    rl_spec spec = {.algorithm = (rl_algorithm)algorithm, .limit = limit, .period_ms = period_ms, .burst = burst};
     int rc = rl_spec_validate(&spec);
     if (rc) throw_status(env, rc);
 }

@@ -1,0 +1,33 @@
+-- fixed_window: at most `limit` permits per window of `period` ms. A window
+-- opens at the first permit taken after the previous one closed (seed 001's
+-- INCR + EXPIRE, with the start stored so explicit clocks work too).
+-- State: hash {start = window start (ms), count = permits taken}.
+-- A rate change keeps the count and the window's start; the window then
+-- ends at start + the new period.
+ALG.fixed_window = function(key, now_us, r, permits, op)
+  local now, limit, period = math.floor(now_us / 1000), r.limit, r.period
+  local state = redis.call('HMGET', key, 'start', 'count')
+  local start, count = tonumber(state[1]), tonumber(state[2])
+  if not start or not count or now >= start + period then
+    start, count = now, 0
+  end
+  local window_left = start + period - now
+  local function write()
+    if count == 0 then return redis.call('DEL', key) end
+    redis.call('HSET', key, 'start', start, 'count', count)
+    redis.call('PEXPIRE', key, window_left)
+  end
+
+  if op == REFUND then
+    count = math.max(0, count - permits)
+    return {1, limit, math.max(0, limit - count), -1, count > 0 and window_left or 0, 0}, write
+  end
+  if count + permits > limit then
+    return {0, limit, math.max(0, limit - count), window_left, window_left, 0}
+  end
+  if op == PEEK then
+    return {1, limit, limit - count, -1, count > 0 and window_left or 0, 0}
+  end
+  count = count + permits
+  return {1, limit, limit - count, -1, window_left, 0}, write
+end

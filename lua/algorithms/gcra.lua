@@ -1,0 +1,51 @@
+-- gcra: generic cell rate algorithm, as redis-cell and go-redis redis_rate.
+-- `limit` per `period` ms, up to `burst` at once. State is the theoretical
+-- arrival time (TAT) in microseconds; the emission interval is rounded up to
+-- a whole microsecond so rounding can only make the limiter stricter.
+-- A new entity starts full, or with `initial` permits available.
+-- A rate change keeps the TAT (as redis-cell and redis_rate do): the time
+-- already booked stays booked, and availability follows the new interval.
+-- RESERVE books the slot even when it lies in the future (up to max_wait_ms)
+-- and returns the wait. REFUND moves the TAT back, never before now.
+-- State: string: TAT (us)
+ALG.gcra = function(key, now, r, permits, op, max_wait, initial)
+  local limit, period, burst = r.limit, r.period, r.burst
+  max_wait = max_wait * 1000
+  local interval = math.ceil(period * 1000 / limit)
+  local tolerance = interval * burst
+  local tat = tonumber(redis.call('GET', key))
+  if not tat then
+    tat = now
+    if initial >= 0 then tat = now + (burst - math.min(burst, initial)) * interval end
+  end
+  tat = math.max(tat, now)
+
+  local function ms(us) return math.ceil(us / 1000) end
+  local function available(t) return math.max(0, math.floor((now - (t - tolerance)) / interval)) end
+  local function write(t)
+    return function()
+      if t <= now then return redis.call('DEL', key) end
+      redis.call('SET', key, string.format('%d', t), 'PX', math.max(1, ms(t - now)))
+    end
+  end
+
+  if op == REFUND then
+    tat = math.max(now, tat - permits * interval)
+    return {1, burst, available(tat), -1, ms(tat - now), 0}, write(tat)
+  end
+  local new_tat = tat + interval * permits
+  local diff = now - (new_tat - tolerance)
+  local wait = 0
+  if diff < 0 then
+    if op ~= RESERVE or -diff > max_wait then
+      local retry = -diff
+      if op == RESERVE then retry = -diff - max_wait end
+      return {0, burst, available(tat), ms(retry), ms(tat - now), 0}
+    end
+    wait = -diff
+  end
+  if op == PEEK then
+    return {1, burst, available(tat), -1, ms(tat - now), 0}
+  end
+  return {1, burst, available(new_tat), -1, ms(new_tat - now), ms(wait)}, write(new_tat)
+end

@@ -1,0 +1,65 @@
+-- leaky_bucket: seed 000's funnel, atomic. A bucket of `capacity` (= limit)
+-- permits drains continuously and empties from full in `period` ms. A call
+-- pours `permits` in; it is admitted if they fit. Water is kept scaled by
+-- the period (1 permit = period units, leaks capacity units/ms): exact; the
+-- period is stored beside it, and a rate change converts the water to the
+-- new period (the permits in the bucket are kept, rounded up).
+-- A new bucket is empty, or holds capacity - `initial` permits.
+-- RESERVE treats the bucket as a FIFO queue: the call is booked behind the
+-- water already in it and told how long until that has drained (smooth
+-- outflow, no retry storm); it is refused if the queue is full or the wait
+-- would exceed max_wait_ms. REFUND takes permits back out of the bucket.
+-- State: hash {water = permits * period, ts = last update (ms), period}
+ALG.leaky_bucket = function(key, now_us, r, permits, op, max_wait, initial)
+  local now, capacity, period = math.floor(now_us / 1000), r.limit, r.period
+  local full = capacity * period
+
+  local state = redis.call('HMGET', key, 'water', 'ts', 'period')
+  local water, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+  if not water or not ts then
+    water, ts = 0, now
+    if initial >= 0 then water = (capacity - math.min(capacity, initial)) * period end
+  else
+    if stored_period and stored_period ~= period then
+      water = math.ceil(water * period / stored_period)
+    end
+    if now > ts then
+      if now - ts >= math.ceil(water / capacity) then
+        water = 0
+      else
+        water = water - (now - ts) * capacity
+      end
+      ts = now
+    end
+  end
+
+  local function drain_time(units) -- ms until `units` have leaked out
+    if units <= 0 then return 0 end
+    return math.ceil(units / capacity)
+  end
+  local function remaining() return math.max(0, math.floor((full - water) / period)) end
+  local function write()
+    if water <= 0 then return redis.call('DEL', key) end
+    redis.call('HSET', key, 'water', water, 'ts', ts, 'period', period)
+    redis.call('PEXPIRE', key, drain_time(water))
+  end
+
+  if op == REFUND then
+    water = math.max(0, water - permits * period)
+    return {1, capacity, remaining(), -1, drain_time(water), 0}, write
+  end
+  local pour = permits * period
+  local overflow = drain_time(water + pour - full)
+  local wait = 0
+  if op == RESERVE then wait = drain_time(water) end
+  if overflow > 0 or wait > max_wait then
+    local retry = overflow
+    if op == RESERVE then retry = math.max(overflow, wait - max_wait) end
+    return {0, capacity, remaining(), retry, drain_time(water), 0}
+  end
+  if op == PEEK then
+    return {1, capacity, remaining(), -1, drain_time(water), 0}
+  end
+  water = water + pour
+  return {1, capacity, remaining(), -1, drain_time(water), wait}, write
+end

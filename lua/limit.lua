@@ -1,0 +1,77 @@
+-- limit: every rate-limiting decision, for every algorithm (the functions
+-- in lua/algorithms/, included at build time). An entity may be held to
+-- several rates at once ("10/second" and "1000/hour"): each rate has its own
+-- key, all in the entity's hash slot, and a call is admitted only if every
+-- rate admits it; then all consume, else none does.
+-- KEYS[i]  the state of rate i
+-- ARGV     now_ms (0 = Redis TIME), algorithm, op, permits, max_wait_ms,
+--          initial tokens (-1: a new entity starts full), then
+--          limit, period_ms, burst for each rate
+-- op       0 acquire, 1 peek (writes nothing), 2 reserve (book a slot up
+--          to max_wait_ms away), 3 acquire up to `permits` (as many as all
+--          rates allow, at least 1), 4 refund (give `permits` back)
+-- reply    {allowed, limit, remaining, retry_after_ms, reset_after_ms,
+--          wait_ms, granted, rate_index}: the rate that binds reports
+--          limit and remaining (the smallest remaining; when denied, the
+--          denial with the longest retry_after_ms), rate_index from 0
+local ACQUIRE, PEEK, RESERVE, UP_TO, REFUND = 0, 1, 2, 3, 4
+local ALG = {}
+--@include algorithms/fixed_window.lua
+--@include algorithms/sliding_log.lua
+--@include algorithms/sliding_window.lua
+--@include algorithms/token_bucket.lua
+--@include algorithms/leaky_bucket.lua
+--@include algorithms/gcra.lua
+
+local now = tonumber(ARGV[1]) * 1000 -- us
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local decide = ALG[ARGV[2]]
+local op, permits, max_wait, initial = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local rates = {}
+for i = 1, #KEYS do
+  local at = 7 + 3 * (i - 1)
+  rates[i] = {limit = tonumber(ARGV[at]), period = tonumber(ARGV[at + 1]), burst = tonumber(ARGV[at + 2])}
+end
+
+local function decide_all(n, o)
+  local replies, writes, ok = {}, {}, true
+  for i = 1, #KEYS do
+    replies[i], writes[i] = decide(KEYS[i], now, rates[i], n, o, max_wait, initial)
+    if replies[i][1] == 0 then ok = false end
+  end
+  return replies, writes, ok
+end
+
+local function combine(replies, ok, granted)
+  local pick, remaining, reset, wait = 1, replies[1][3], 0, 0
+  for i, r in ipairs(replies) do
+    local best = replies[pick]
+    if ok then
+      if r[3] < best[3] then pick = i end
+    elseif r[1] == 0 and (best[1] == 1 or r[4] > best[4]) then
+      pick = i
+    end
+    remaining = math.min(remaining, r[3])
+    reset, wait = math.max(reset, r[5]), math.max(wait, r[6])
+  end
+  local r = replies[pick]
+  if not ok then return {0, r[2], remaining, r[4], reset, 0, 0, pick - 1} end
+  return {1, r[2], remaining, -1, reset, wait, granted, pick - 1}
+end
+
+if op == UP_TO then
+  local probe, _, ok = decide_all(1, PEEK)
+  if not ok then return combine(probe, false, 0) end
+  for _, r in ipairs(probe) do permits = math.min(permits, r[3]) end
+  op = ACQUIRE
+end
+local replies, writes, ok = decide_all(permits, op)
+if ok then
+  for i = 1, #KEYS do
+    if writes[i] then writes[i]() end
+  end
+end
+return combine(replies, ok, permits)
