@@ -117,9 +117,13 @@ typedef struct {
      * this often per name: a change reaches every client within it. Default
      * 1000. */
     int config_refresh_ms;
+    /* This client's identity for RL_SCOPE_PER_CLIENT quotas: 1..64 of
+     * [A-Za-z0-9._-], e.g. a host or pod name to keep a quota across
+     * restarts. Default: 32 random hex digits drawn at open. */
+    const char *client_id;
 } rl_options;
 
-#define RL_OPTIONS_INIT { 1000, 1000, 8, "rl", RL_ON_ERROR_RAISE, NULL, NULL, NULL, RL_TLS_VERIFY_DEFAULT, 1000, 0, 1000 }
+#define RL_OPTIONS_INIT { 1000, 1000, 8, "rl", RL_ON_ERROR_RAISE, NULL, NULL, NULL, RL_TLS_VERIFY_DEFAULT, 1000, 0, 1000, NULL }
 
 RL_API void rl_options_init(rl_options *options);
 
@@ -151,8 +155,9 @@ RL_API void rl_client_close(rl_client *client);
 /* The key prefix in use (owned by the client). */
 RL_API const char *rl_client_prefix(const rl_client *client);
 
-/* This client's identity for RL_SCOPE_PER_CLIENT limiters: 32 random hex
- * digits drawn when it opened, stable for its life (owned by the client). */
+/* This client's identity for RL_SCOPE_PER_CLIENT limiters: options.client_id,
+ * else 32 random hex digits drawn when it opened; stable for its life
+ * (owned by the client). */
 RL_API const char *rl_client_id(const rl_client *client);
 
 /* ---- rate limiting ------------------------------------------------------ */

@@ -88,9 +88,14 @@ static int check_options(const rl_options *o)
         return rl_fail(RL_ERR_INVALID, "tls_verify must be DEFAULT, REQUIRED or NONE");
     if (o->metrics_off < 0 || o->metrics_off > 1) return rl_fail(RL_ERR_INVALID, "metrics_off must be 0 or 1");
     if (o->reconnect_max_ms < 1 || o->reconnect_max_ms > 600000)
-        return rl_fail(RL_ERR_INVALID, "reconnect_max_ms must be in 1..600000 (got %d)", o->reconnect_max_ms);
+        return rl_check_range("reconnect_max_ms", o->reconnect_max_ms, 1, 600000);
     if (o->config_refresh_ms < 1 || o->config_refresh_ms > 3600000)
         return rl_fail(RL_ERR_INVALID, "config_refresh_ms must be in 1..3600000 (got %d)", o->config_refresh_ms);
+    /* it becomes part of keys, after "%P": nothing that needs escaping */
+    if (o->client_id && (!*o->client_id || strlen(o->client_id) > 64 ||
+                         strspn(o->client_id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                             strlen(o->client_id)))
+        return rl_fail(RL_ERR_INVALID, "client_id must be 1..64 of A-Z a-z 0-9 . _ - (got '%.80s')", o->client_id);
     const char *files[3] = {o->tls_ca_file, o->tls_cert_file, o->tls_key_file};
     for (int i = 0; i < 3; i++)
         if (files[i] && !*files[i]) return rl_fail(RL_ERR_INVALID, "TLS file options must be NULL or a path, not empty");
@@ -124,7 +129,9 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
         free_client(c);
         return rl_fail(RL_ERR_NOMEM, "out of memory");
     }
-    if ((rc = rl_new_permit_id(c->id))) {
+    if (options->client_id) {
+        snprintf(c->id, sizeof c->id, "%s", options->client_id);
+    } else if ((rc = rl_new_permit_id(c->id))) {
         free_client(c);
         return rc;
     }

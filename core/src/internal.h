@@ -104,7 +104,7 @@ struct rl_client {
     rl_async *async;        /* the I/O thread, started by the first rl_submit */
     struct rl_stats *stats; /* metrics (stats.c): made by the first counted decision */
     struct rl_config_cache *configs; /* stored specs (config.c) */
-    char id[33];            /* rl_client_id: per-client quotas */
+    char id[65];            /* rl_client_id: per-client quotas */
 };
 
 /* ---- stored specs (config.c) ---- */
