@@ -1,5 +1,6 @@
 package io.ratelimit.spring;
 
+import io.micrometer.core.instrument.binder.MeterBinder;
 import io.ratelimit.RateLimitClient;
 import org.springframework.beans.factory.BeanFactory;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
@@ -10,11 +11,19 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplicat
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.core.env.Environment;
+import org.springframework.web.reactive.HandlerAdapter;
+import org.springframework.web.reactive.result.method.annotation.RequestMappingHandlerAdapter;
 import org.springframework.web.servlet.HandlerInterceptor;
 import org.springframework.web.servlet.config.annotation.InterceptorRegistry;
 import org.springframework.web.servlet.config.annotation.WebMvcConfigurer;
+import reactor.core.scheduler.Schedulers;
 
-/** A shared {@link RateLimitClient} from {@code ratelimit.*}, and {@link RateLimited} for Spring MVC. */
+/**
+ * A shared {@link RateLimitClient} from {@code ratelimit.*}; {@link RateLimited}
+ * for Spring MVC (an interceptor) and Spring WebFlux (a handler adapter on the
+ * asynchronous core); Micrometer metrics when Micrometer is present.
+ */
 @AutoConfiguration
 @ConditionalOnClass(RateLimitClient.class)
 @ConditionalOnProperty(prefix = "ratelimit", name = "enabled", havingValue = "true", matchIfMissing = true)
@@ -27,14 +36,30 @@ public class RateLimitAutoConfiguration {
         return RateLimitClient.connect(properties.getUrl(), properties.toClientOptions());
     }
 
+    @Bean
+    @ConditionalOnMissingBean
+    @ConditionalOnWebApplication
+    @ConditionalOnClass(name = "org.springframework.web.bind.annotation.RequestMapping")
+    public RateLimitGuards rateLimitGuards(RateLimitClient client, BeanFactory beanFactory) {
+        return new RateLimitGuards(client, beanFactory);
+    }
+
+    /** Problem details when ratelimit.web.problem-details says so, else when the stack's own property does. */
+    static boolean problemDetails(RateLimitProperties properties, Environment env, String stackProperty) {
+        Boolean own = properties.getWeb().getProblemDetails();
+        return own != null ? own : env.getProperty(stackProperty, Boolean.class, false);
+    }
+
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
     @ConditionalOnClass(HandlerInterceptor.class)
     static class WebMvc {
         @Bean
         @ConditionalOnMissingBean
-        RateLimitInterceptor rateLimitInterceptor(RateLimitClient client, BeanFactory beanFactory) {
-            return new RateLimitInterceptor(client, beanFactory);
+        RateLimitInterceptor rateLimitInterceptor(RateLimitGuards guards, RateLimitProperties properties,
+                Environment env) {
+            return new RateLimitInterceptor(guards, new RateLimitResponses(properties.getWeb(),
+                    problemDetails(properties, env, "spring.mvc.problemdetails.enabled")));
         }
 
         @Bean
@@ -47,4 +72,34 @@ public class RateLimitAutoConfiguration {
             };
         }
     }
+
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.REACTIVE)
+    @ConditionalOnClass({HandlerAdapter.class, Schedulers.class})
+    static class WebFlux {
+        @Bean
+        @ConditionalOnMissingBean
+        RateLimitHandlerAdapter rateLimitHandlerAdapter(RateLimitGuards guards, RateLimitProperties properties,
+                Environment env, RequestMappingHandlerAdapter requestMappingHandlerAdapter) {
+            return new RateLimitHandlerAdapter(guards, new RateLimitResponses(properties.getWeb(),
+                    problemDetails(properties, env, "spring.webflux.problemdetails.enabled")),
+                    requestMappingHandlerAdapter, Schedulers.parallel());
+        }
+    }
+
+    /**
+     * The core module's Micrometer binder. It is named, not imported: the
+     * class is optional in the core jar, and this module must load without it.
+     */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(name = {"io.micrometer.core.instrument.binder.MeterBinder", RateLimitAutoConfiguration.METRICS})
+    static class Metrics {
+        @Bean
+        @ConditionalOnMissingBean(type = RateLimitAutoConfiguration.METRICS)
+        MeterBinder rateLimitMetrics(RateLimitClient client) throws ReflectiveOperationException {
+            return (MeterBinder) Class.forName(METRICS).getConstructor(RateLimitClient.class).newInstance(client);
+        }
+    }
+
+    static final String METRICS = "io.ratelimit.micrometer.RateLimitMetrics";
 }

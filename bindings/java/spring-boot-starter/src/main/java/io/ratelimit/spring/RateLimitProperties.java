@@ -24,7 +24,9 @@ public class RateLimitProperties {
     private String prefix;
     /** Connect and command timeout (both), e.g. 500ms. */
     private Duration timeout;
+    /** Connect timeout (overrides timeout), e.g. 200ms; default: the core's (1s). */
     private Duration connectTimeout;
+    /** Command timeout (overrides timeout), e.g. 200ms; default: the core's (1s). */
     private Duration commandTimeout;
     /** Connections shared by all threads. */
     private Integer poolSize;
@@ -34,6 +36,48 @@ public class RateLimitProperties {
     private Duration reconnectMax;
     /** TLS for rediss:// URLs; each overrides the URL's ssl_* option of the same meaning. */
     private final Tls tls = new Tls();
+    /** How @RateLimited handlers answer (Spring MVC and WebFlux). */
+    private final Web web = new Web();
+
+    /** {@code ratelimit.web.*}. */
+    public static class Web {
+        /**
+         * HTTP status of a request whose decision failed because Redis could not be reached
+         * (on-redis-error=raise); one WARN line is logged per outage, not one per request.
+         */
+        private int redisErrorStatus = 503;
+        /** Send RateLimit-Policy, RateLimit, RateLimit-Limit, -Remaining and -Reset on limited responses. */
+        private boolean headers = true;
+        /**
+         * Answer 429 (and redis-error-status) with an RFC 9457 application/problem+json body; default:
+         * spring.mvc.problemdetails.enabled or spring.webflux.problemdetails.enabled.
+         */
+        private Boolean problemDetails;
+
+        public int getRedisErrorStatus() {
+            return redisErrorStatus;
+        }
+
+        public void setRedisErrorStatus(int redisErrorStatus) {
+            this.redisErrorStatus = redisErrorStatus;
+        }
+
+        public boolean isHeaders() {
+            return headers;
+        }
+
+        public void setHeaders(boolean headers) {
+            this.headers = headers;
+        }
+
+        public Boolean getProblemDetails() {
+            return problemDetails;
+        }
+
+        public void setProblemDetails(Boolean problemDetails) {
+            this.problemDetails = problemDetails;
+        }
+    }
 
     /** {@code ratelimit.tls.*}. */
     public static class Tls {
@@ -192,5 +236,9 @@ public class RateLimitProperties {
 
     public Tls getTls() {
         return tls;
+    }
+
+    public Web getWeb() {
+        return web;
     }
 }

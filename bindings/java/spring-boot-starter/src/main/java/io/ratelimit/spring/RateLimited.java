@@ -37,7 +37,7 @@ public @interface RateLimited {
      * (may be null); beans as {@code @name}. A null or empty value counts as
      * the shared id "anonymous".
      */
-    String key() default "#request.remoteAddr";
+    String key() default "#remoteAddress";
 
     /** Permits each request takes. */
     long permits() default 1;

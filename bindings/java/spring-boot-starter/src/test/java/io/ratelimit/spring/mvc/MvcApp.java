@@ -1,15 +1,35 @@
-package io.ratelimit.spring;
+package io.ratelimit.spring.mvc;
 
 import io.ratelimit.Algorithm;
+import io.ratelimit.spring.RateLimited;
+import jakarta.servlet.Filter;
 import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletRequestWrapper;
+import java.security.Principal;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
+import org.springframework.context.annotation.Bean;
 import org.springframework.web.bind.annotation.GetMapping;
 import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.RestController;
 
-/** A small web app for {@link RateLimitedWebTest}. */
+/** A Spring MVC app using the starter, for the tests in io.ratelimit.spring. */
 @SpringBootApplication
-public class TestApp {
+public class MvcApp {
+
+    /** Stands in for Spring Security: the X-Login header becomes the authenticated principal. */
+    @Bean
+    Filter loginFilter() {
+        return (req, res, chain) -> {
+            HttpServletRequest http = (HttpServletRequest) req;
+            String login = http.getHeader("X-Login");
+            chain.doFilter(login == null ? req : new HttpServletRequestWrapper(http) {
+                @Override
+                public Principal getUserPrincipal() {
+                    return () -> login;
+                }
+            }, res);
+        };
+    }
 
     @RestController
     public static class Api {
@@ -32,9 +52,37 @@ public class TestApp {
             return "ok";
         }
 
+        @GetMapping("/me")
+        @RateLimited(name = "me", rate = "2/minute", key = "#principal?.name")
+        public String me(Principal principal) {
+            return "hello " + (principal == null ? "nobody" : principal.getName());
+        }
+
         @GetMapping("/open")
         public String open() {
             return "open";
+        }
+    }
+
+    /** Every handler of the class shares one limiter (the class's name). */
+    @RestController
+    @RateLimited(name = "reports", rate = "2/minute", key = "#request.getHeader('X-User')")
+    public static class Reports {
+        @GetMapping("/reports/daily")
+        public String daily() {
+            return "daily";
+        }
+
+        @GetMapping("/reports/weekly")
+        public String weekly() {
+            return "weekly";
+        }
+
+        /** A method's own annotation wins over the class's. */
+        @GetMapping("/reports/export")
+        @RateLimited(name = "export", rate = "1/hour", permits = 1, key = "#request.getHeader('X-User')")
+        public String export() {
+            return "export";
         }
     }
 }

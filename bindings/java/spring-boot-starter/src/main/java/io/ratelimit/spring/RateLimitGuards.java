@@ -1,0 +1,146 @@
+package io.ratelimit.spring;
+
+import io.ratelimit.Algorithm;
+import io.ratelimit.Limiter;
+import io.ratelimit.Rate;
+import io.ratelimit.RateLimitClient;
+import io.ratelimit.RateLimitException;
+import java.lang.reflect.Method;
+import java.security.Principal;
+import java.util.Arrays;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.stream.Collectors;
+import org.springframework.beans.factory.BeanFactory;
+import org.springframework.beans.factory.SmartInitializingSingleton;
+import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
+import org.springframework.context.expression.BeanFactoryResolver;
+import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.expression.EvaluationContext;
+import org.springframework.expression.Expression;
+import org.springframework.expression.ParseException;
+import org.springframework.expression.spel.standard.SpelExpressionParser;
+import org.springframework.expression.spel.support.StandardEvaluationContext;
+import org.springframework.util.ClassUtils;
+import org.springframework.util.ReflectionUtils;
+import org.springframework.web.bind.annotation.RequestMapping;
+
+/**
+ * The {@link Guard} of every {@link RateLimited} handler method, built when the
+ * application starts: a rate that does not parse, permits the limiter cannot
+ * hold or a key that is not SpEL fail start-up with a message naming the
+ * method, instead of failing every request.
+ */
+public class RateLimitGuards implements SmartInitializingSingleton {
+    private final RateLimitClient client;
+    private final BeanFactory beanFactory;
+    private final BeanFactoryResolver beanResolver;
+    private final SpelExpressionParser parser = new SpelExpressionParser();
+    // Optional.empty(): looked at, not limited (so unannotated handlers cost one map lookup)
+    private final Map<Method, Optional<Guard>> guards = new ConcurrentHashMap<>();
+
+    public RateLimitGuards(RateLimitClient client, BeanFactory beanFactory) {
+        this.client = client;
+        this.beanFactory = beanFactory;
+        this.beanResolver = beanFactory == null ? null : new BeanFactoryResolver(beanFactory);
+    }
+
+    /** The guard of a handler method, or null when it is not rate limited. */
+    public Guard find(Method method, Class<?> beanType) {
+        Optional<Guard> g = guards.get(method);
+        if (g == null) {   // a handler of a bean made after start-up (lazy, prototype)
+            g = guards.computeIfAbsent(method, m -> Optional.ofNullable(build(m, ClassUtils.getUserClass(beanType))));
+        }
+        return g.orElse(null);
+    }
+
+    /** Checks every annotated method of every bean once all singletons exist. */
+    @Override
+    public void afterSingletonsInstantiated() {
+        if (!(beanFactory instanceof ConfigurableListableBeanFactory factory)) {
+            return;
+        }
+        for (String name : factory.getBeanDefinitionNames()) {
+            Class<?> type = factory.getType(name, false);
+            if (type != null) {
+                scan(ClassUtils.getUserClass(type));
+            }
+        }
+    }
+
+    private void scan(Class<?> type) {
+        boolean onClass = AnnotatedElementUtils.hasAnnotation(type, RateLimited.class);
+        ReflectionUtils.doWithMethods(type, m -> {
+            // on a class it covers its request handlers; on a method it must be valid wherever it is
+            if (AnnotatedElementUtils.hasAnnotation(m, RateLimited.class)
+                    || onClass && AnnotatedElementUtils.hasAnnotation(m, RequestMapping.class)) {
+                guards.computeIfAbsent(m, k -> Optional.ofNullable(build(k, type)));
+            }
+        }, ReflectionUtils.USER_DECLARED_METHODS);
+    }
+
+    private Guard build(Method method, Class<?> beanType) {
+        RateLimited a = AnnotatedElementUtils.findMergedAnnotation(method, RateLimited.class);
+        if (a == null) {
+            a = AnnotatedElementUtils.findMergedAnnotation(beanType, RateLimited.class);
+        }
+        if (a == null) {
+            return null;
+        }
+        String where = ClassUtils.getQualifiedMethodName(method, beanType) + Arrays.stream(method.getParameterTypes())
+                .map(Class::getSimpleName).collect(Collectors.joining(", ", "(", ")"));
+        String name = a.name().isEmpty() ? beanType.getSimpleName() + "." + method.getName() : a.name();
+        Limiter limiter;
+        try {
+            Rate rate = Rate.parse(a.rate());
+            limiter = client.limiter(name, a.burst() != 0 ? rate.withBurst(a.burst()) : rate, a.algorithm());
+        } catch (RateLimitException e) {
+            throw invalid(where, "rate \"" + a.rate() + "\" (algorithm " + a.algorithm() + ", burst " + a.burst()
+                    + ", name \"" + name + "\"): " + e.getMessage(), e);
+        }
+        long capacity = capacity(limiter);
+        if (a.permits() < 1 || a.permits() > capacity) {
+            throw invalid(where, "permits = " + a.permits() + " but the limiter holds 1.." + capacity
+                    + " (rate \"" + a.rate() + "\"" + (a.burst() != 0 ? ", burst " + a.burst() : "")
+                    + "): no request could ever pass", null);
+        }
+        Expression key;
+        try {
+            key = parser.parseExpression(a.key());
+        } catch (ParseException e) {
+            throw invalid(where, "key \"" + a.key() + "\" is not a SpEL expression: " + e.getMessage(), e);
+        }
+        return new Guard(limiter, key, a.permits(), where);
+    }
+
+    /** The most permits one call can take (docs/semantics.md: 1 <= permits <= capacity). */
+    static long capacity(Limiter limiter) {
+        Rate rate = limiter.rate();
+        boolean burstable = limiter.algorithm() == Algorithm.TOKEN_BUCKET || limiter.algorithm() == Algorithm.GCRA;
+        return burstable && rate.burst() != 0 ? rate.burst() : rate.limit();
+    }
+
+    private static IllegalStateException invalid(String where, String problem, Exception cause) {
+        return new IllegalStateException("@RateLimited on " + where + ": " + problem, cause);
+    }
+
+    /**
+     * The SpEL variables of a key: {@code #request} (the stack's request
+     * object), {@code #pathVariables}, {@code #principal} (null when
+     * anonymous), {@code #remoteAddress} (the client's IP address); beans as
+     * {@code @name}.
+     */
+    public EvaluationContext context(Object request, Map<String, ?> pathVariables, Principal principal,
+            String remoteAddress) {
+        StandardEvaluationContext ctx = new StandardEvaluationContext();
+        ctx.setVariable("request", request);
+        ctx.setVariable("pathVariables", pathVariables != null ? pathVariables : Map.of());
+        ctx.setVariable("principal", principal);
+        ctx.setVariable("remoteAddress", remoteAddress);
+        if (beanResolver != null) {
+            ctx.setBeanResolver(beanResolver);
+        }
+        return ctx;
+    }
+}

@@ -1,0 +1,84 @@
+package io.ratelimit.spring;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.ratelimit.spring.webflux.FluxApp;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.test.context.SpringBootTest;
+
+/**
+ * A real WebFlux app (Netty, one event-loop thread) on a random port, a real
+ * Redis, driven over HTTP: the same contract as MVC, plus the threading.
+ */
+@SpringBootTest(classes = FluxApp.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
+        properties = {"spring.main.web-application-type=reactive", "ratelimit.prefix=flux",
+            "ratelimit.timeout=5s", "ratelimit.on-redis-error=raise"})
+class WebFluxAppTest extends WebAppContract {
+    static {
+        // one event-loop thread: a blocked one would stall every request (read when Netty starts)
+        System.setProperty("reactor.netty.ioWorkerCount", "1");
+    }
+
+    @Override
+    String prefix() {
+        return "flux";
+    }
+
+    @Override
+    String apiClass() {
+        return "FluxApi";
+    }
+
+    @Test
+    void handlersRunOffTheClientsIoThread() throws Exception {
+        HttpResponse<String> res = http.get("/thread");
+        assertEquals(200, res.statusCode());
+        assertFalse(res.body().startsWith("ratelimit-io"), res.body());
+        assertFalse(res.body().startsWith("reactor-http"), "the handler continues on the parallel scheduler");
+    }
+
+    /**
+     * While Redis is paused (CLIENT PAUSE), a limited request waits for its
+     * decision; the only event-loop thread must still serve other requests.
+     */
+    @Test
+    void aSlowRedisNeverBlocksTheEventLoop() throws Exception {
+        assertEquals(200, http.get("/thread").statusCode());   // connected and warm
+        Process pause = new ProcessBuilder("redis-cli", "-p", String.valueOf(redisPort()),
+                "CLIENT", "PAUSE", "3000", "ALL").redirectErrorStream(true).start();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (answersPing()) {   // until the pause has started
+            assertTrue(System.nanoTime() < deadline, "CLIENT PAUSE did not start");
+            Thread.sleep(20);
+        }
+        CompletableFuture<HttpResponse<String>> limited = http.send("/thread");
+        HttpResponse<String> open = http.get("/open");
+        assertEquals(200, open.statusCode());
+        assertFalse(limited.isDone(), "the limited request waits for Redis, the open one did not wait for it");
+        assertEquals(200, limited.get(10, TimeUnit.SECONDS).statusCode());
+        assertTrue(pause.waitFor(10, TimeUnit.SECONDS));
+    }
+
+    /** True when Redis answers PING within 200 ms. */
+    private static boolean answersPing() throws Exception {
+        try (Socket s = new Socket("127.0.0.1", redisPort())) {
+            s.setSoTimeout(200);
+            s.getOutputStream().write("PING\r\n".getBytes(StandardCharsets.US_ASCII));
+            return s.getInputStream().read() == '+';
+        } catch (SocketTimeoutException e) {
+            return false;
+        }
+    }
+
+    private static int redisPort() {
+        return Integer.parseInt(redis.url().substring(redis.url().lastIndexOf(':') + 1));
+    }
+}
