@@ -83,7 +83,7 @@ build/venv-notls/bin/python -m pytest -q -p no:cacheprovider bindings/python/tes
 step "Python binding"
 python3 -m venv build/venv
 build/venv/bin/pip install -q --upgrade pip
-build/venv/bin/pip install -q . pytest redis uvloop
+build/venv/bin/pip install -q . pytest redis uvloop fastapi uvicorn httpx flask django
 # from the root, so the installed package (not the source folder) is imported
 build/venv/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests
 
