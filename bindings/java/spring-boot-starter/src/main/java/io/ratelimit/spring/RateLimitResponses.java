@@ -1,5 +1,6 @@
 package io.ratelimit.spring;
 
+import io.ratelimit.Rate;
 import io.ratelimit.RateLimitException;
 import io.ratelimit.Result;
 import io.ratelimit.Status;
@@ -15,7 +16,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * What a limited handler answers, the same for Spring MVC and WebFlux and
- * the same headers as the Python integrations (docs/spring.md, "Headers"):
+ * the same headers as the Python integrations (docs/frameworks.md, "Headers"):
  * RateLimit-Policy and RateLimit (IETF httpapi ratelimit-headers draft),
  * RateLimit-Limit / -Remaining / -Reset, and on a 429 Retry-After in whole
  * seconds rounded up. Also logs Redis outages: one WARN when decisions start
@@ -57,7 +58,8 @@ public class RateLimitResponses {
                 String policy = sfString(guard.limiter().name());
                 long remaining = Math.max(0, r.remaining());
                 long reset = seconds(r.resetAfter());
-                h.put("RateLimit-Policy", policy + ";q=" + r.limit() + ";w=" + seconds(guard.limiter().rate().period()));
+                Rate rate = guard.limiter().rate();   // q and w: the rate; RateLimit-Limit: the capacity
+                h.put("RateLimit-Policy", policy + ";q=" + rate.limit() + ";w=" + seconds(rate.period()));
                 h.put("RateLimit", policy + ";r=" + remaining + ";t=" + reset);
                 h.put("RateLimit-Limit", String.valueOf(r.limit()));
                 h.put("RateLimit-Remaining", String.valueOf(remaining));

@@ -141,6 +141,15 @@ abstract class WebAppContract {
     }
 
     @Test
+    void policyIsTheRateAndLimitTheCapacity() throws Exception {
+        HttpResponse<String> ok = http.get("/burst");
+        assertEquals(200, ok.statusCode());
+        assertEquals("\"burst\";q=2;w=60", header(ok, "RateLimit-Policy"));
+        assertEquals("5", header(ok, "RateLimit-Limit"));
+        assertEquals("4", header(ok, "RateLimit-Remaining"));
+    }
+
+    @Test
     void unannotatedHandlersAreNotLimited() throws Exception {
         for (int i = 0; i < 10; i++) {
             HttpResponse<String> res = http.get("/open");

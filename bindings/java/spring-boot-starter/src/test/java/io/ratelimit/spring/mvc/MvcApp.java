@@ -58,6 +58,13 @@ public class MvcApp {
             return "hello " + (principal == null ? "nobody" : principal.getName());
         }
 
+        /** A burst above the rate: q is the rate's limit, RateLimit-Limit the capacity. */
+        @GetMapping("/burst")
+        @RateLimited(name = "burst", rate = "2/minute", burst = 5)
+        public String burst() {
+            return "burst";
+        }
+
         @GetMapping("/open")
         public String open() {
             return "open";

@@ -63,6 +63,13 @@ public class FluxApp {
             return Thread.currentThread().getName();
         }
 
+        /** A burst above the rate: q is the rate's limit, RateLimit-Limit the capacity. */
+        @GetMapping("/burst")
+        @RateLimited(name = "burst", rate = "2/minute", burst = 5)
+        public String burst() {
+            return "burst";
+        }
+
         @GetMapping("/open")
         public Mono<String> open() {
             return Mono.just("open");
