@@ -236,19 +236,45 @@ class Decision:
                                                              ", fallback" if self.fallback else "")
 
 
-class Settings:
-    """An integration's options, validated once, and its limiters (one per
-    name and rule, made on first use)."""
+# every integration's options: constructor arguments, else the framework's
+# config (RATELIMIT_<NAME> in Flask's app.config or Django's settings), else these
+OPTIONS: Dict[str, Any] = {
+    "url": None, "default": None, "key": "remote_addr", "name": "default", "algorithm": "gcra", "burst": None,
+    "headers": True, "on_redis_error": "allow", "trusted_proxies": 0, "prefix": None, "timeout": None,
+    "connect_timeout": None,
+}
 
-    def __init__(self, *, on_redis_error: str = "allow", headers: bool = True, trusted_proxies: int = 0) -> None:
+
+def resolve_options(given: Dict[str, Any], config: Callable[[str, Any], Any]) -> Dict[str, Any]:
+    """given (None: not given) over config("RATELIMIT_<NAME>", default)."""
+    unknown = set(given) - set(OPTIONS)
+    if unknown:
+        raise TypeError("unknown option(s): %s" % ", ".join(sorted(unknown)))
+    return {name: given[name] if given.get(name) is not None else config("RATELIMIT_" + name.upper(), default)
+            for name, default in OPTIONS.items()}
+
+
+class Settings:
+    """An integration's options (see OPTIONS), validated once: the default
+    rule, what the client is opened with, and its limiters (one per name and
+    rule, made on first use)."""
+
+    def __init__(self, url: Optional[str] = None, *, default: Optional[str] = None, key: Any = "remote_addr",
+                 name: str = "default", algorithm: str = "gcra", burst: Optional[int] = None, headers: bool = True,
+                 on_redis_error: str = "allow", trusted_proxies: int = 0, prefix: Optional[str] = None,
+                 timeout: Optional[float] = None, connect_timeout: Optional[float] = None) -> None:
         if on_redis_error not in ("allow", "deny"):
             raise InvalidArgument("on_redis_error %r: a web integration takes 'allow' (fail open) or 'deny' "
                                   "(fail closed: 429); it never fails a request with a 500" % (on_redis_error,))
         if not isinstance(trusted_proxies, int) or isinstance(trusted_proxies, bool) or trusted_proxies < 0:
             raise InvalidArgument("trusted_proxies must be an int >= 0, not %r" % (trusted_proxies,))
+        self.url = url
+        self.rule = Rule(default, key, name=name, algorithm=algorithm, burst=burst) if default else None
         self.on_redis_error = on_redis_error
         self.headers = bool(headers)
         self.trusted_proxies = trusted_proxies
+        self.client_options = {"prefix": prefix, "timeout": timeout, "connect_timeout": connect_timeout,
+                               "on_redis_error": on_redis_error}
         self._limiters: Dict[Tuple[str, Rule], Any] = {}
 
     def limiter(self, client: Any, name: str, rule: Rule) -> Any:

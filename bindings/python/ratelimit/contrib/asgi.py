@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optional
+from typing import Any, Awaitable, Callable, List, MutableMapping, Optional
 
 from starlette.requests import Request
 
@@ -137,11 +137,9 @@ class RateLimitMiddleware:
         if (url is None) == (client is None):
             raise InvalidArgument("RateLimitMiddleware needs url= or client= (one of them)")
         self.app = app
-        self.settings = Settings(on_redis_error=on_redis_error, headers=headers, trusted_proxies=trusted_proxies)
-        self.rule = Rule(default, key, name=name, algorithm=algorithm, burst=burst) if default else None
-        self.url = url
-        self._options: Dict[str, Any] = dict(prefix=prefix, timeout=timeout, connect_timeout=connect_timeout,
-                                             on_redis_error=on_redis_error)
+        self.settings = Settings(url, default=default, key=key, name=name, algorithm=algorithm, burst=burst,
+                                 headers=headers, on_redis_error=on_redis_error, trusted_proxies=trusted_proxies,
+                                 prefix=prefix, timeout=timeout, connect_timeout=connect_timeout)
         self._client = client
         self._owns_client = client is None
         self._opening: Optional[asyncio.Lock] = None
@@ -154,7 +152,8 @@ class RateLimitMiddleware:
                 self._opening = asyncio.Lock()
             async with self._opening:
                 if self._client is None:
-                    self._client = await aio.AsyncClient.connect(self.url, **self._options)
+                    self._client = await aio.AsyncClient.connect(self.settings.url,
+                                                                 **self.settings.client_options)
         return self._client
 
     async def aclose(self) -> None:
@@ -171,8 +170,9 @@ class RateLimitMiddleware:
             await self.app(scope, receive, send)
             return
         state = scope[SCOPE_KEY] = RequestState(self)
-        if self.rule is not None:
-            refused = await state.check(Request(scope, receive), self.rule, self.rule.name or "default")
+        rule = self.settings.rule
+        if rule is not None:
+            refused = await state.check(Request(scope, receive), rule, "default")
             if refused is not None:
                 await self._too_many(state, send)
                 return
