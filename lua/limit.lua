@@ -42,6 +42,12 @@ local function decide_all(n, o)
     replies[i], writes[i] = decide(KEYS[i], now, rates[i], n, o, max_wait, initial)
     if replies[i][1] == 0 then ok = false end
   end
+  if not ok and o ~= PEEK then
+    -- nothing is consumed: the rates that would admit report their state as it stays
+    for i = 1, #KEYS do
+      if replies[i][1] == 1 then replies[i] = decide(KEYS[i], now, rates[i], n, PEEK, max_wait, initial) end
+    end
+  end
   return replies, writes, ok
 end
 

@@ -3,17 +3,27 @@
 -- arrival time (TAT) in microseconds; the emission interval is rounded up to
 -- a whole microsecond so rounding can only make the limiter stricter.
 -- A new entity starts full, or with `initial` permits available.
--- A rate change keeps the TAT (as redis-cell and redis_rate do): the time
--- already booked stays booked, and availability follows the new interval.
+-- The emission interval is stored beside the TAT, and a rate change
+-- converts the time booked ahead of now to the new interval: the permits in
+-- use are kept (rounded up), as in the other buckets.
 -- RESERVE books the slot even when it lies in the future (up to max_wait_ms)
 -- and returns the wait. REFUND moves the TAT back, never before now.
--- State: string: TAT (us)
+-- State: string "<TAT us>:<interval us>" (a bare TAT, the old layout, is read
+-- with the current interval)
 ALG.gcra = function(key, now, r, permits, op, max_wait, initial)
   local limit, period, burst = r.limit, r.period, r.burst
   max_wait = max_wait * 1000
   local interval = math.ceil(period * 1000 / limit)
   local tolerance = interval * burst
-  local tat = tonumber(redis.call('GET', key))
+  local stored = redis.call('GET', key)
+  local tat, stored_interval
+  if stored then
+    local t, i = string.match(stored, '^(%d+):(%d+)$')
+    tat, stored_interval = tonumber(t or stored), tonumber(i)
+  end
+  if tat and stored_interval and stored_interval ~= interval and tat > now then
+    tat = now + math.ceil((tat - now) / stored_interval * interval)
+  end
   if not tat then
     tat = now
     if initial >= 0 then tat = now + (burst - math.min(burst, initial)) * interval end
@@ -25,7 +35,7 @@ ALG.gcra = function(key, now, r, permits, op, max_wait, initial)
   local function write(t)
     return function()
       if t <= now then return redis.call('DEL', key) end
-      redis.call('SET', key, string.format('%d', t), 'PX', math.max(1, ms(t - now)))
+      redis.call('SET', key, string.format('%d:%d', t, interval), 'PX', math.max(1, ms(t - now)))
     end
   end
 

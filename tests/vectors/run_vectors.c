@@ -12,6 +12,8 @@
 static test_redis redis;
 static rl_client *client;
 static int recording;
+/* "fields": "all": results also carry granted and rate_index */
+static int all_fields;
 
 typedef struct {
     char name[32];
@@ -100,25 +102,100 @@ static int expects_error(cJSON *step, int rc)
     return 0;
 }
 
+/* A spec object: name, algorithm, limit, period_ms, burst, and optionally
+ * more [{limit, period_ms, burst}], initial_tokens, scope. */
+static void read_spec(const cJSON *j, rl_spec *spec)
+{
+    const cJSON *rate;
+    memset(spec, 0, sizeof *spec);
+    if (rl_algorithm_parse(str(j, "algorithm", ""), &spec->algorithm)) spec->algorithm = (rl_algorithm)-1;
+    spec->limit = num(j, "limit", 0);
+    spec->period_ms = num(j, "period_ms", 0);
+    spec->burst = num(j, "burst", 0);
+    cJSON_ArrayForEach(rate, cJSON_GetObjectItemCaseSensitive(j, "more")) {
+        if (spec->more_count < RL_MAX_RATES - 1)
+            spec->more[spec->more_count] = (rl_rate){num(rate, "limit", 0), num(rate, "period_ms", 0), num(rate, "burst", 0)};
+        spec->more_count++;
+    }
+    spec->initial_tokens = num(j, "initial_tokens", 0);
+    spec->scope = !strcmp(str(j, "scope", "overall"), "per_client") ? RL_SCOPE_PER_CLIENT : RL_SCOPE_OVERALL;
+}
+
+/* The same schema back, defaults left out. */
+static cJSON *write_spec(const rl_spec *spec)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "algorithm", rl_algorithm_name(spec->algorithm));
+    cJSON_AddNumberToObject(j, "limit", (double)spec->limit);
+    cJSON_AddNumberToObject(j, "period_ms", (double)spec->period_ms);
+    cJSON_AddNumberToObject(j, "burst", (double)spec->burst);
+    if (spec->more_count) {
+        cJSON *more = cJSON_AddArrayToObject(j, "more");
+        for (size_t i = 0; i < spec->more_count; i++) {
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddNumberToObject(r, "limit", (double)spec->more[i].limit);
+            cJSON_AddNumberToObject(r, "period_ms", (double)spec->more[i].period_ms);
+            cJSON_AddNumberToObject(r, "burst", (double)spec->more[i].burst);
+            cJSON_AddItemToArray(more, r);
+        }
+    }
+    if (spec->initial_tokens) cJSON_AddNumberToObject(j, "initial_tokens", (double)spec->initial_tokens);
+    if (spec->scope == RL_SCOPE_PER_CLIENT) cJSON_AddStringToObject(j, "scope", "per_client");
+    return j;
+}
+
+static void config_step(cJSON *step, const char *op)
+{
+    const char *name = str(step, "name", "");
+    cJSON *a = cJSON_CreateObject();
+    rl_spec spec;
+    int flag = 0, rc;
+    if (!strcmp(op, "config_set")) {
+        read_spec(cJSON_GetObjectItemCaseSensitive(step, "spec"), &spec);
+        flag = 1;
+        rc = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(step, "if_absent"))
+                 ? rl_config_set_if_absent(client, name, &spec, &flag)
+                 : rl_config_set(client, name, &spec);
+        cJSON_AddBoolToObject(a, "set", flag);
+    } else if (!strcmp(op, "config_get")) {
+        rc = rl_config_get(client, name, &spec, &flag);
+        cJSON_AddBoolToObject(a, "found", flag);
+        if (rc == RL_OK && flag) cJSON_AddItemToObject(a, "spec", write_spec(&spec));
+    } else {
+        rc = rl_config_delete(client, name, &flag);
+        cJSON_AddBoolToObject(a, "deleted", flag);
+    }
+    if (expects_error(step, rc)) {
+        cJSON_Delete(a);
+        return;
+    }
+    settle(step, a);
+}
+
 static void limiter_step(const cJSON *spec_json, cJSON *step, const char *op)
 {
     rl_request req;
     rl_result res;
     memset(&req, 0, sizeof req);
+    /* a step's own spec replaces the case's (a rate change) */
+    if (cJSON_GetObjectItemCaseSensitive(step, "spec")) spec_json = cJSON_GetObjectItemCaseSensitive(step, "spec");
     req.name = str(spec_json, "name", "");
     req.id = str(step, "id", "");
-    if (rl_algorithm_parse(str(spec_json, "algorithm", ""), &req.spec.algorithm)) req.spec.algorithm = (rl_algorithm)-1;
-    req.spec.limit = num(spec_json, "limit", 0);
-    req.spec.period_ms = num(spec_json, "period_ms", 0);
-    req.spec.burst = num(spec_json, "burst", 0);
+    read_spec(spec_json, &req.spec);
+    req.stored_spec = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(step, "stored"));
     req.permits = num(step, "permits", 1);
     req.now_ms = num(step, "now_ms", 0);
     req.max_wait_ms = num(step, "max_wait_ms", 0);
     if (!strcmp(op, "reset")) {
-        expects_error(step, rl_reset(client, req.name, req.id, &req.spec));
+        expects_error(step, rl_reset(client, req.name, req.id, req.stored_spec ? NULL : &req.spec));
         return;
     }
-    req.op = !strcmp(op, "peek") ? RL_OP_PEEK : !strcmp(op, "reserve") ? RL_OP_RESERVE : RL_OP_ACQUIRE;
+    req.op = !strcmp(op, "peek")             ? RL_OP_PEEK
+             : !strcmp(op, "reserve")        ? RL_OP_RESERVE
+             : !strcmp(op, "acquire_up_to")  ? RL_OP_ACQUIRE_UP_TO
+             : !strcmp(op, "refund")         ? RL_OP_REFUND
+             : !strcmp(op, "acquire")        ? RL_OP_ACQUIRE
+                                             : (rl_op)-1;
     if (expects_error(step, rl_execute(client, &req, 1, &res))) return;
     cJSON *a = cJSON_CreateObject();
     cJSON_AddBoolToObject(a, "allowed", res.allowed);
@@ -127,6 +204,10 @@ static void limiter_step(const cJSON *spec_json, cJSON *step, const char *op)
     cJSON_AddNumberToObject(a, "retry_after_ms", (double)res.retry_after_ms);
     cJSON_AddNumberToObject(a, "reset_after_ms", (double)res.reset_after_ms);
     cJSON_AddNumberToObject(a, "wait_ms", (double)res.wait_ms);
+    if (all_fields) {
+        cJSON_AddNumberToObject(a, "granted", (double)res.granted);
+        cJSON_AddNumberToObject(a, "rate_index", res.rate_index);
+    }
     settle(step, a);
 }
 
@@ -153,7 +234,8 @@ static void keys_step(cJSON *step)
         cJSON_AddItemToArray(actual, k);
         freeReplyObject(type);
         test_checks++;
-        if (pttl < 0) mismatch(names[i], "a key without TTL", "every key to expire");
+        /* stored specs live until deleted; everything else expires */
+        if (pttl < 0 && !strstr(names[i], ":config:")) mismatch(names[i], "a key without TTL", "every key to expire");
     }
     cJSON *expect = cJSON_GetObjectItemCaseSensitive(step, "expect_keys");
     if (!expect && recording) {
@@ -163,8 +245,8 @@ static void keys_step(cJSON *step)
             cJSON *e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "key", str(k, "key", ""));
             cJSON_AddStringToObject(e, "type", str(k, "type", ""));
-            cJSON_AddNumberToObject(e, "pttl_min", (double)(pttl > 2000 ? pttl - 2000 : 1));
-            cJSON_AddNumberToObject(e, "pttl_max", (double)(pttl + 10));
+            cJSON_AddNumberToObject(e, "pttl_min", (double)(pttl < 0 ? pttl : pttl > 2000 ? pttl - 2000 : 1));
+            cJSON_AddNumberToObject(e, "pttl_max", (double)(pttl < 0 ? pttl : pttl + 10));
             cJSON_AddItemToArray(rec, e);
         }
         cJSON_AddItemToObject(step, "expect_keys", rec);
@@ -287,6 +369,7 @@ static void run_case(cJSON *c, int index)
         const char *op = str(step, "op", "");
         snprintf(where, sizeof where, "case %d '%s' step %d (%s)", index, str(c, "name", "?"), i++, op);
         if (!strcmp(op, "keys")) keys_step(step);
+        else if (!strncmp(op, "config_", 7)) config_step(step, op);
         else if (spec) limiter_step(spec, step, op);
         else primitive_step(step, op);
     }
@@ -327,6 +410,8 @@ int main(int argc, char **argv)
     for (int f = 1; f < argc; f++) {
         cJSON *doc = load(argv[f]), *c;
         o.key_prefix = str(doc, "prefix", "rl");
+        o.client_id = str(doc, "client_id", NULL);
+        all_fields = !strcmp(str(doc, "fields", ""), "all");
         client = open_client(&redis, &o);
         int index = 0;
         cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(doc, "cases")) run_case(c, index++);
