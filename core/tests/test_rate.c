@@ -46,10 +46,10 @@ int main(void)
     ok("4503599627370496/s", 4503599627370496LL, 1000);
     /* a number out of range keeps its parts for the bindings (rl_errrange) */
     rl_range_error range;
-    rl_spec zero_period = {RL_GCRA, 10, 0, 0};
+    rl_spec zero_period = {.algorithm = RL_GCRA, .limit = 10};
     CHECK_EQ(rl_spec_validate(&zero_period), RL_ERR_INVALID);
     CHECK(rl_errrange(&range) && strcmp(range.param, "period_ms") == 0 && range.value == 0 && range.min == 1);
-    rl_spec huge_burst = {RL_GCRA, 10, 1000, (int64_t)1 << 50};
+    rl_spec huge_burst = {.algorithm = RL_GCRA, .limit = 10, .period_ms = 1000, .burst = (int64_t)1 << 50};
     CHECK_EQ(rl_spec_validate(&huge_burst), RL_ERR_INVALID);
     CHECK(rl_errrange(&range) && strcmp(range.param, "burst") == 0 && strcmp(range.context, "for this rate") == 0);
     CHECK(strstr(rl_errmsg(), "burst is too large for this rate (max ") != NULL);

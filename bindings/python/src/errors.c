@@ -4,9 +4,44 @@
 
 #include "module.h"
 
+/* ms as seconds: "0.001", "1.5", "3153600000" */
+static void fmt_seconds(char *out, size_t size, int64_t ms)
+{
+    const char *sign = ms < 0 ? "-" : "";
+    unsigned long long a = ms < 0 ? 0ULL - (unsigned long long)ms : (unsigned long long)ms;
+    int n = snprintf(out, size, "%s%llu.%03llu", sign, a / 1000, a % 1000);
+    while (n > 0 && (size_t)n < size && out[n - 1] == '0') out[--n] = '\0';
+    if (n > 0 && (size_t)n < size && out[n - 1] == '.') out[--n] = '\0';
+}
+
+/* The core's last error, when it was a number out of range, in a Python
+ * caller's terms: the parameter as Python names it ("period", not
+ * "period_ms") and milliseconds as seconds. 0 when it was not. */
+static int python_range_message(char *buf, size_t size)
+{
+    rl_range_error d;
+    char text[3][40]; /* min, max, value */
+    if (!rl_errrange(&d)) return 0;
+    size_t len = strlen(d.param);
+    int ms = len > 3 && !strcmp(d.param + len - 3, "_ms");
+    int name_len = (int)(ms ? len - 3 : len);
+    const char *unit = ms ? " seconds" : "", *gap = *d.context ? " " : "";
+    int64_t values[3] = {d.min, d.max, d.value};
+    for (int i = 0; i < 3; i++)
+        if (ms) fmt_seconds(text[i], sizeof text[i], values[i]);
+        else snprintf(text[i], sizeof text[i], "%lld", (long long)values[i]);
+    if (d.value > d.max)
+        snprintf(buf, size, "%.*s is too large%s%s (max %s%s, got %s)", name_len, d.param, gap, d.context, text[1],
+                 unit, text[2]);
+    else
+        snprintf(buf, size, "%.*s must be in %s..%s%s (got %s)", name_len, d.param, text[0], text[1], unit, text[2]);
+    return 1;
+}
+
 void save_errmsg(char *buf, int rc)
 {
     const char *m = rl_errmsg();
+    if (rc == RL_ERR_INVALID && python_range_message(buf, ERRBUF)) return;
     snprintf(buf, ERRBUF, "%s", (m && *m) ? m : rl_strerror(rc));
 }
 
@@ -47,7 +82,10 @@ PyObject *make_exception(rl_state *st, int rc, const char *msg)
 /* Raises the exception class for rc with message msg and .code = rc. */
 PyObject *raise_code(rl_state *st, int rc, const char *msg)
 {
+    char said[ERRBUF];
     if (rc == RL_ERR_NOMEM) return PyErr_NoMemory();
+    /* the core's own message (passed straight from rl_errmsg()): in Python's terms */
+    if (rc == RL_ERR_INVALID && !strcmp(msg, rl_errmsg()) && python_range_message(said, sizeof said)) msg = said;
     PyObject *exc = make_exception(st, rc, msg);
     if (!exc) return NULL;
     PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);

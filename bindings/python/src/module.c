@@ -48,6 +48,13 @@ static PyObject *mod_parse_rate(PyObject *module, PyObject *text)
     }
     if (!(s = PyUnicode_AsUTF8(text))) return NULL;
     if (rl_parse_rate(s, &limit, &period_ms)) return raise_code(st, RL_ERR_INVALID, rl_errmsg());
+    /* accept exactly what limiter(name, text) accepts (its default algorithm) */
+    rl_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.algorithm = RL_GCRA;
+    spec.limit = limit;
+    spec.period_ms = period_ms;
+    if (rl_spec_validate(&spec)) return raise_code(st, RL_ERR_INVALID, rl_errmsg());
     return Py_BuildValue("(LN)", (long long)limit, ms_to_seconds(period_ms));
 }
 

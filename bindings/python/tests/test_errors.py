@@ -109,7 +109,7 @@ def test_bad_limiter_construction(client, raw, args, kwargs, exc, words):
 
 @pytest.mark.parametrize("rate, kwargs, words", [
     ((0, 1.0), dict(algorithm="fixed_window"), "limit"),
-    ((10, 0.0), dict(algorithm="fixed_window"), "period_ms"),
+    ((10, 0.0), dict(algorithm="fixed_window"), "period must be in 0.001.. seconds (got 0)"),
     ("10/s", dict(algorithm="fixed_window", burst=5), "burst"),
     ("10/s", dict(algorithm="gcra", burst=-1), "burst"),
     ("2000000000000000/s", dict(algorithm="sliding_log"), "sliding_log"),
@@ -133,7 +133,7 @@ def test_bad_spec_is_refused_when_the_limiter_is_made(client, raw, rate, kwargs,
     ("acquire", ("u",), dict(timeout="soon"), TypeError, "timeout"),
     ("acquire", ("u",), dict(cancel=5), TypeError, "cancel"),
     ("acquire", ("u",), dict(now=-1), InvalidArgument, "now"),
-    ("acquire", ("u",), dict(now=1e12), InvalidArgument, "now_ms"),
+    ("acquire", ("u",), dict(now=1e12), InvalidArgument, "now is too large (max 2251799813.685 seconds, got 1000000000000)"),
     ("peek", ("u", -3), {}, InvalidArgument, "permits"),
     ("reset", ("",), {}, InvalidArgument, "id"),
     ("reset", (b"",), {}, InvalidArgument, "id"),
@@ -153,6 +153,45 @@ def test_bad_limiter_calls(lim, raw, method, args, kwargs, exc, words):
 def test_reserve_needs_a_queueing_algorithm(client, raw):
     lim = client.limiter("fw", "10/s", algorithm="fixed_window")
     check(raw, InvalidArgument, "reserve fixed_window", lim.reserve, "u", max_wait=1.0)
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda c, url: c.limiter("x", "10/s", algorithm="gcra", burst=2 ** 50), "burst is too large for this rate (max"),
+    (lambda c, url: c.limiter("x", "10/s", algorithm="sliding_window").peek("u", 11), "permits (11) exceed what the sliding_window limiter can hold (10)"),
+    (lambda c, url: c.limiter("x", (10, 1e10), algorithm="fixed_window"), "period is too large (max 3153600000 seconds"),
+    (lambda c, url: c.limiter("x", "99999999999999999999/s"), "too large (max 4503599627370496)"),
+    (lambda c, url: c.limiter("x", "10/s", algorithm="gcra").reserve("u", max_wait=1e10), "max_wait is too large"),
+    (lambda c, url: c.semaphore("s", permits=2, lease=1e13).try_acquire(), "lease is too large (max"),
+    (lambda c, url: c.delay_queue("q").push("m", delay=1e13), "delay is too large (max"),
+    (lambda c, url: ratelimit.Client(url, reconnect_max=1000.0), "reconnect_max is too large (max 600 seconds, got 1000)"),
+])
+def test_messages_speak_seconds_and_python_names(client, raw, server, make, words):
+    """A caller who passed seconds hears seconds and the names it used, not
+    the C API's period_ms / timeout_ms / microseconds."""
+    with pytest.raises(InvalidArgument) as info:
+        make(client, server.url)
+    message = str(info.value)
+    assert words in message, message
+    assert "_ms" not in message and "(us)" not in message and "whole number" not in message, message
+    assert raw.dbsize() == 0
+
+
+@pytest.mark.parametrize("text", [
+    "10/s", "3/500ms", "5 per 30 seconds", "4503599627370496/s", "4503599627370497/s",
+    "99999999999999999999/s", "1/36500 days", "1/36501 days", "0/s", "10/fortnight", "10",
+    "100000000/1ms",
+])
+def test_parse_rate_accepts_exactly_what_limiter_accepts(client, text):
+    def outcome(call):
+        try:
+            call()
+            return None
+        except InvalidArgument as e:
+            return str(e)
+    parsed = outcome(lambda: ratelimit.parse_rate(text))
+    made = outcome(lambda: client.limiter("x", text))
+    assert (parsed is None) == (made is None), (text, parsed, made)
+    assert parsed == made
 
 
 def test_bad_primitive_calls(client, raw):

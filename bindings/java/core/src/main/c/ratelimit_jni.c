@@ -69,7 +69,7 @@ static void fmt_duration(char *out, size_t size, int64_t ms)
 static int java_range_message(char *buf, size_t size)
 {
     rl_range_error d;
-    char name[64], lo[48], hi[48], got[48];
+    char name[64], text[3][48]; /* min, max, value */
     size_t j = 0;
     if (!rl_errrange(&d)) return 0;
     size_t len = strlen(d.param);
@@ -78,19 +78,15 @@ static int java_range_message(char *buf, size_t size)
     for (size_t i = 0; i < len && j + 1 < sizeof name; i++)
         name[j++] = d.param[i] == '_' && i + 1 < len ? (char)toupper((unsigned char)d.param[++i]) : d.param[i];
     name[j] = '\0';
-    if (ms) {
-        fmt_duration(lo, sizeof lo, d.min);
-        fmt_duration(hi, sizeof hi, d.max);
-        fmt_duration(got, sizeof got, d.value);
-    } else {
-        snprintf(lo, sizeof lo, "%lld", (long long)d.min);
-        snprintf(hi, sizeof hi, "%lld", (long long)d.max);
-        snprintf(got, sizeof got, "%lld", (long long)d.value);
-    }
+    int64_t values[3] = {d.min, d.max, d.value};
+    for (int i = 0; i < 3; i++)
+        if (ms) fmt_duration(text[i], sizeof text[i], values[i]);
+        else snprintf(text[i], sizeof text[i], "%lld", (long long)values[i]);
     if (d.value > d.max)
-        snprintf(buf, size, "%s is too large%s%s (max %s, got %s)", name, *d.context ? " " : "", d.context, hi, got);
+        snprintf(buf, size, "%s is too large%s%s (max %s, got %s)", name, *d.context ? " " : "", d.context, text[1],
+                 text[2]);
     else
-        snprintf(buf, size, "%s must be in %s..%s (got %s)", name, lo, hi, got);
+        snprintf(buf, size, "%s must be in %s..%s (got %s)", name, text[0], text[1], text[2]);
     return 1;
 }
 

@@ -148,6 +148,25 @@ class ValidationTest extends RedisTestBase {
         assertTrue(e.getMessage().startsWith("request 1:"), e.getMessage());
     }
 
+    /** A Java caller hears Java names and Durations, not period_ms / lease_ms. */
+    @Test
+    void messagesSpeakJava() {
+        InvalidArgumentException e = assertThrows(InvalidArgumentException.class,
+                () -> lim(Rate.of(5, Duration.ZERO), Algorithm.FIXED_WINDOW).acquire("u"));
+        assertEquals("period must be in PT0.001S..PT876000H (got PT0S)", e.getMessage());
+        e = assertThrows(InvalidArgumentException.class,
+                () -> client.semaphore("s", 2, Duration.ofDays(365L * 1_000_000)).tryAcquire());
+        assertTrue(e.getMessage().startsWith("lease is too large (max PT"), e.getMessage());
+        e = assertThrows(InvalidArgumentException.class,
+                () -> client.limiter("v", Rate.parse("10/s").withBurst(1L << 50), Algorithm.GCRA).acquire("u"));
+        assertTrue(e.getMessage().startsWith("burst is too large for this rate (max "), e.getMessage());
+        e = assertThrows(InvalidArgumentException.class, () -> Rate.parse("99999999999999999999/s"));
+        assertTrue(e.getMessage().contains("too large (max 4503599627370496)"), e.getMessage());
+        e = assertThrows(InvalidArgumentException.class, () -> RateLimitClient.connect(redis.url(),
+                ClientOptions.defaults().reconnectMax(Duration.ofMinutes(11))));
+        assertEquals("reconnectMax is too large (max PT10M, got PT11M)", e.getMessage());
+    }
+
     @Test
     void tlsUrlWithoutTlsSupportIsInvalid() {
         assumeFalse(RateLimitClient.hasTls(), "this build speaks TLS");
