@@ -67,7 +67,9 @@ static rl_client *connect_with_retry(const char *url)
     exit(1);
 }
 
-static void show(rl_client *client, rl_algorithm algorithm, const char *rate, int64_t burst, int calls)
+/* why: how this algorithm arrives at its retry time, printed under its calls */
+static void show(rl_client *client, rl_algorithm algorithm, const char *rate, int64_t burst, int calls,
+                 const char *why)
 {
     rl_spec spec = {.algorithm = algorithm, .limit = 0, .period_ms = 0, .burst = burst};
     rl_result r;
@@ -87,6 +89,7 @@ static void show(rl_client *client, rl_algorithm algorithm, const char *rate, in
         else
             printf("  call %d: DENIED    retry after %lld ms\n", i, (long long)r.retry_after_ms);
     }
+    printf("  why: %s\n", why);
 }
 
 int main(void)
@@ -102,14 +105,22 @@ int main(void)
     rl_client *client = connect_with_retry(url);
     printf("ratelimit %d.%d.%d demo against %s\n", RL_VERSION_MAJOR, RL_VERSION_MINOR, RL_VERSION_PATCH, url);
 
-    show(client, RL_FIXED_WINDOW, "3/second", 0, 5);
-    show(client, RL_SLIDING_LOG, "3/second", 0, 5);
-    show(client, RL_SLIDING_WINDOW, "3/second", 0, 5);
-    show(client, RL_TOKEN_BUCKET, "10/second", 5, 7);
-    show(client, RL_LEAKY_BUCKET, "3 per 3 seconds", 0, 5);
-    show(client, RL_GCRA, "10/second", 5, 7);
+    show(client, RL_FIXED_WINDOW, "3/second", 0, 5,
+         "the window opened at the first call and lasts 1 s: a denied call waits for it to end (about 1000 ms)");
+    show(client, RL_SLIDING_LOG, "3/second", 0, 5,
+         "the log holds each admitted call for 1 s: room comes back when the oldest of them leaves (about 1000 ms)");
+    show(client, RL_SLIDING_WINDOW, "3/second", 0, 5,
+         "the estimate (previous window x its overlap + this one) must fall below 3: these 3 calls must become the "
+         "previous window and start sliding out, a little after this window ends");
+    show(client, RL_TOKEN_BUCKET, "10/second", 5, 7,
+         "5 tokens to start, refilled at 10 per second: one token is 100 ms away");
+    show(client, RL_LEAKY_BUCKET, "3 per 3 seconds", 0, 5,
+         "a funnel of 3 that drains 1 per second: there is room again once one has leaked (about 1000 ms)");
+    show(client, RL_GCRA, "10/second", 5, 7,
+         "one cell every 100 ms with a tolerance of 5: the next cell conforms 100 ms after the last admitted one");
 
-    printf("\nleaky_bucket reserve (a queue: each caller is told when to go):\n");
+    printf("\nleaky_bucket reserve, rate 4 per 2 seconds (one slot every 500 ms), capacity 4, max wait 5 s\n"
+           "(a queue: each caller is booked a slot and told how long to wait for it; a full queue refuses):\n");
     rl_request req = {.name = "demo", .id = "queue", .spec = {.algorithm = RL_LEAKY_BUCKET, .limit = 4, .period_ms = 2000, .burst = 0}, .permits = 1, .op = RL_OP_RESERVE, .max_wait_ms = 5000, .now_ms = 0};
     rl_result r;
     rl_reset(client, "demo", "queue", &req.spec);
@@ -129,12 +140,15 @@ int main(void)
     for (int i = 0; i < 3; i++)
         if (p[i].acquired) rl_semaphore_release(client, "demo-db", p[i].id, NULL);
 
-    printf("\nlock with fencing tokens:\n");
+    printf("\nlock with fencing tokens (a fencing token grows with every grant of the lock; pass it to the\n"
+           "resource you guard so it can refuse a holder whose lease already expired):\n");
     for (int i = 0; i < 2; i++) {
         rl_permit lock;
         rl_lock_acquire(client, "demo-job", 10000, &none, &lock);
         printf("  acquired: %s, fencing token %lld\n", lock.acquired ? "yes" : "no", (long long)lock.fencing_token);
-        rl_lock_release(client, "demo-job", lock.id, NULL);
+        int released = 0;
+        rl_lock_release(client, "demo-job", lock.id, &released);
+        printf("  released: %s%s\n", released ? "yes" : "no", i == 0 ? " (so it can be acquired again)" : "");
     }
     rl_client_close(client);
     return 0;

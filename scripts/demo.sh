@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Builds the C library and runs the demo. Starts a local redis-server unless
-# REDIS_URL is set.
+# Builds the C library and runs the demo (examples/demo.c). Starts a local
+# redis-server unless REDIS_URL is set. Installs only what the demo needs
+# (scripts/deps.sh demo), and builds in build-demo so that scripts/test.sh's
+# build/ keeps its own configuration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh c
-cmake -S . -B build -G Ninja -DRL_BUILD_TESTS=OFF >/dev/null
-cmake --build build --target rl_demo >/dev/null
-exec build/rl_demo
+scripts/deps.sh demo
+# hiredis 1.2 with TLS when scripts/hiredis.sh built it, else the system's (no TLS: the demo needs none)
+tls=OFF
+[ -d build/deps/hiredis ] && tls=ON
+cmake -S . -B build-demo -G Ninja -DRL_BUILD_TESTS=OFF -DRL_TLS=$tls >/dev/null
+cmake --build build-demo --target rl_demo >/dev/null
+exec build-demo/rl_demo

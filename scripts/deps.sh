@@ -2,8 +2,10 @@
 # Installs what building and testing ratelimit needs, only when missing, then
 # hiredis >= 1.0 with TLS (scripts/hiredis.sh: on Debian bookworm built from
 # trixie's source package into build/deps/hiredis) unless the job is no-TLS.
-# Usage: scripts/deps.sh [c] [python] [java] [notls]   (no component: all;
-# notls or RL_TLS=0: the system hiredis only)
+# Usage: scripts/deps.sh [demo] [c] [python] [java] [notls]   (no component:
+# all but demo; notls or RL_TLS=0: the system hiredis only). demo: only what
+# scripts/demo.sh needs (a compiler, CMake, Ninja, hiredis, redis-server; no
+# TLS, no test tools).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want=()
@@ -19,18 +21,24 @@ done
 
 pkgs=()
 need() { command -v "$1" >/dev/null 2>&1 || pkgs+=("$2"); }
+# building the library and running it: the demo needs no more
 need redis-server redis-server
-need redis-sentinel redis-sentinel
-need openssl openssl
 need cmake cmake
 need ninja ninja-build
 need pkg-config pkg-config
 need cc gcc
-need make make
-need dpkg-source dpkg-dev
 [ -f /usr/include/hiredis/hiredis.h ] || pkgs+=(libhiredis-dev)
-[ -f /usr/include/openssl/ssl.h ] || pkgs+=(libssl-dev)
-[ -f /usr/include/cjson/cJSON.h ] || pkgs+=(libcjson-dev)
+if [ "${want[*]}" = demo ]; then
+  tls=0
+else
+  # the tests: TLS and Sentinel servers, trixie's hiredis source, the vectors' JSON
+  need redis-sentinel redis-sentinel
+  need openssl openssl
+  need make make
+  need dpkg-source dpkg-dev
+  [ -f /usr/include/openssl/ssl.h ] || pkgs+=(libssl-dev)
+  [ -f /usr/include/cjson/cJSON.h ] || pkgs+=(libcjson-dev)
+fi
 for w in "${want[@]}"; do
   case "$w" in
     c) need clang clang; need valgrind valgrind
@@ -45,8 +53,8 @@ if [ ${#pkgs[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing: ${pkgs[*]}"
-  $sudo apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${pkgs[@]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
 fi
 if [ "$tls" = 1 ]; then
   scripts/hiredis.sh

