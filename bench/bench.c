@@ -18,15 +18,14 @@
 
 #include "ratelimit.h"
 
-/* find gcra.lua among the embedded scripts */
-static size_t gcra_script_index(void)
+/* find limit.lua (every algorithm's decision) among the embedded scripts */
+static size_t limit_script_index(void)
 {
     const char *name;
     for (size_t i = 0; i < rl_script_count(); i++)
-        if (rl_script_info(i, &name, NULL) == RL_OK && !strcmp(name, "gcra")) return i;
+        if (rl_script_info(i, &name, NULL) == RL_OK && !strcmp(name, "limit")) return i;
     return 0;
 }
-#define RL_GCRA_SCRIPT_INDEX gcra_script_index()
 
 static const char *url = "redis://127.0.0.1:6379";
 static char host[64] = "127.0.0.1";
@@ -43,7 +42,8 @@ static double now_s(void)
 
 typedef struct {
     int index;
-    int algorithm; /* -1: raw INCR script, -2: raw gcra script */
+    int algorithm; /* -1: raw INCR script, -2: raw gcra decision, -3: gcra with the spec stored in Redis,
+                    * -4: gcra with two rates */
     long ops;
 } worker;
 
@@ -56,14 +56,14 @@ static void *run(void *arg)
     if (w->algorithm < 0) {
         redisContext *c = redisConnect(host, port);
         const char *sha1 = NULL;
-        rl_script_info(RL_GCRA_SCRIPT_INDEX, NULL, &sha1);
+        rl_script_info(limit_script_index(), NULL, &sha1);
         redisReply *r = redisCommand(c, "SCRIPT LOAD %s", "return redis.call('INCR', KEYS[1])");
         char sha[64];
         snprintf(sha, sizeof sha, "%s", w->algorithm == -1 ? r->str : sha1);
         freeReplyObject(r);
         while (now_s() < end) {
             if (w->algorithm == -1) r = redisCommand(c, "EVALSHA %s 1 bench:raw:%s", sha, id);
-            else r = redisCommand(c, "EVALSHA %s 1 bench:rawgcra:%s 0 1000000000 1000 1000000000 1 0 0", sha, id);
+            else r = redisCommand(c, "EVALSHA %s 1 bench:rawgcra:%s 0 gcra 0 1 0 -1 1000000000 1000 1000000000", sha, id);
             freeReplyObject(r);
             w->ops++;
         }
@@ -71,9 +71,11 @@ static void *run(void *arg)
         return NULL;
     }
     rl_spec spec = {.algorithm = (rl_algorithm)w->algorithm, .limit = 1000000000, .period_ms = 1000, .burst = 0};
+    if (w->algorithm == -3 || w->algorithm == -4) spec.algorithm = RL_GCRA;
+    if (w->algorithm == -4) spec.more_count = 1, spec.more[0] = (rl_rate){.limit = 1000000000, .period_ms = 60000};
     rl_result res;
     while (now_s() < end) {
-        if (rl_acquire(client, "bench", id, &spec, 1, &res) != RL_OK) {
+        if (rl_acquire(client, "bench", id, w->algorithm == -3 ? NULL : &spec, 1, &res) != RL_OK) {
             fprintf(stderr, "acquire: %s\n", rl_errmsg());
             exit(1);
         }
@@ -208,11 +210,24 @@ int main(int argc, char **argv)
     printf("%d threads, %.1f s each, against %s\n", threads, seconds, url);
     printf("%-24s %10.0f ops/s  1.00x\n", "raw EVALSHA (one INCR)", base);
     double raw_gcra = measure(-2, threads);
-    printf("%-24s %10.0f ops/s  %.2fx\n", "raw EVALSHA of gcra.lua", raw_gcra, raw_gcra / base);
+    printf("%-24s %10.0f ops/s  %.2fx\n", "raw EVALSHA limit.lua", raw_gcra, raw_gcra / base);
+    double gcra = 0;
     for (int a = 0; a < RL_ALGORITHM_COUNT; a++) {
         double r = measure(a, threads);
+        if (a == RL_GCRA) gcra = r;
         printf("%-24s %10.0f ops/s  %.2fx\n", rl_algorithm_name((rl_algorithm)a), r, r / base);
     }
+    /* what a stored spec costs per decision: a cache lookup, no round trip */
+    rl_spec stored = {.algorithm = RL_GCRA, .limit = 1000000000, .period_ms = 1000};
+    if (rl_config_set(client, "bench", &stored) != RL_OK) {
+        fprintf(stderr, "config set: %s\n", rl_errmsg());
+        return 1;
+    }
+    double r = measure(-3, threads);
+    printf("%-24s %10.0f ops/s  %.2fx  (%.2fx gcra)\n", "gcra, stored spec", r, r / base, r / gcra);
+    r = measure(-4, threads);
+    printf("%-24s %10.0f ops/s  %.2fx  (%.2fx gcra)\n", "gcra, two rates", r, r / base, r / gcra);
+    rl_config_delete(client, "bench", NULL);
     wake_latency(20);
     server_time();
     rl_client_close(client);

@@ -1,4 +1,4 @@
-"""ratelimit.aio against redis.asyncio running our own gcra.lua by EVALSHA
+"""ratelimit.aio against redis.asyncio running our own lua/limit.lua by EVALSHA
 (the least any asyncio Python client pays for the same decision), on the
 same Redis in the same run: decisions/s and p50/p99 latency with 1 task and
 with 64 concurrent tasks, and the ratio. For context, the old design (the
@@ -16,6 +16,7 @@ import asyncio
 import concurrent.futures
 import importlib
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -109,10 +110,20 @@ class ThreadPool:
         self.client.close()
 
 
+def embedded_script(name):
+    """lua/<name>.lua with its --@include lines expanded, as the build embeds it."""
+    with open(os.path.join(ROOT, "lua", name + ".lua"), "rb") as f:
+        text = f.read()
+    for path in re.findall(rb"--@include (\S+)\n", text):
+        with open(os.path.join(ROOT, "lua", path.decode()), "rb") as f:
+            text = text.replace(b"--@include " + path + b"\n", f.read())
+    return text
+
+
 class Peer:
     """redis.asyncio: EVALSHA of the very script ratelimit runs, with the
     same key and arguments, the reply turned into a tuple."""
-    name = "redis.asyncio + EVALSHA gcra.lua"
+    name = "redis.asyncio + EVALSHA limit.lua"
 
     def __init__(self, url, redis_asyncio):
         self.url = url
@@ -120,17 +131,17 @@ class Peer:
 
     async def open(self):
         self.r = self.redis.Redis.from_url(self.url)
-        with open(os.path.join(ROOT, "lua", "gcra.lua"), "rb") as f:
-            self.sha = await self.r.script_load(f.read())
-        ours = dict(ratelimit.scripts())["gcra"]
+        self.sha = await self.r.script_load(embedded_script("limit"))
+        ours = dict(ratelimit.scripts())["limit"]
         if self.sha != ours:
-            raise SystemExit("lua/gcra.lua (%s) is not the script this ratelimit build runs (%s)" % (self.sha, ours))
+            raise SystemExit("lua/limit.lua (%s) is not the script this ratelimit build runs (%s)" % (self.sha, ours))
         limit, period = RATE
-        self.args = (0, limit, int(period * 1000), limit, 1, 0, 0)  # now (Redis TIME), limit, period_ms, burst,
-        self.keys = ["rl:{bench-peer:u%d}:gcra" % i for i in range(IDS)]  # permits, op, max_wait
+        # now (Redis TIME), algorithm, op, permits, max_wait, initial (-1: full), limit, period_ms, burst
+        self.args = (0, "gcra", 0, 1, 0, -1, limit, int(period * 1000), limit)
+        self.keys = ["rl:{bench-peer:u%d}:gcra" % i for i in range(IDS)]
 
     async def call(self, i):
-        allowed, limit, remaining, retry_after, reset_after, wait = await self.r.evalsha(
+        allowed, limit, remaining, retry_after, reset_after, wait, _granted, _index = await self.r.evalsha(
             self.sha, 1, self.keys[i % IDS], *self.args)
         return allowed == 1, limit, remaining, retry_after, reset_after, wait
 

@@ -404,7 +404,12 @@ int rl_reset(rl_client *client, const char *name, const char *id, const rl_spec 
         if ((rc = rl_config_resolve(client, name, &stored))) return rc;
         spec = &stored;
     }
-    if ((rc = validate_spec(spec))) return rc;
+    /* the keys depend on the algorithm, the number of rates and the scope only */
+    if (!rl_algorithm_name(spec->algorithm)) return rl_fail(RL_ERR_INVALID, "spec must name a known algorithm");
+    if (spec->more_count > RL_MAX_RATES - 1)
+        return rl_fail(RL_ERR_INVALID, "a limiter holds at most %d rates (got %zu)", RL_MAX_RATES, spec->more_count + 1);
+    if (spec->scope != RL_SCOPE_OVERALL && spec->scope != RL_SCOPE_PER_CLIENT)
+        return rl_fail(RL_ERR_INVALID, "scope must be RL_SCOPE_OVERALL or RL_SCOPE_PER_CLIENT (got %d)", (int)spec->scope);
     rl_cmd_init(&cmd);
     rl_cmd_cstr(&cmd, "DEL");
     push_keys(&cmd, client, name, id, spec);
