@@ -16,19 +16,28 @@
 --          denial with the longest retry_after_ms), rate_index from 0
 local ACQUIRE, PEEK, RESERVE, UP_TO, REFUND = 0, 1, 2, 3, 4
 local ALG = {}
+-- only the algorithm asked for is made (a closure per call costs time)
+local algorithm = ARGV[2]
+if algorithm == 'fixed_window' then
 --@include algorithms/fixed_window.lua
+elseif algorithm == 'sliding_log' then
 --@include algorithms/sliding_log.lua
+elseif algorithm == 'sliding_window' then
 --@include algorithms/sliding_window.lua
+elseif algorithm == 'token_bucket' then
 --@include algorithms/token_bucket.lua
+elseif algorithm == 'leaky_bucket' then
 --@include algorithms/leaky_bucket.lua
+elseif algorithm == 'gcra' then
 --@include algorithms/gcra.lua
+end
 
 local now = tonumber(ARGV[1]) * 1000 -- us
 if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local decide = ALG[ARGV[2]]
+local decide = ALG[algorithm]
 local op, permits, max_wait, initial = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local rates = {}
 for i = 1, #KEYS do
