@@ -7,6 +7,17 @@ root=$PWD
 scripts/deps.sh
 jobs=2
 step() { printf '\n==> %s\n' "$*"; }
+# build and install chatter goes to a log that is shown only when the command fails
+quietly() {
+  local log
+  log=$(mktemp)
+  if ! "$@" >"$log" 2>&1; then
+    cat "$log"
+    rm -f "$log"
+    return 1
+  fi
+  rm -f "$log"
+}
 
 # every build uses hiredis 1.2 with TLS (build/deps/hiredis from scripts/hiredis.sh,
 # or the system's); one step builds without TLS against the system hiredis 0.14
@@ -21,7 +32,7 @@ trap 'python3 tests/topology/topology.py down "$root/$topology" >/dev/null 2>&1 
 
 step "C core, gcc, -Werror"
 cmake -S . -B build -G Ninja -DCMAKE_C_COMPILER=gcc | hiredis_line
-cmake --build build -j $jobs
+quietly cmake --build build -j $jobs
 ctest --test-dir build --output-on-failure -j $jobs
 
 step "C package: install, then find_package and pkg-config from a consumer"
@@ -44,12 +55,12 @@ unset PKG_CONFIG_PATH
 
 step "C core, clang, -Werror"
 cmake -S . -B build-clang -G Ninja -DCMAKE_C_COMPILER=clang >/dev/null
-cmake --build build-clang -j $jobs
+quietly cmake --build build-clang -j $jobs
 
 step "C core under ASan + UBSan"
 cmake -S . -B build-asan -G Ninja -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debug \
   -DRL_SANITIZE=address,undefined >/dev/null
-cmake --build build-asan -j $jobs
+quietly cmake --build build-asan -j $jobs
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j 1
 
 step "Fuzzing: URLs, rate strings, specs and keys, every reply decoder (libFuzzer, ASan + UBSan, 30 s each)"
@@ -57,7 +68,7 @@ scripts/fuzz.sh 30
 
 step "C core under TSan (the async I/O thread, the pools)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DRL_SANITIZE=thread >/dev/null
-cmake --build build-tsan -j $jobs --target test_async test_concurrency test_sync test_operations
+quietly cmake --build build-tsan -j $jobs --target test_async test_concurrency test_sync test_operations
 for t in async concurrency sync operations; do
   TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" build-tsan/core/tests/test_$t
 done
@@ -70,32 +81,32 @@ done
 
 step "C core without TLS (system hiredis 0.14)"
 cmake -S . -B build-notls -G Ninja -DCMAKE_C_COMPILER=gcc -DRL_TLS=OFF -DRL_HIREDIS_PREFIX= | hiredis_line
-cmake --build build-notls -j $jobs
+quietly cmake --build build-notls -j $jobs
 ctest --test-dir build-notls --output-on-failure -j $jobs -R 'rate|url|limiters|failure|vectors|topology'
 rm -rf build/venv-notls
-python3 -m venv build/venv-notls
-RL_HIREDIS_PREFIX= RL_TLS=0 build/venv-notls/bin/pip install -q .
-build/venv-notls/bin/pip install -q pytest redis
+quietly python3 -m venv build/venv-notls
+quietly env RL_HIREDIS_PREFIX= RL_TLS=0 build/venv-notls/bin/pip install -q .
+quietly build/venv-notls/bin/pip install -q pytest redis
 # the only build where a rediss:// URL must be refused with a clear error
 build/venv-notls/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests/test_tls.py \
   -k test_rediss_without_tls_is_a_clear_error
 
 step "Python binding"
-python3 -m venv build/venv
-build/venv/bin/pip install -q --upgrade pip
-build/venv/bin/pip install -q . pytest redis uvloop fastapi uvicorn httpx flask django
+quietly python3 -m venv build/venv
+quietly build/venv/bin/pip install -q --upgrade pip
+quietly build/venv/bin/pip install -q . pytest redis uvloop fastapi uvicorn httpx flask django
 # from the root, so the installed package (not the source folder) is imported
 build/venv/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests
 
 step "Python sdist and wheel install in a fresh venv"
 rm -rf build/dist build/venv-wheel
-build/venv/bin/pip install -q build
+quietly build/venv/bin/pip install -q build
 # the wheel is built from the unpacked sdist elsewhere: point it at build/deps/hiredis
 deps_env=()
 [ -d build/deps/hiredis ] && deps_env=(RL_HIREDIS_PREFIX="$root/build/deps/hiredis")
 env "${deps_env[@]}" build/venv/bin/python -m build -q --outdir build/dist . >/dev/null
-python3 -m venv build/venv-wheel
-build/venv-wheel/bin/pip install -q build/dist/*.whl pytest redis
+quietly python3 -m venv build/venv-wheel
+quietly build/venv-wheel/bin/pip install -q build/dist/*.whl pytest redis
 build/venv-wheel/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests/test_limiters.py
 
 step "Java binding"
