@@ -179,6 +179,10 @@ int rl_route(rl_client *client, int slot, rl_node **out);
 /* The same without ever asking the network (the I/O thread): *due says a
  * discovery should run; RL_ERR_CONNECTION when no server is known yet. */
 int rl_route_cached(rl_client *client, int slot, rl_node **out, int *due);
+/* One slot of each cluster master (its lowest), to run a command on every
+ * master (SCAN); outside a cluster one -1 ("the server"). Returns how many
+ * there are (write at most max), or a negative status. */
+int rl_master_slots(rl_client *client, int *out, int max);
 /* node failed us (broken connection, READONLY, cannot connect): look again. */
 void rl_topology_suspect(rl_client *client, rl_node *node);
 /* a MOVED reply: slot now lives at host:port */

@@ -333,3 +333,26 @@ int rl_topology_connect(rl_client *c)
     rl_conn_put(c, conn);
     return rc;
 }
+
+int rl_master_slots(rl_client *c, int *out, int max)
+{
+    rl_node *node, *seen[1024]; /* a cluster has at most ~1000 masters */
+    int n = 0, rc;
+    if (c->url.mode != RL_MODE_CLUSTER) {
+        if (max > 0) out[0] = -1;
+        return 1;
+    }
+    if ((rc = rl_route(c, 0, &node))) return rc; /* learns the slot map first */
+    pthread_mutex_lock(&c->topology);
+    for (int s = 0; s < RL_CLUSTER_SLOTS && c->slots && n < (int)(sizeof seen / sizeof *seen); s++) {
+        int known = 0;
+        if (!c->slots[s]) continue;
+        for (int i = 0; i < n && !known; i++) known = seen[i] == c->slots[s];
+        if (known) continue;
+        seen[n] = c->slots[s];
+        if (n < max) out[n] = s;
+        n++;
+    }
+    pthread_mutex_unlock(&c->topology);
+    return n;
+}

@@ -57,6 +57,7 @@ __all__ = [
     "HeldLock",
     "InvalidArgument",
     "Limiter",
+    "LimiterConfig",
     "Lock",
     "NotAcquired",
     "Permit",
@@ -82,6 +83,9 @@ __version__ = "%d.%d.%d" % (
 F = TypeVar("F", bound=Callable[..., Any])
 Seconds = Union[int, float]
 Text = Union[str, bytes]
+OneRate = Union[str, Tuple[int, Seconds]]
+# one rate, "10/second;1000/hour", or several rates enforced together
+Rate = Union[OneRate, List[OneRate], Tuple[OneRate, ...]]
 FilePath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 # A wait with no timeout runs as successive waits of this length: the core
@@ -164,19 +168,96 @@ setattr(RateLimitExceeded, "retry_after", None)
 setattr(RateLimitExceeded, "result", None)
 
 
+class LimiterConfig:
+    """A limiter's spec, immutable: what Client.get_config() returns and
+    Limiter.config says.
+
+    algorithm: its name; rates: a tuple of (limit, period_seconds), the
+    first rate first (several are enforced together, all or nothing);
+    bursts: one per rate, None where the burst is the limit; initial_tokens:
+    None (a new entity starts full), 0 (empty) or n; per_client: True when
+    each client (Client.client_id) has a quota of its own. str() gives the
+    core's text, e.g. "gcra 10/1000ms;1000/3600000ms burst 20 per_client".
+    """
+
+    __slots__ = ("algorithm", "rates", "bursts", "initial_tokens", "per_client", "_text")
+
+    def __init__(self, algorithm: str, rates: Iterable[Tuple[int, float]], bursts: Iterable[Optional[int]],
+                 initial_tokens: Optional[int], per_client: bool, text: str) -> None:
+        set_ = object.__setattr__
+        set_(self, "algorithm", algorithm)
+        set_(self, "rates", tuple(tuple(r) for r in rates))
+        set_(self, "bursts", tuple(bursts))
+        set_(self, "initial_tokens", initial_tokens)
+        set_(self, "per_client", bool(per_client))
+        set_(self, "_text", text)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("LimiterConfig is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("LimiterConfig is immutable")
+
+    def _key(self) -> Tuple[Any, ...]:
+        return (self.algorithm, self.rates, self.bursts, self.initial_tokens, self.per_client)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LimiterConfig):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __str__(self) -> str:
+        return self._text
+
+    def __repr__(self) -> str:
+        return "LimiterConfig(algorithm=%r, rates=%r, bursts=%r, initial_tokens=%r, per_client=%r)" % self._key()
+
+
 class Limiter(_ratelimit.Limiter):
     """A named rate limit applied per id (user, IP, API key...).
 
     Made by Client.limiter(name, rate, algorithm=..., burst=...). Methods:
-    acquire(), peek(), reset(), acquire_many(), reserve(), and the limit()
-    decorator. Each decision is one atomic script run by Redis, so any
-    number of threads and processes share the limit exactly.
+    acquire(), acquire_at_most(), peek(), refund(), reset(),
+    acquire_many(), reserve(), and the limit() decorator. Each decision is
+    one atomic script run by Redis, so any number of threads and processes
+    share the limit exactly.
 
-    Properties: name, algorithm, rate (limit, period_seconds), period,
-    burst, client.
+    Properties: name, algorithm, rate (the first rate's (limit,
+    period_seconds)), period, burst, rates, bursts, initial_tokens,
+    per_client, config (a LimiterConfig), stored (made with rate=None: the
+    spec stored in Redis, read through the client's cache), client.
     """
 
     __slots__ = ()
+
+    @property
+    def config(self) -> LimiterConfig:
+        """The spec calls use now, as a LimiterConfig (for a stored spec:
+        as this client sees it, at most config_refresh old)."""
+        return LimiterConfig(*self._spec())
+
+    @property
+    def rates(self) -> Tuple[Tuple[int, float], ...]:
+        """Every rate as (limit, period_seconds), the first rate first."""
+        return self.config.rates
+
+    @property
+    def bursts(self) -> Tuple[Optional[int], ...]:
+        """One burst per rate (None: the limit)."""
+        return self.config.bursts
+
+    @property
+    def initial_tokens(self) -> Optional[int]:
+        """None: a new entity starts full; 0: empty; n: with n permits."""
+        return self.config.initial_tokens
+
+    @property
+    def per_client(self) -> bool:
+        """True when each client has a quota of its own (Client.client_id)."""
+        return self.config.per_client
 
     def reserve(self, id: Text, permits: int = 1, *, max_wait: Seconds = 0.0,
                 now: Optional[Seconds] = None) -> float:
@@ -512,6 +593,13 @@ class Client(_ratelimit.Client):
         exponentially (with jitter) up to this many seconds, and calls in
         between fail at once or are decided by on_redis_error (core
         default 1.0).
+    config_refresh: seconds a spec stored in Redis (configure()) is cached
+        per name before it is read again (core default 1.0): a change
+        reaches this client within it.
+    client_id: this client's identity for per_client limiters, 1..64 of
+        [A-Za-z0-9._-] (e.g. a host or pod name, to keep its quotas across
+        restarts); default: 32 random hex digits. See the client_id
+        property.
 
     Thread-safe, and fork-safe: a child process opens its own connections
     on first use. Closing (close() or a with block) waits for no call: the
@@ -524,23 +612,67 @@ class Client(_ratelimit.Client):
                  connect_timeout: Optional[Seconds] = None, pool_size: Optional[int] = None,
                  on_redis_error: Optional[str] = None, ssl_ca_certs: Optional[FilePath] = None,
                  ssl_certfile: Optional[FilePath] = None, ssl_keyfile: Optional[FilePath] = None,
-                 ssl_cert_reqs: Union[str, int, None] = None, reconnect_max: Optional[Seconds] = None) -> None:
+                 ssl_cert_reqs: Union[str, int, None] = None, reconnect_max: Optional[Seconds] = None,
+                 config_refresh: Optional[Seconds] = None, client_id: Optional[str] = None) -> None:
         super().__init__(url, prefix=prefix, timeout=timeout, connect_timeout=connect_timeout,
                          pool_size=pool_size, on_redis_error=on_redis_error, ssl_ca_certs=ssl_ca_certs,
                          ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_cert_reqs=ssl_cert_reqs,
-                         reconnect_max=reconnect_max)
+                         reconnect_max=reconnect_max, config_refresh=config_refresh, client_id=client_id)
 
-    def limiter(self, name: str, rate: Union[str, Tuple[int, Seconds]], *, algorithm: str = "gcra",
-                burst: Optional[int] = None) -> Limiter:
+    def limiter(self, name: str, rate: Optional[Rate] = None, *, algorithm: Optional[str] = None,
+                burst: Union[int, List[Optional[int]], None] = None, initial_tokens: Optional[int] = None,
+                per_client: bool = False) -> Limiter:
         """A rate limiter named name.
 
-        rate: "10/second", "100/minute", "5 per 30 seconds", "3/500ms"... or
-            (limit, period_seconds).
+        rate: "10/second", "100/minute", "5 per 30 seconds", "3/500ms",
+            "2/week"... or (limit, period_seconds); several rates enforced
+            together (a call passes only if every rate admits it, then each
+            consumes): a list of those, or "10/second;1000/hour" as the
+            limits library writes them (at most 8). None: every call uses
+            the spec stored in Redis for name (configure()), read at most
+            every config_refresh seconds, so a change reaches every client
+            in every language; nothing stored raises InvalidArgument here
+            (or, while Redis cannot be reached under on_redis_error
+            "allow"/"deny", on the first call).
         algorithm: fixed_window, sliding_log, sliding_window, token_bucket,
-            leaky_bucket or gcra (see ratelimit.ALGORITHMS).
-        burst: token_bucket/gcra capacity (None: the limit).
+            leaky_bucket or gcra (see ratelimit.ALGORITHMS); None: gcra.
+        burst: token_bucket/gcra capacity (None: the limit); with several
+            rates an int applies to the first rate, a list gives one per
+            rate (None entries: the limit).
+        initial_tokens: token_bucket, gcra, leaky_bucket: the permits an
+            entity Redis holds nothing for starts with (Bucket4j's initial
+            tokens); None: full, 0: none.
+        per_client: True gives each client (client_id) a quota of its own
+            for every id; False (default): one quota shared by all.
+
+        With a rate, a spec stored in Redis for name must be the same one
+        (else InvalidArgument naming both): a name never silently becomes
+        two limiters. Either check costs one round trip per name at most
+        every config_refresh seconds.
         """
-        return Limiter(self, name, rate, algorithm=algorithm, burst=burst)
+        return Limiter(self, name, rate, algorithm=algorithm, burst=burst, initial_tokens=initial_tokens,
+                       per_client=per_client)
+
+    def configure(self, name: str, rate: Rate, *, algorithm: str = "gcra",
+                  burst: Union[int, List[Optional[int]], None] = None, initial_tokens: Optional[int] = None,
+                  per_client: bool = False, if_absent: bool = False) -> bool:
+        """Store a limiter's spec in Redis under name (Redisson's setRate;
+        with if_absent=True trySetRate): limiters made with rate=None, in
+        any client and language, use it within their config_refresh.
+        Arguments as limiter(). Entities keep their state across a change.
+        Returns True when stored; False when if_absent and one already was
+        (it stays)."""
+        return self._config_set(name, rate, algorithm, burst, initial_tokens, per_client, if_absent)
+
+    def get_config(self, name: str) -> Optional[LimiterConfig]:
+        """The spec stored in Redis for name (read now, not cached), or None."""
+        got = self._config_get(name)
+        return LimiterConfig(*got) if got is not None else None
+
+    def delete_config(self, name: str) -> bool:
+        """Delete the spec stored for name. False if none was. Limiters made
+        with rate=None then fail (InvalidArgument) once their cache expires."""
+        return self._config_delete(name)
 
     def semaphore(self, name: str, permits: int, lease: Seconds) -> Semaphore:
         """A fair distributed semaphore of `permits` permits, each lasting

@@ -69,7 +69,16 @@ Text = Union[str, bytes]
 # completions taken in one wake-up of the loop (more wait: it wakes again)
 _TAKE = 1024
 
-_ACQUIRE, _PEEK, _RESERVE = 0, 1, 2
+_ACQUIRE, _PEEK, _RESERVE, _UP_TO, _REFUND = 0, 1, 2, 3, 4
+
+# the same decisions on the blocking path (see _Runner.decide)
+_BLOCKING = {
+    _ACQUIRE: lambda lim, id, permits, max_wait, now: lim.acquire(id, permits, now=now),
+    _PEEK: lambda lim, id, permits, max_wait, now: lim.peek(id, permits, now=now),
+    _RESERVE: lambda lim, id, permits, max_wait, now: lim._reserve(id, permits, max_wait=max_wait, now=now),
+    _UP_TO: lambda lim, id, permits, max_wait, now: lim.acquire_at_most(id, permits, now=now),
+    _REFUND: lambda lim, id, permits, max_wait, now: lim.refund(id, permits, now=now),
+}
 
 
 class _LoopState:
@@ -165,7 +174,14 @@ class _Runner:
     async def decide(self, limiter: _sync.Limiter, op: int, id: Text, permits: Any,
                      max_wait: Any, now: Any) -> Result:
         st = self.state()
-        tag, future = st.submit(limiter, op, id, permits, max_wait, now)
+        try:
+            tag, future = st.submit(limiter, op, id, permits, max_wait, now)
+        except (ConnectionError, Timeout):
+            if not limiter.stored:
+                raise
+            # a stored spec is read when submitted, and could not be: the
+            # blocking path decides by on_redis_error as every decision does
+            return await self.call(_BLOCKING[op], limiter, id, permits, max_wait, now)
         try:
             return await future
         except asyncio.CancelledError:
@@ -277,6 +293,12 @@ class AsyncLimiter:
     rate = property(lambda self: self.sync.rate, doc="(limit, period_seconds).")
     period = property(lambda self: self.sync.period, doc="The period in seconds.")
     burst = property(lambda self: self.sync.burst, doc="token_bucket/gcra capacity, or None.")
+    rates = property(lambda self: self.sync.rates, doc="Every rate as (limit, period_seconds).")
+    bursts = property(lambda self: self.sync.bursts, doc="One burst per rate (None: the limit).")
+    initial_tokens = property(lambda self: self.sync.initial_tokens, doc="None: full; 0: empty; n.")
+    per_client = property(lambda self: self.sync.per_client, doc="True: a quota per client.")
+    config = property(lambda self: self.sync.config, doc="The spec as a LimiterConfig.")
+    stored = property(lambda self: self.sync.stored, doc="True: the spec stored in Redis.")
 
     async def acquire(self, id: Text, permits: int = 1, *, timeout: Optional[Seconds] = None,
                       now: Optional[Seconds] = None) -> Result:
@@ -291,6 +313,14 @@ class AsyncLimiter:
     async def peek(self, id: Text, permits: int = 1, *, now: Optional[Seconds] = None) -> Result:
         """See Limiter.peek."""
         return await self._run.decide(self.sync, _PEEK, id, permits, None, now)
+
+    async def acquire_at_most(self, id: Text, permits: int, *, now: Optional[Seconds] = None) -> Result:
+        """See Limiter.acquire_at_most (on the asynchronous core)."""
+        return await self._run.decide(self.sync, _UP_TO, id, permits, None, now)
+
+    async def refund(self, id: Text, permits: int = 1, *, now: Optional[Seconds] = None) -> Result:
+        """See Limiter.refund (on the asynchronous core)."""
+        return await self._run.decide(self.sync, _REFUND, id, permits, None, now)
 
     async def reset(self, id: Text) -> None:
         """See Limiter.reset (runs in the thread pool)."""
@@ -311,8 +341,12 @@ class AsyncLimiter:
         return _sync._reserved(self.sync.name, permits, max_wait, result)
 
     def key(self, id: Text) -> str:
-        """The Redis key holding id's state."""
+        """The Redis key holding id's state (of the first rate)."""
         return self.sync.key(id)
+
+    def keys(self, id: Text) -> List[str]:
+        """The Redis keys holding id's state, one per rate."""
+        return self.sync.keys(id)
 
     def limit(self, key: Union[Callable[..., Text], Text, None] = None, *, permits: int = 1,
                     timeout: Optional[Seconds] = None) -> Callable[[Callable[..., Awaitable[T]]],
@@ -486,7 +520,8 @@ class AsyncClient:
                  connect_timeout: Optional[Seconds] = None, pool_size: Optional[int] = None,
                  on_redis_error: Optional[str] = None, ssl_ca_certs: Optional[_sync.FilePath] = None,
                  ssl_certfile: Optional[_sync.FilePath] = None, ssl_keyfile: Optional[_sync.FilePath] = None,
-                 ssl_cert_reqs: Union[str, int, None] = None, reconnect_max: Optional[Seconds] = None) -> None:
+                 ssl_cert_reqs: Union[str, int, None] = None, reconnect_max: Optional[Seconds] = None,
+                 config_refresh: Optional[Seconds] = None, client_id: Optional[str] = None) -> None:
         self._own_executor = executor is None
         if executor is None:
             executor = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="ratelimit")
@@ -496,7 +531,8 @@ class AsyncClient:
                                      pool_size=pool_size, on_redis_error=on_redis_error,
                                      ssl_ca_certs=ssl_ca_certs, ssl_certfile=ssl_certfile,
                                      ssl_keyfile=ssl_keyfile, ssl_cert_reqs=ssl_cert_reqs,
-                                     reconnect_max=reconnect_max)
+                                     reconnect_max=reconnect_max, config_refresh=config_refresh,
+                                     client_id=client_id)
         except BaseException:
             if self._own_executor:
                 executor.shutdown(wait=False)
@@ -510,7 +546,8 @@ class AsyncClient:
                       on_redis_error: Optional[str] = None, ssl_ca_certs: Optional[_sync.FilePath] = None,
                       ssl_certfile: Optional[_sync.FilePath] = None, ssl_keyfile: Optional[_sync.FilePath] = None,
                       ssl_cert_reqs: Union[str, int, None] = None,
-                      reconnect_max: Optional[Seconds] = None) -> "AsyncClient":
+                      reconnect_max: Optional[Seconds] = None, config_refresh: Optional[Seconds] = None,
+                      client_id: Optional[str] = None) -> "AsyncClient":
         """Make an AsyncClient without blocking the event loop (the options
         are Client's)."""
         loop = asyncio.get_running_loop()
@@ -518,7 +555,7 @@ class AsyncClient:
             cls, url, executor=executor, prefix=prefix, timeout=timeout, connect_timeout=connect_timeout,
             pool_size=pool_size, on_redis_error=on_redis_error, ssl_ca_certs=ssl_ca_certs,
             ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_cert_reqs=ssl_cert_reqs,
-            reconnect_max=reconnect_max))
+            reconnect_max=reconnect_max, config_refresh=config_refresh, client_id=client_id))
 
     @property
     def prefix(self) -> Optional[str]:
@@ -530,10 +567,34 @@ class AsyncClient:
         """True once closed."""
         return self.sync.closed
 
-    def limiter(self, name: str, rate: Union[str, Tuple[int, Seconds]], *, algorithm: str = "gcra",
-                burst: Optional[int] = None) -> AsyncLimiter:
-        """See Client.limiter."""
-        return AsyncLimiter(self.sync.limiter(name, rate, algorithm=algorithm, burst=burst), self._run)
+    @property
+    def client_id(self) -> Optional[str]:
+        """This client's identity for per_client limiters (see Client.client_id)."""
+        return self.sync.client_id
+
+    def limiter(self, name: str, rate: Optional[_sync.Rate] = None, *, algorithm: Optional[str] = None,
+                burst: Union[int, List[Optional[int]], None] = None, initial_tokens: Optional[int] = None,
+                per_client: bool = False) -> AsyncLimiter:
+        """See Client.limiter. Making one checks the spec stored in Redis for
+        name (one round trip per name at most every config_refresh, on
+        this thread); make limiters once, at start-up, not per request."""
+        return AsyncLimiter(self.sync.limiter(name, rate, algorithm=algorithm, burst=burst,
+                                              initial_tokens=initial_tokens, per_client=per_client), self._run)
+
+    async def configure(self, name: str, rate: _sync.Rate, *, algorithm: str = "gcra",
+                        burst: Union[int, List[Optional[int]], None] = None, initial_tokens: Optional[int] = None,
+                        per_client: bool = False, if_absent: bool = False) -> bool:
+        """See Client.configure (runs in the thread pool)."""
+        return await self._run.call(self.sync.configure, name, rate, algorithm=algorithm, burst=burst,
+                                    initial_tokens=initial_tokens, per_client=per_client, if_absent=if_absent)
+
+    async def get_config(self, name: str) -> Optional[_sync.LimiterConfig]:
+        """See Client.get_config (runs in the thread pool)."""
+        return await self._run.call(self.sync.get_config, name)
+
+    async def delete_config(self, name: str) -> bool:
+        """See Client.delete_config (runs in the thread pool)."""
+        return await self._run.call(self.sync.delete_config, name)
 
     def semaphore(self, name: str, permits: int, lease: Seconds) -> AsyncSemaphore:
         """See Client.semaphore."""

@@ -173,7 +173,8 @@ static int submit_prologue(rl_state *st, CompletionsObject *self, const char *wh
 PyDoc_STRVAR(completions_submit_doc,
 "submit(tag, limiter, id, permits, op, max_wait, now)\n--\n\n"
 "Queue one decision of limiter (a ratelimit.Limiter) without waiting: op\n"
-"0 acquire, 1 peek, 2 reserve (max_wait seconds, reserve only; None: 0);\n"
+"0 acquire, 1 peek, 2 reserve (max_wait seconds, reserve only; None: 0),\n"
+"3 acquire_at_most, 4 refund;\n"
 "permits and now as Limiter.acquire takes them (None: 1, Redis time). Its\n"
 "completion comes out of take() under tag (an int >= 0) exactly once.\n"
 "Raises at once (nothing queued) for a bad argument or a closed client.");
@@ -191,7 +192,7 @@ static PyObject *completions_submit(CompletionsObject *self, PyObject *const *ar
     if (!st || submit_prologue(st, self, "submit", args, nargs, 7, &tag) < 0) return NULL;
     op = PyLong_AsLong(args[4]);
     if (op == -1 && PyErr_Occurred()) return NULL;
-    if (op < RL_OP_ACQUIRE || op > RL_OP_RESERVE) return raise_fmt(st, RL_ERR_INVALID, "unknown operation %ld", op);
+    if (op < RL_OP_ACQUIRE || op > RL_OP_REFUND) return raise_fmt(st, RL_ERR_INVALID, "unknown operation %ld", op);
     if (limiter_request(st, args[1], args[2], args[3], args[6], args[5], (rl_op)op, &req, &keep, &client) < 0)
         return NULL;
     int rc = submit_one(st, self, client, &req, tag, err);
@@ -212,7 +213,8 @@ static int batch_suspect(rl_client *rl, const rl_request *reqs, Py_ssize_t n)
         int has_burst = r->spec.algorithm == RL_TOKEN_BUCKET || r->spec.algorithm == RL_GCRA;
         int64_t capacity = has_burst && r->spec.burst > 0 ? r->spec.burst : r->spec.limit;
         char one[1];
-        if (r->permits < 1 || r->permits > capacity) return 1;
+        /* a stored spec is known once rl_submit resolves it */
+        if (r->permits < 1 || (!r->stored_spec && r->permits > capacity)) return 1;
         if (rl_key(rl, r->name, r->id, r->spec.algorithm, one, sizeof one) < 0) return 1;
     }
     return 0;

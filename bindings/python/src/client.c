@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include "module.h"
+#include "internal.h" /* rl_cmd, rl_run, rl_master_slots: Client._command for the CLI */
 
 /* ---- Client ------------------------------------------------------------------- */
 
@@ -127,11 +128,13 @@ static int conv_cert_reqs(rl_state *st, PyObject *o, rl_tls_verify *out)
 static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"url", "prefix", "timeout", "connect_timeout", "pool_size", "on_redis_error",
-                             "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "reconnect_max", NULL};
+                             "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "reconnect_max",
+                             "config_refresh", "client_id", NULL};
     enum { CA, CERT, KEY, NPATHS };
     static const char *path_names[NPATHS] = {"ssl_ca_certs", "ssl_certfile", "ssl_keyfile"};
     PyObject *url, *prefix = Py_None, *timeout = Py_None, *connect_timeout = Py_None, *pool_size = Py_None,
-                   *on_error = Py_None, *cert_reqs = Py_None, *reconnect_max = Py_None;
+                   *on_error = Py_None, *cert_reqs = Py_None, *reconnect_max = Py_None, *config_refresh = Py_None,
+                   *client_id = Py_None, *client_id_keep = NULL;
     PyObject *paths[NPATHS] = {Py_None, Py_None, Py_None}, *path_keep[NPATHS] = {NULL, NULL, NULL};
     const char **path_fields[NPATHS];
     PyObject *url_keep = NULL, *prefix_keep = NULL;
@@ -144,9 +147,9 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
     int rc = -1;
 
     if (!st) return -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOOOOOOO:Client", kwlist, &url, &prefix, &timeout,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOOOOOOOOO:Client", kwlist, &url, &prefix, &timeout,
                                      &connect_timeout, &pool_size, &on_error, &paths[CA], &paths[CERT],
-                                     &paths[KEY], &cert_reqs, &reconnect_max))
+                                     &paths[KEY], &cert_reqs, &reconnect_max, &config_refresh, &client_id))
         return -1;
     if (self->rl || self->closing) {
         raise_code(st, RL_ERR_INVALID, "Client.__init__ may be called only once");
@@ -203,6 +206,21 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
     if (reconnect_max != Py_None) {
         if (conv_option_ms(st, reconnect_max, "reconnect_max", &opts.reconnect_max_ms) < 0) goto done;
     }
+    if (config_refresh != Py_None &&
+        conv_option_ms(st, config_refresh, "config_refresh", &opts.config_refresh_ms) < 0)
+        goto done;
+    if (client_id != Py_None) {
+        if (!PyUnicode_Check(client_id)) {
+            PyErr_Format(PyExc_TypeError, "client_id must be str, not %.100s", Py_TYPE(client_id)->tp_name);
+            goto done;
+        }
+        /* the core checks it (1..64 of [A-Za-z0-9._-]); "" would mean its default */
+        if (conv_text(st, client_id, "client_id", 0, &client_id_keep, &opts.client_id, NULL) < 0) goto done;
+        if (!*opts.client_id) {
+            raise_code(st, RL_ERR_INVALID, "client_id must not be empty (None: a random one)");
+            goto done;
+        }
+    }
     Py_BEGIN_ALLOW_THREADS
     rc = rl_client_open(&rl, url_s, &opts);
     if (rc) save_errmsg(err, rc);
@@ -213,8 +231,10 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
         goto done;
     }
     self->rl = rl;
+    self->on_error = opts.on_error;
 done:
     Py_XDECREF(url_keep);
+    Py_XDECREF(client_id_keep);
     Py_XDECREF(prefix_keep);
     for (int i = 0; i < NPATHS; i++) Py_XDECREF(path_keep[i]);
     return rc;
@@ -324,6 +344,266 @@ done:
     return out;
 }
 
+/* ---- stored limiter specs ------------------------------------------------------ */
+
+/* What the config calls share: name (str) as UTF-8 (*keep owns it), and
+ * the client entered (client_leave after); NULL: raised. */
+static rl_client *enter_named(rl_state *st, ClientObject *self, PyObject *name, PyObject **keep, const char **name_s)
+{
+    if (!PyUnicode_Check(name)) {
+        PyErr_Format(PyExc_TypeError, "name must be str, not %.100s", Py_TYPE(name)->tp_name);
+        return NULL;
+    }
+    if (conv_text(st, name, "name", 0, keep, name_s, NULL) < 0) return NULL;
+    rl_client *rl = client_enter(st, self);
+    if (!rl) Py_CLEAR(*keep);
+    return rl;
+}
+
+/* Ends a config call: *value as a bool, or the error raised. */
+static PyObject *leave_named(rl_state *st, ClientObject *self, PyObject *keep, int rc, const char *err, int value)
+{
+    client_leave(self);
+    Py_DECREF(keep);
+    if (rc) return raise_code(st, rc, err);
+    return PyBool_FromLong(value);
+}
+
+PyDoc_STRVAR(client_config_set_doc,
+"_config_set(name, rate, algorithm, burst, initial_tokens, per_client, if_absent) -> bool\n--\n\n"
+"Low level: store a limiter's spec in Redis. Use Client.configure() instead.");
+
+static PyObject *client_config_set(ClientObject *self, PyObject *args)
+{
+    PyObject *name, *rate, *algorithm, *burst, *initial, *per_client, *keep = NULL;
+    rl_state *st = STATE(self);
+    const char *name_s;
+    char err[ERRBUF];
+    int if_absent, set = 1, rc;
+    rl_spec spec;
+
+    if (!st || !PyArg_ParseTuple(args, "OOOOOOp:_config_set", &name, &rate, &algorithm, &burst, &initial,
+                                 &per_client, &if_absent))
+        return NULL;
+    if (conv_spec(st, rate, algorithm, burst, initial, per_client, &spec) < 0) return NULL;
+    rl_client *rl = enter_named(st, self, name, &keep, &name_s);
+    if (!rl) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = if_absent ? rl_config_set_if_absent(rl, name_s, &spec, &set) : rl_config_set(rl, name_s, &spec);
+    if (rc) save_errmsg(err, rc);
+    Py_END_ALLOW_THREADS
+    return leave_named(st, self, keep, rc, err, set);
+}
+
+PyDoc_STRVAR(client_config_get_doc,
+"_config_get(name) -> tuple or None\n--\n\n"
+"Low level: the spec stored for name, read from Redis (not the cache), as\n"
+"(algorithm, rates, bursts, initial_tokens, per_client, text). Use\n"
+"Client.get_config() instead.");
+
+static PyObject *client_config_get(ClientObject *self, PyObject *name)
+{
+    rl_state *st = STATE(self);
+    PyObject *keep = NULL, *out;
+    const char *name_s;
+    char err[ERRBUF];
+    int found = 0, rc;
+    rl_spec spec;
+
+    rl_client *rl = st ? enter_named(st, self, name, &keep, &name_s) : NULL;
+    if (!rl) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = rl_config_get(rl, name_s, &spec, &found);
+    if (rc) save_errmsg(err, rc);
+    Py_END_ALLOW_THREADS
+    if (!(out = leave_named(st, self, keep, rc, err, found))) return NULL;
+    Py_DECREF(out);
+    if (!found) Py_RETURN_NONE;
+    return spec_to_python(&spec);
+}
+
+PyDoc_STRVAR(client_config_delete_doc,
+"_config_delete(name) -> bool\n--\n\n"
+"Low level: delete the spec stored for name. Use Client.delete_config().");
+
+static PyObject *client_config_delete(ClientObject *self, PyObject *name)
+{
+    rl_state *st = STATE(self);
+    PyObject *keep = NULL;
+    const char *name_s;
+    char err[ERRBUF];
+    int deleted = 0, rc;
+
+    rl_client *rl = st ? enter_named(st, self, name, &keep, &name_s) : NULL;
+    if (!rl) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = rl_config_delete(rl, name_s, &deleted);
+    if (rc) save_errmsg(err, rc);
+    Py_END_ALLOW_THREADS
+    return leave_named(st, self, keep, rc, err, deleted);
+}
+
+static PyObject *client_get_client_id(ClientObject *self, void *c)
+{
+    if (!self->rl) Py_RETURN_NONE;
+    return PyUnicode_FromString(rl_client_id(self->rl));
+}
+
+/* ---- raw commands (the ratelimit command line tool) ------------------------------- */
+
+/* A reply as Python data: bytes, int, None, list, float, bool; an error
+ * reply is an exception (RedisError), raised. */
+static PyObject *reply_to_python(rl_state *st, const redisReply *r)
+{
+    switch (r->type) {
+    case REDIS_REPLY_STRING:
+#ifdef REDIS_REPLY_VERB
+    case REDIS_REPLY_VERB:
+#endif
+        return PyBytes_FromStringAndSize(r->str, (Py_ssize_t)r->len);
+    case REDIS_REPLY_STATUS:
+        return PyUnicode_DecodeUTF8(r->str, (Py_ssize_t)r->len, "replace");
+    case REDIS_REPLY_INTEGER:
+        return PyLong_FromLongLong(r->integer);
+    case REDIS_REPLY_NIL:
+        Py_RETURN_NONE;
+    case REDIS_REPLY_ERROR:
+        return raise_fmt(st, RL_ERR_REDIS, "%.*s", (int)(r->len < 400 ? r->len : 400), r->str);
+#ifdef REDIS_REPLY_DOUBLE
+    case REDIS_REPLY_DOUBLE:
+        return PyFloat_FromDouble(r->dval);
+    case REDIS_REPLY_BOOL:
+        return PyBool_FromLong(r->integer);
+#endif
+    default: { /* arrays, sets, maps (as a flat list), pushes */
+        PyObject *out = PyList_New((Py_ssize_t)r->elements);
+        for (size_t i = 0; out && i < r->elements; i++) {
+            PyObject *item = reply_to_python(st, r->element[i]);
+            if (!item) Py_CLEAR(out);
+            else PyList_SET_ITEM(out, (Py_ssize_t)i, item);
+        }
+        return out;
+    }
+    }
+}
+
+PyDoc_STRVAR(client_command_doc,
+"_command(args, key=None, node=None)\n--\n\n"
+"Low level, for tools: one Redis command (args: str, bytes or int) on the\n"
+"server that holds key (bytes or str; Cluster routing), or on the master\n"
+"of slot node (an entry of _masters()), else on any server. Returns the\n"
+"reply as bytes, str (status), int, None or lists; an error reply raises\n"
+"RedisError. At most 40 arguments.");
+
+static PyObject *client_command(ClientObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"args", "key", "node", NULL};
+    PyObject *items, *key = Py_None, *node = Py_None, *seq, *keeps = NULL, *out = NULL;
+    rl_state *st = STATE(self);
+    redisReply *reply = NULL;
+    char err[ERRBUF];
+    rl_cmd cmd;
+    int rc;
+
+    if (!st || !PyArg_ParseTupleAndKeywords(args, kw, "O|OO:_command", kwlist, &items, &key, &node)) return NULL;
+    if (!(seq = PySequence_Fast(items, "args must be a list of str, bytes or int"))) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > RL_CMD_MAX_ARGS - 1) {
+        Py_DECREF(seq);
+        return raise_fmt(st, RL_ERR_INVALID, "a command has 1..%d arguments (got %zd)", RL_CMD_MAX_ARGS - 1, n);
+    }
+    rl_cmd_init(&cmd);
+    if (!(keeps = PyList_New(0))) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PySequence_Fast_GET_ITEM(seq, i), *b;
+        if (PyLong_Check(a) && !PyBool_Check(a)) {
+            PyObject *text = PyObject_Str(a);
+            b = text ? PyUnicode_AsUTF8String(text) : NULL;
+            Py_XDECREF(text);
+        } else if (PyUnicode_Check(a)) {
+            b = PyUnicode_AsEncodedString(a, "utf-8", "surrogateescape");
+        } else if (PyBytes_Check(a)) {
+            b = a;
+            Py_INCREF(b);
+        } else {
+            PyErr_Format(PyExc_TypeError, "args[%zd] must be str, bytes or int, not %.100s", i, Py_TYPE(a)->tp_name);
+            goto done;
+        }
+        if (!b || PyList_Append(keeps, b) < 0) {
+            Py_XDECREF(b);
+            goto done;
+        }
+        Py_DECREF(b);
+        rl_cmd_str(&cmd, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+    }
+    if (key != Py_None) {
+        PyObject *k = PyUnicode_Check(key) ? PyUnicode_AsEncodedString(key, "utf-8", "surrogateescape") : NULL;
+        if (!k && !PyBytes_Check(key)) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "key must be str or bytes, not %.100s", Py_TYPE(key)->tp_name);
+            goto done;
+        }
+        const char *data = PyBytes_AS_STRING(k ? k : key);
+        cmd.slot = rl_key_slot(data, (size_t)PyBytes_GET_SIZE(k ? k : key));
+        Py_XDECREF(k);
+    } else if (node != Py_None) {
+        long slot = PyLong_AsLong(node);
+        if (slot == -1 && PyErr_Occurred()) goto done;
+        if (slot < -1 || slot >= RL_CLUSTER_SLOTS) {
+            raise_fmt(st, RL_ERR_INVALID, "node must be a slot from _masters() (got %ld)", slot);
+            goto done;
+        }
+        cmd.slot = (int)slot;
+    }
+    rl_client *rl = client_enter(st, self);
+    if (!rl) goto done;
+    Py_BEGIN_ALLOW_THREADS
+    rc = rl_run(rl, &cmd, 1, &reply);
+    if (rc) save_errmsg(err, rc);
+    Py_END_ALLOW_THREADS
+    client_leave(self);
+    if (rc) {
+        raise_code(st, rc, err);
+        goto done;
+    }
+    out = reply_to_python(st, reply);
+    freeReplyObject(reply);
+done:
+    rl_cmd_free(&cmd);
+    Py_XDECREF(keeps);
+    Py_DECREF(seq);
+    return out;
+}
+
+PyDoc_STRVAR(client_masters_doc,
+"_masters() -> list[int]\n--\n\n"
+"Low level, for tools: one slot served by each master of a cluster (pass it\n"
+"as _command(..., node=slot) to run a command on every master, e.g. SCAN);\n"
+"[-1] outside a cluster.");
+
+static PyObject *client_masters(ClientObject *self, PyObject *unused)
+{
+    rl_state *st = STATE(self);
+    int slots[1024], n;
+    char err[ERRBUF];
+    rl_client *rl = client_enter(st, self);
+    if (!rl) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    n = rl_master_slots(rl, slots, 1024);
+    if (n < 0) save_errmsg(err, n);
+    Py_END_ALLOW_THREADS
+    client_leave(self);
+    if (n < 0) return raise_code(st, n, err);
+    if (n > 1024) n = 1024;
+    PyObject *out = PyList_New(n);
+    for (int i = 0; out && i < n; i++) {
+        PyObject *v = PyLong_FromLong(slots[i]);
+        if (!v) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
 PyDoc_STRVAR(client_semaphore_acquire_doc,
 "_semaphore_acquire(name, permits, lease, timeout=None, cancel=None)\n--\n\n"
 "Low level: (permit_id, fencing_token, lease) or None if not acquired within\n"
@@ -336,6 +616,11 @@ PyDoc_STRVAR(client_lock_acquire_doc,
 static PyMethodDef client_methods[] = {
     {"close", (PyCFunction)client_close, METH_NOARGS, client_close_doc},
     {"stats", (PyCFunction)client_stats, METH_NOARGS, client_stats_doc},
+    {"_config_set", (PyCFunction)client_config_set, METH_VARARGS, client_config_set_doc},
+    {"_config_get", (PyCFunction)client_config_get, METH_O, client_config_get_doc},
+    {"_config_delete", (PyCFunction)client_config_delete, METH_O, client_config_delete_doc},
+    {"_command", (PyCFunction)(void (*)(void))client_command, METH_VARARGS | METH_KEYWORDS, client_command_doc},
+    {"_masters", (PyCFunction)client_masters, METH_NOARGS, client_masters_doc},
     {"_semaphore_acquire", (PyCFunction)(void (*)(void))client_semaphore_acquire, METH_VARARGS | METH_KEYWORDS,
      client_semaphore_acquire_doc},
     {"_semaphore_release", (PyCFunction)client_semaphore_release, METH_VARARGS,
@@ -361,6 +646,9 @@ static PyMethodDef client_methods[] = {
 static PyGetSetDef client_getset[] = {
     {"closed", (getter)client_get_closed, NULL, "True once close() was called.", NULL},
     {"prefix", (getter)client_get_prefix, NULL, "The key prefix in use (None once closed).", NULL},
+    {"client_id", (getter)client_get_client_id, NULL,
+     "This client's identity for per_client limiters: the client_id option, else 32 random hex\n"
+     "digits drawn when it opened (None once closed).", NULL},
     {NULL}};
 
 static PyMemberDef client_members[] = {
@@ -369,7 +657,8 @@ static PyMemberDef client_members[] = {
 
 PyDoc_STRVAR(client_doc,
 "Client(url, *, prefix=None, timeout=None, connect_timeout=None, pool_size=None, on_redis_error=None,\n"
-"       ssl_ca_certs=None, ssl_certfile=None, ssl_keyfile=None, ssl_cert_reqs=None, reconnect_max=None)\n--\n\n"
+"       ssl_ca_certs=None, ssl_certfile=None, ssl_keyfile=None, ssl_cert_reqs=None, reconnect_max=None,\n"
+"       config_refresh=None, client_id=None)\n--\n\n"
 "A connection pool to Redis (one server, TLS, Sentinel or Cluster), shared\n"
 "safely by all threads. See ratelimit.Client for the options.");
 

@@ -1,6 +1,7 @@
 /* ratelimit.Limiter (a named rate limit applied per id) and ratelimit.Result
  * (the outcome of one decision). */
 #include "module.h"
+#include "internal.h" /* rl_config_resolve, rl_entity_tag: the stored spec, per-client keys */
 
 /* ---- Result ------------------------------------------------------------------- */
 
@@ -69,6 +70,14 @@ static PyObject *result_fallback(ResultObject *self, void *c)
 {
     return PyBool_FromLong(self->r.fallback);
 }
+static PyObject *result_granted(ResultObject *self, void *c)
+{
+    return PyLong_FromLongLong(self->r.granted);
+}
+static PyObject *result_rate_index(ResultObject *self, void *c)
+{
+    return PyLong_FromLong(self->r.rate_index);
+}
 
 static PyGetSetDef result_getset[] = {
     {"allowed", (getter)result_allowed, NULL, "True if the permits were granted (or the slot booked).", NULL},
@@ -81,6 +90,12 @@ static PyGetSetDef result_getset[] = {
      "reserve(): seconds to wait before acting on the booked slot; 0.0 otherwise.", NULL},
     {"fallback", (getter)result_fallback, NULL,
      "True when Redis was unreachable and the client's on_redis_error policy decided.", NULL},
+    {"granted", (getter)result_granted, NULL,
+     "Permits consumed (acquire_at_most: 1..permits), given back (refund), or that would be\n"
+     "(peek); 0 when denied.", NULL},
+    {"rate_index", (getter)result_rate_index, NULL,
+     "The rate that binds (0 = the first): when allowed the one with the least remaining,\n"
+     "when denied the one that denied (the longest retry_after).", NULL},
     {NULL}};
 
 static int result_bool(ResultObject *self)
@@ -127,6 +142,158 @@ PyType_Spec result_spec = {
     .slots = result_slots,
 };
 
+/* ---- specs: Python's spelling of an rl_spec ------------------------------------ */
+
+/* One rate: "10/second" (the core parses it) or (limit, period_seconds). */
+static int conv_one_rate(rl_state *st, PyObject *o, int64_t *limit, int64_t *period_ms)
+{
+    if (PyUnicode_Check(o)) {
+        const char *text = PyUnicode_AsUTF8(o);
+        if (!text) return -1;
+        if (rl_parse_rate(text, limit, period_ms)) {
+            raise_code(st, RL_ERR_INVALID, rl_errmsg());
+            return -1;
+        }
+        return 0;
+    }
+    if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 2) {
+        if (conv_int64(st, PyTuple_GET_ITEM(o, 0), "rate limit", limit) < 0) return -1;
+        return conv_seconds(st, PyTuple_GET_ITEM(o, 1), "rate period", period_ms);
+    }
+    PyErr_Format(PyExc_TypeError,
+                 "a rate must be a str such as '10/minute' or a (limit, period_seconds) tuple, not %.100s",
+                 Py_TYPE(o)->tp_name);
+    return -1;
+}
+
+/* rate: one rate, "10/second;1000/hour", or a list of rates -> spec's rates. */
+static int conv_rates(rl_state *st, PyObject *rate, rl_spec *spec)
+{
+    if (PyUnicode_Check(rate)) {
+        const char *text = PyUnicode_AsUTF8(rate);
+        if (!text) return -1;
+        /* one rate goes through rl_parse_rate, as ratelimit.parse_rate does */
+        if (!strpbrk(text, ";,|")) return conv_one_rate(st, rate, &spec->limit, &spec->period_ms);
+        if (rl_parse_rates(text, spec)) {
+            raise_code(st, RL_ERR_INVALID, rl_errmsg());
+            return -1;
+        }
+        return 0;
+    }
+    /* (limit, period): one rate; any other list or tuple: several */
+    if (PyTuple_Check(rate) && PyTuple_GET_SIZE(rate) == 2 && PyLong_Check(PyTuple_GET_ITEM(rate, 0)))
+        return conv_one_rate(st, rate, &spec->limit, &spec->period_ms);
+    if (PyList_Check(rate) || PyTuple_Check(rate)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(rate);
+        if (n < 1 || n > RL_MAX_RATES) {
+            raise_fmt(st, RL_ERR_INVALID, "a limiter holds 1..%d rates (got %zd)", RL_MAX_RATES, n);
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t *limit = i ? &spec->more[i - 1].limit : &spec->limit;
+            int64_t *period = i ? &spec->more[i - 1].period_ms : &spec->period_ms;
+            if (conv_one_rate(st, PySequence_Fast_GET_ITEM(rate, i), limit, period) < 0) return -1;
+        }
+        spec->more_count = (size_t)n - 1;
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError,
+                 "rate must be a str such as '10/minute' or '10/second;1000/hour', a (limit, period_seconds) "
+                 "tuple, or a list of those, not %.100s",
+                 Py_TYPE(rate)->tp_name);
+    return -1;
+}
+
+/* burst: None, an int for the first rate, or one int (or None) per rate. */
+static int conv_bursts(rl_state *st, PyObject *burst, rl_spec *spec)
+{
+    if (burst == Py_None) return 0;
+    if (!PyList_Check(burst) && !PyTuple_Check(burst)) return conv_int64(st, burst, "burst", &spec->burst);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(burst);
+    if ((size_t)n != spec->more_count + 1) {
+        raise_fmt(st, RL_ERR_INVALID, "burst: a list holds one value per rate (%zu rates, %zd bursts)",
+                  spec->more_count + 1, n);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = PySequence_Fast_GET_ITEM(burst, i);
+        if (b != Py_None && conv_int64(st, b, "burst", i ? &spec->more[i - 1].burst : &spec->burst) < 0) return -1;
+    }
+    return 0;
+}
+
+int conv_spec(rl_state *st, PyObject *rate, PyObject *algorithm, PyObject *burst, PyObject *initial_tokens,
+              PyObject *per_client, rl_spec *spec)
+{
+    memset(spec, 0, sizeof *spec);
+    spec->algorithm = RL_GCRA;
+    if (algorithm && algorithm != Py_None) {
+        const char *a;
+        rl_algorithm alg;
+        if (!PyUnicode_Check(algorithm)) {
+            PyErr_Format(PyExc_TypeError, "algorithm must be str, not %.100s", Py_TYPE(algorithm)->tp_name);
+            return -1;
+        }
+        if (!(a = PyUnicode_AsUTF8(algorithm))) return -1;
+        if (rl_algorithm_parse(a, &alg)) {
+            raise_code(st, RL_ERR_INVALID, rl_errmsg());
+            return -1;
+        }
+        spec->algorithm = alg;
+    }
+    if (conv_rates(st, rate, spec) < 0) return -1;
+    if (burst && conv_bursts(st, burst, spec) < 0) return -1;
+    if (initial_tokens && initial_tokens != Py_None) {
+        int64_t v;
+        if (conv_int64(st, initial_tokens, "initial_tokens", &v) < 0) return -1;
+        if (v < 0) {
+            raise_fmt(st, RL_ERR_INVALID, "initial_tokens must be at least 0 (got %lld; None: full)", (long long)v);
+            return -1;
+        }
+        spec->initial_tokens = v == 0 ? RL_EMPTY : v; /* Python's 0 is "none"; the core's 0 is "full" */
+    }
+    if (per_client) {
+        int t = PyObject_IsTrue(per_client);
+        if (t < 0) return -1;
+        spec->scope = t ? RL_SCOPE_PER_CLIENT : RL_SCOPE_OVERALL;
+    }
+    if (rl_spec_validate(spec)) { /* a bad limiter fails where it is made */
+        raise_code(st, RL_ERR_INVALID, rl_errmsg());
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *spec_to_python(const rl_spec *spec)
+{
+    rl_rate rates[RL_MAX_RATES];
+    size_t n = rl_spec_rates(spec, rates);
+    char text[1024];
+    PyObject *list = PyList_New((Py_ssize_t)n), *bursts = PyList_New((Py_ssize_t)n), *initial;
+    if (!list || !bursts) goto fail;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *r = Py_BuildValue("(LN)", (long long)rates[i].limit, ms_to_seconds(rates[i].period_ms));
+        PyObject *b = rates[i].burst ? PyLong_FromLongLong(rates[i].burst) : (Py_INCREF(Py_None), Py_None);
+        if (!r || !b) {
+            Py_XDECREF(r);
+            Py_XDECREF(b);
+            goto fail;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, r);
+        PyList_SET_ITEM(bursts, (Py_ssize_t)i, b);
+    }
+    if (spec->initial_tokens == 0) initial = (Py_INCREF(Py_None), Py_None);
+    else initial = PyLong_FromLongLong(spec->initial_tokens == RL_EMPTY ? 0 : spec->initial_tokens);
+    if (!initial) goto fail;
+    rl_spec_format(spec, text, sizeof text);
+    return Py_BuildValue("(sNNNOs)", rl_algorithm_name(spec->algorithm), list, bursts, initial,
+                         spec->scope == RL_SCOPE_PER_CLIENT ? Py_True : Py_False, text);
+fail:
+    Py_XDECREF(list);
+    Py_XDECREF(bursts);
+    return NULL;
+}
+
 /* ---- Limiter ------------------------------------------------------------------ */
 
 typedef struct {
@@ -135,6 +302,7 @@ typedef struct {
     PyObject *name;     /* bytes, UTF-8, owns the C string */
     PyObject *name_str; /* as given, for repr and the name property */
     rl_spec spec;
+    int stored; /* 1: every call uses the spec stored in Redis (spec is unused) */
 } LimiterObject;
 
 static PyObject *limiter_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
@@ -142,17 +310,73 @@ static PyObject *limiter_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     return tp->tp_alloc(tp, 0);
 }
 
+/* Made with rate=None: a spec must be stored for name. Redis is asked now
+ * (which also warms the client's cache), unless it cannot be reached and
+ * the client decides by policy: then the first call tells. */
+static int check_stored(rl_state *st, ClientObject *client, const char *name)
+{
+    rl_spec stored;
+    char err[ERRBUF];
+    int rc, found = 0;
+    rl_client *rl = client_enter(st, client);
+    if (!rl) {
+        PyErr_Clear(); /* closed: every call says so */
+        return 0;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = rl_config_get(rl, name, &stored, &found);
+    if (rc) save_errmsg(err, rc);
+    Py_END_ALLOW_THREADS
+    client_leave(client);
+    if ((rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) && client->on_error != RL_ON_ERROR_RAISE) return 0;
+    if (rc) {
+        raise_code(st, rc, err);
+        return -1;
+    }
+    if (!found) {
+        raise_fmt(st, RL_ERR_INVALID,
+                  "no configuration is stored for limiter '%s': store one with client.configure(name, rate, ...) "
+                  "or give a rate", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Made with a rate: a spec stored for name must be the same one. */
+static int check_explicit(rl_state *st, ClientObject *client, const char *name, const rl_spec *spec)
+{
+    char err[ERRBUF];
+    int rc;
+    rl_client *rl = client_enter(st, client);
+    if (!rl) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = rl_config_check(rl, name, spec);
+    if (rc) save_errmsg(err, rc);
+    Py_END_ALLOW_THREADS
+    client_leave(client);
+    if (rc) {
+        raise_code(st, rc, err);
+        return -1;
+    }
+    return 0;
+}
+
 static int limiter_init(LimiterObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"client", "name", "rate", "algorithm", "burst", NULL};
-    PyObject *client, *name, *rate, *algorithm = NULL, *burst = Py_None, *keep = NULL;
+    static char *kwlist[] = {"client", "name", "rate", "algorithm", "burst", "initial_tokens", "per_client", NULL};
+    PyObject *client, *name, *rate = Py_None, *algorithm = Py_None, *burst = Py_None, *initial = Py_None,
+                              *per_client = Py_False, *keep = NULL;
     rl_state *st = STATE(self);
     const char *name_s;
     rl_spec spec;
+    int stored;
 
     if (!st) return -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|$OO:Limiter", kwlist, &client, &name, &rate, &algorithm,
-                                     &burst))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O$OOOO:Limiter", kwlist, &client, &name, &rate, &algorithm,
+                                     &burst, &initial, &per_client))
         return -1;
     if (self->client) {
         /* calls in flight read name and spec with the GIL released */
@@ -163,48 +387,21 @@ static int limiter_init(LimiterObject *self, PyObject *args, PyObject *kw)
         PyErr_Format(PyExc_TypeError, "client must be a ratelimit.Client, not %.100s", Py_TYPE(client)->tp_name);
         return -1;
     }
-    memset(&spec, 0, sizeof spec);
     if (!PyUnicode_Check(name)) {
         PyErr_Format(PyExc_TypeError, "name must be str, not %.100s", Py_TYPE(name)->tp_name);
         return -1;
     }
-    /* the algorithm: the core parses it */
-    if (algorithm == NULL) {
-        spec.algorithm = RL_GCRA;
-    } else {
-        const char *a;
-        if (!PyUnicode_Check(algorithm)) {
-            PyErr_Format(PyExc_TypeError, "algorithm must be str, not %.100s", Py_TYPE(algorithm)->tp_name);
+    stored = rate == Py_None;
+    memset(&spec, 0, sizeof spec);
+    if (stored) {
+        int t = PyObject_IsTrue(per_client);
+        if (t < 0) return -1;
+        if (algorithm != Py_None || burst != Py_None || initial != Py_None || t) {
+            raise_code(st, RL_ERR_INVALID, "rate=None uses the spec stored in Redis: algorithm, burst, "
+                       "initial_tokens and per_client come from it (change it with client.configure)");
             return -1;
         }
-        if (!(a = PyUnicode_AsUTF8(algorithm))) return -1;
-        rl_algorithm alg;
-        if (rl_algorithm_parse(a, &alg)) {
-            raise_code(st, RL_ERR_INVALID, rl_errmsg());
-            return -1;
-        }
-        spec.algorithm = alg;
-    }
-    /* the rate: "10/minute" (the core parses it) or (limit, period_seconds) */
-    if (PyUnicode_Check(rate)) {
-        const char *text = PyUnicode_AsUTF8(rate);
-        if (!text) return -1;
-        if (rl_parse_rate(text, &spec.limit, &spec.period_ms)) {
-            raise_code(st, RL_ERR_INVALID, rl_errmsg());
-            return -1;
-        }
-    } else if (PyTuple_Check(rate) && PyTuple_GET_SIZE(rate) == 2) {
-        if (conv_int64(st, PyTuple_GET_ITEM(rate, 0), "rate limit", &spec.limit) < 0) return -1;
-        if (conv_seconds(st, PyTuple_GET_ITEM(rate, 1), "rate period", &spec.period_ms) < 0) return -1;
-    } else {
-        PyErr_Format(PyExc_TypeError,
-                     "rate must be a str such as '10/minute' or a (limit, period_seconds) tuple, not %.100s",
-                     Py_TYPE(rate)->tp_name);
-        return -1;
-    }
-    if (burst != Py_None && conv_int64(st, burst, "burst", &spec.burst) < 0) return -1;
-    if (rl_spec_validate(&spec)) { /* a bad limiter fails where it is made */
-        raise_code(st, RL_ERR_INVALID, rl_errmsg());
+    } else if (conv_spec(st, rate, algorithm, burst, initial, per_client, &spec) < 0) {
         return -1;
     }
     if (conv_text(st, name, "name", 0, &keep, &name_s, NULL) < 0) return -1;
@@ -213,12 +410,18 @@ static int limiter_init(LimiterObject *self, PyObject *args, PyObject *kw)
         raise_code(st, RL_ERR_INVALID, "name must not be empty");
         return -1;
     }
+    if ((stored ? check_stored(st, (ClientObject *)client, name_s)
+                : check_explicit(st, (ClientObject *)client, name_s, &spec)) < 0) {
+        Py_DECREF(keep);
+        return -1;
+    }
     Py_INCREF(client);
     Py_XSETREF(self->client, (ClientObject *)client);
     Py_XSETREF(self->name, keep);
     Py_INCREF(name);
     Py_XSETREF(self->name_str, name);
     self->spec = spec;
+    self->stored = stored;
     return 0;
 }
 
@@ -262,6 +465,7 @@ static int build_request(rl_state *st, LimiterObject *self, PyObject *id, PyObje
     memset(req, 0, sizeof *req);
     req->name = PyBytes_AS_STRING(self->name);
     req->spec = self->spec;
+    req->stored_spec = self->stored;
     req->op = op;
     req->permits = 1;
     if (permits && permits != Py_None && conv_int64(st, permits, "permits", &req->permits) < 0) return -1;
@@ -433,6 +637,44 @@ static PyObject *limiter_peek(LimiterObject *self, PyObject *args, PyObject *kw)
     return limiter_run(self, st, &req, keep, 0, NULL);
 }
 
+/* acquire_at_most and refund: (id, permits, *, now) for op. */
+static PyObject *limiter_simple_op(LimiterObject *self, PyObject *args, PyObject *kw, rl_op op, const char *fmt)
+{
+    static char *kwlist[] = {"id", "permits", "now", NULL};
+    PyObject *id, *permits = NULL, *now = Py_None, *keep = NULL;
+    rl_state *st = STATE(self);
+    rl_request req;
+
+    if (!st || limiter_ready(st, self) < 0) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &id, &permits, &now)) return NULL;
+    if (build_request(st, self, id, permits, now, op, &req, &keep) < 0) return NULL;
+    return limiter_run(self, st, &req, keep, 0, NULL);
+}
+
+PyDoc_STRVAR(limiter_acquire_at_most_doc,
+"acquire_at_most(id, permits, *, now=None)\n--\n\n"
+"Take as many of permits as are available right now, at least 1 (go-redis\n"
+"redis_rate's AllowAtMost, Bucket4j's tryConsumeAsMuchAsPossible).\n\n"
+"Returns a Result: allowed when at least one permit was taken, granted says\n"
+"how many (1..permits; 0 when denied). permits may exceed the capacity.\n"
+"With several rates, granted is what every rate can give.");
+
+static PyObject *limiter_acquire_at_most(LimiterObject *self, PyObject *args, PyObject *kw)
+{
+    return limiter_simple_op(self, args, kw, RL_OP_ACQUIRE_UP_TO, "OO|$O:acquire_at_most");
+}
+
+PyDoc_STRVAR(limiter_refund_doc,
+"refund(id, permits=1, *, now=None)\n--\n\n"
+"Give permits back to id (Bucket4j's addTokens), for work that was admitted\n"
+"and then not done; never above full. Returns a Result whose granted is the\n"
+"number actually given back and remaining the permits available after it.");
+
+static PyObject *limiter_refund(LimiterObject *self, PyObject *args, PyObject *kw)
+{
+    return limiter_simple_op(self, args, kw, RL_OP_REFUND, "O|O$O:refund");
+}
+
 PyDoc_STRVAR(limiter_reserve_result_doc,
 "_reserve(id, permits=1, *, max_wait=0.0, now=None)\n--\n\n"
 "Low level reserve(): the raw Result (wait holds the seconds to wait).");
@@ -470,7 +712,7 @@ static PyObject *limiter_reset(LimiterObject *self, PyObject *id)
     rl_client *rl = client_enter(st, self->client);
     if (rl) {
         Py_BEGIN_ALLOW_THREADS
-        rc = rl_reset(rl, PyBytes_AS_STRING(self->name), id_s, &self->spec);
+        rc = rl_reset(rl, PyBytes_AS_STRING(self->name), id_s, self->stored ? NULL : &self->spec);
         if (rc) save_errmsg(err, rc);
         Py_END_ALLOW_THREADS
         client_leave(self->client);
@@ -526,39 +768,107 @@ done:
     return out;
 }
 
+/* The spec this limiter's calls use: its own, or the one stored in Redis as
+ * the client sees it (its cache, read again at most every config_refresh). */
+static int current_spec(rl_state *st, LimiterObject *self, rl_spec *out)
+{
+    char err[ERRBUF];
+    int rc;
+    if (limiter_ready(st, self) < 0) return -1;
+    if (!self->stored) {
+        *out = self->spec;
+        return 0;
+    }
+    rl_client *rl = client_enter(st, self->client);
+    if (!rl) return -1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = rl_config_resolve(rl, PyBytes_AS_STRING(self->name), out);
+    if (rc) save_errmsg(err, rc);
+    Py_END_ALLOW_THREADS
+    client_leave(self->client);
+    if (rc) {
+        raise_code(st, rc, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The keys of id's state, one per rate of spec (its first only: all = 0). */
+static PyObject *entity_keys(rl_state *st, LimiterObject *self, const rl_spec *spec, PyObject *id, int all)
+{
+    PyObject *keep = NULL, *out = NULL;
+    const char *id_s;
+    char one[1];
+    if (conv_text(st, id, "id", 0, &keep, &id_s, NULL) < 0) return NULL;
+    rl_client *rl = client_enter(st, self->client);
+    if (!rl) goto done;
+    const char *name = PyBytes_AS_STRING(self->name), *alg = rl_algorithm_name(spec->algorithm);
+    /* rl_key checks the name and id as every call does */
+    int n = rl_key(rl, name, id_s, spec->algorithm, one, sizeof one);
+    char *tag = n < 0 ? NULL : rl_entity_tag(name, id_s, spec->scope == RL_SCOPE_PER_CLIENT ? rl_client_id(rl) : NULL);
+    if (n < 0) raise_code(st, n, rl_errmsg());
+    else if (!tag) PyErr_NoMemory();
+    else if ((out = PyList_New(0))) {
+        size_t rates = all ? spec->more_count + 1 : 1;
+        for (size_t i = 0; i < rates; i++) {
+            PyObject *k = i ? PyUnicode_FromFormat("%s:{%s}:%s:%zu", rl_client_prefix(rl), tag, alg, i + 1)
+                            : PyUnicode_FromFormat("%s:{%s}:%s", rl_client_prefix(rl), tag, alg);
+            if (!k || PyList_Append(out, k) < 0) {
+                Py_XDECREF(k);
+                Py_CLEAR(out);
+                break;
+            }
+            Py_DECREF(k);
+        }
+    }
+    free(tag);
+    client_leave(self->client);
+done:
+    Py_DECREF(keep);
+    return out;
+}
+
 PyDoc_STRVAR(limiter_key_doc,
 "key(id)\n--\n\n"
-"The Redis key holding id's state, as the library names it.");
+"The Redis key holding id's state, as the library names it (of the first\n"
+"rate; keys(id) lists one per rate).");
 
 static PyObject *limiter_key(LimiterObject *self, PyObject *id)
 {
     rl_state *st = STATE(self);
-    PyObject *keep = NULL, *out = NULL;
-    const char *id_s;
-
-    if (!st || limiter_ready(st, self) < 0) return NULL;
-    if (conv_text(st, id, "id", 0, &keep, &id_s, NULL) < 0) return NULL;
-    rl_client *rl = client_enter(st, self->client);
-    if (rl) {
-        char small[256];
-        int n = rl_key(rl, PyBytes_AS_STRING(self->name), id_s, self->spec.algorithm, small, sizeof small);
-        if (n < 0) {
-            raise_code(st, n, rl_errmsg());
-        } else if ((size_t)n < sizeof small) {
-            out = PyUnicode_DecodeUTF8(small, n, "surrogateescape");
-        } else {
-            char *big = PyMem_Malloc((size_t)n + 1);
-            if (!big) PyErr_NoMemory();
-            else {
-                rl_key(rl, PyBytes_AS_STRING(self->name), id_s, self->spec.algorithm, big, (size_t)n + 1);
-                out = PyUnicode_DecodeUTF8(big, n, "surrogateescape");
-                PyMem_Free(big);
-            }
-        }
-        client_leave(self->client);
-    }
-    Py_DECREF(keep);
+    rl_spec spec;
+    if (!st || current_spec(st, self, &spec) < 0) return NULL;
+    PyObject *list = entity_keys(st, self, &spec, id, 0), *out;
+    if (!list) return NULL;
+    out = PyList_GET_ITEM(list, 0);
+    Py_INCREF(out);
+    Py_DECREF(list);
     return out;
+}
+
+PyDoc_STRVAR(limiter_keys_doc,
+"keys(id)\n--\n\n"
+"The Redis keys holding id's state, one per rate, the first rate's first.");
+
+static PyObject *limiter_keys(LimiterObject *self, PyObject *id)
+{
+    rl_state *st = STATE(self);
+    rl_spec spec;
+    if (!st || current_spec(st, self, &spec) < 0) return NULL;
+    return entity_keys(st, self, &spec, id, 1);
+}
+
+PyDoc_STRVAR(limiter_spec_tuple_doc,
+"_spec()\n--\n\n"
+"(algorithm, [(limit, period_seconds)...], [burst or None...], initial_tokens, per_client, text):\n"
+"the spec calls use now (for rate=None, the one stored in Redis, as cached).");
+
+static PyObject *limiter_spec_tuple(LimiterObject *self, PyObject *unused)
+{
+    rl_state *st = STATE(self);
+    rl_spec spec;
+    if (!st || current_spec(st, self, &spec) < 0) return NULL;
+    return spec_to_python(&spec);
 }
 
 static PyObject *limiter_get_name(LimiterObject *self, void *c)
@@ -573,30 +883,44 @@ static PyObject *limiter_get_client(LimiterObject *self, void *c)
     Py_INCREF(self->client);
     return (PyObject *)self->client;
 }
-static PyObject *limiter_get_algorithm(LimiterObject *self, void *c)
+static PyObject *limiter_get_stored(LimiterObject *self, void *c)
 {
-    const char *name = rl_algorithm_name(self->spec.algorithm);
+    return PyBool_FromLong(self->stored);
+}
+
+/* The getters of the spec: a stored one is read as current_spec says. */
+#define SPEC_GETTER(fn, body)                                                                                        \
+    static PyObject *fn(LimiterObject *self, void *c)                                                                \
+    {                                                                                                                \
+        rl_state *st = STATE(self);                                                                                  \
+        rl_spec spec;                                                                                                \
+        if (!st || current_spec(st, self, &spec) < 0) return NULL;                                                   \
+        body                                                                                                         \
+    }
+
+SPEC_GETTER(limiter_get_algorithm, {
+    const char *name = rl_algorithm_name(spec.algorithm);
     return PyUnicode_FromString(name ? name : "?");
-}
-static PyObject *limiter_get_rate(LimiterObject *self, void *c)
-{
-    return Py_BuildValue("(LN)", (long long)self->spec.limit, ms_to_seconds(self->spec.period_ms));
-}
-static PyObject *limiter_get_period(LimiterObject *self, void *c)
-{
-    return ms_to_seconds(self->spec.period_ms);
-}
-static PyObject *limiter_get_burst(LimiterObject *self, void *c)
-{
-    if (!self->spec.burst) Py_RETURN_NONE;
-    return PyLong_FromLongLong(self->spec.burst);
-}
+})
+SPEC_GETTER(limiter_get_rate, { return Py_BuildValue("(LN)", (long long)spec.limit, ms_to_seconds(spec.period_ms)); })
+SPEC_GETTER(limiter_get_period, { return ms_to_seconds(spec.period_ms); })
+SPEC_GETTER(limiter_get_burst, {
+    if (!spec.burst) Py_RETURN_NONE;
+    return PyLong_FromLongLong(spec.burst);
+})
 
 static PyObject *limiter_repr(LimiterObject *self)
 {
     const char *alg = rl_algorithm_name(self->spec.algorithm);
-    PyObject *period, *out;
+    char text[1024];
     if (!self->name_str) return PyUnicode_FromFormat("<%s (uninitialized)>", Py_TYPE(self)->tp_name);
+    /* no round trip here: a stored spec is named as such */
+    if (self->stored) return PyUnicode_FromFormat("<%s %R: the spec stored in Redis>", Py_TYPE(self)->tp_name, self->name_str);
+    if (self->spec.more_count || self->spec.initial_tokens || self->spec.scope) {
+        rl_spec_format(&self->spec, text, sizeof text);
+        return PyUnicode_FromFormat("<%s %R: %s>", Py_TYPE(self)->tp_name, self->name_str, text);
+    }
+    PyObject *period, *out;
     if (!(period = ms_to_seconds(self->spec.period_ms))) return NULL;
     if (self->spec.burst)
         out = PyUnicode_FromFormat("<%s %R: %lld per %S s, %s, burst %lld>", Py_TYPE(self)->tp_name, self->name_str,
@@ -614,6 +938,11 @@ static PyMethodDef limiter_methods[] = {
     {"_reserve", (PyCFunction)(void (*)(void))limiter_reserve_result, METH_VARARGS | METH_KEYWORDS,
      limiter_reserve_result_doc},
     {"reset", (PyCFunction)limiter_reset, METH_O, limiter_reset_doc},
+    {"acquire_at_most", (PyCFunction)(void (*)(void))limiter_acquire_at_most, METH_VARARGS | METH_KEYWORDS,
+     limiter_acquire_at_most_doc},
+    {"refund", (PyCFunction)(void (*)(void))limiter_refund, METH_VARARGS | METH_KEYWORDS, limiter_refund_doc},
+    {"keys", (PyCFunction)limiter_keys, METH_O, limiter_keys_doc},
+    {"_spec", (PyCFunction)limiter_spec_tuple, METH_NOARGS, limiter_spec_tuple_doc},
     {"acquire_many", (PyCFunction)(void (*)(void))limiter_acquire_many, METH_VARARGS | METH_KEYWORDS,
      limiter_acquire_many_doc},
     {"key", (PyCFunction)limiter_key, METH_O, limiter_key_doc},
@@ -626,11 +955,13 @@ static PyGetSetDef limiter_getset[] = {
     {"rate", (getter)limiter_get_rate, NULL,
      "(limit, period_seconds): permits per period (leaky_bucket: capacity, drain time).", NULL},
     {"period", (getter)limiter_get_period, NULL, "The period in seconds.", NULL},
-    {"burst", (getter)limiter_get_burst, NULL, "token_bucket/gcra capacity if set, else None.", NULL},
+    {"burst", (getter)limiter_get_burst, NULL, "token_bucket/gcra capacity of the first rate if set, else None.", NULL},
+    {"stored", (getter)limiter_get_stored, NULL,
+     "True when made with rate=None: every call uses the spec stored in Redis.", NULL},
     {NULL}};
 
 PyDoc_STRVAR(limiter_doc,
-"Limiter(client, name, rate, *, algorithm='gcra', burst=None)\n--\n\n"
+"Limiter(client, name, rate=None, *, algorithm=None, burst=None, initial_tokens=None, per_client=False)\n--\n\n"
 "A named rate limit applied per id. Use Client.limiter() to make one.");
 
 static PyType_Slot limiter_slots[] = {

@@ -94,6 +94,7 @@ typedef struct {
      * complete into: kept alive until rl_client_close has returned. A list,
      * or NULL; not traversed (a queue holds no Python object: no cycle). */
     PyObject *queues;
+    rl_on_error on_error; /* the policy it was opened with */
 } ClientObject;
 
 /* A call in flight: client_enter (with the GIL) gives the rl_client or
@@ -125,6 +126,13 @@ PyObject *client_queue_remove(ClientObject *self, PyObject *args);
 /* ---- Limiter and Result (limiter.c), for the asynchronous path (aio.c) ---------------- */
 
 PyObject *result_new(rl_state *st, const rl_result *r);
+/* Python's spelling of a limiter (Client.limiter's rate, algorithm, burst,
+ * initial_tokens, per_client; NULL or None: the default) -> a validated spec. */
+int conv_spec(rl_state *st, PyObject *rate, PyObject *algorithm, PyObject *burst, PyObject *initial_tokens,
+              PyObject *per_client, rl_spec *spec);
+/* spec -> (algorithm, [(limit, period_seconds)...], [burst or None...],
+ * initial_tokens (None: full, 0: empty, n), per_client, rl_spec_format text). */
+PyObject *spec_to_python(const rl_spec *spec);
 PyObject *results_list(rl_state *st, const rl_result *results, Py_ssize_t n);
 /* The request limiter.acquire / peek / _reserve would run, and its client
  * (borrowed); *keep owns the id's bytes. */

@@ -550,7 +550,7 @@ def test_completions_low_level(server, raw):
     with pytest.raises(ratelimit.InvalidArgument, match="permits"):
         q.submit(1, lim, "u", 0, 0, None, None)
     with pytest.raises(ratelimit.InvalidArgument, match="operation"):
-        q.submit(1, lim, "u", 1, 3, None, None)
+        q.submit(1, lim, "u", 1, 5, None, None)  # 3 and 4: acquire_at_most, refund
     fw = client.limiter("low-fw", "3/hour", algorithm="fixed_window")
     with pytest.raises(ratelimit.InvalidArgument, match="reserve needs"):
         q.submit(1, fw, "u", 1, 2, None, None)
