@@ -289,6 +289,7 @@ int rl_resolve_stored(rl_client *client, const rl_request *requests, size_t n, r
             *resolved = NULL;
             return rc;
         }
+        (*resolved)[i].stored_spec = 0; /* resolved: rl_submit passes the copy to itself */
     }
     return RL_OK;
 }
