@@ -24,19 +24,20 @@
 #include <string.h>
 
 #include "ratelimit.h"
+#include "ratelimit_jni.h"
 
 #define RLJ_JNI_VERSION JNI_VERSION_1_8
 
 static jclass g_native;      /* io.ratelimit.Native */
-static jclass g_result;      /* io.ratelimit.Result */
+jclass g_result;             /* io.ratelimit.Result */
 static jclass g_permit;      /* io.ratelimit.NativePermit */
 static jclass g_byte_array;  /* byte[] */
 static jmethodID g_exception;    /* static RuntimeException Native.exception(int, byte[]) */
-static jmethodID g_result_init;  /* Result(boolean, long, long, long, long, long, boolean) */
+static jmethodID g_result_init;  /* Result(boolean, long, long, long, long, long, boolean, long, int) */
 static jmethodID g_permit_init;  /* NativePermit(String, long, long) */
 static jmethodID g_cancel;       /* boolean ClientHandle.cancelRequested() */
 static jmethodID g_complete;     /* void AsyncCalls.complete(long, int, boolean, long, long, long, long, long,
-                                    boolean, byte[]) */
+                                    boolean, long, int, byte[]) */
 static JavaVM *g_vm;
 static pthread_key_t g_detach_key; /* set on an I/O thread we attached: detach it when it ends */
 static int g_detach_key_ok;
@@ -90,7 +91,7 @@ static int java_range_message(char *buf, size_t size)
     return 1;
 }
 
-static void throw_status(JNIEnv *env, int status)
+void throw_status(JNIEnv *env, int status)
 {
     char said[600];
     if ((*env)->ExceptionCheck(env)) return;
@@ -107,7 +108,7 @@ static void throw_status(JNIEnv *env, int status)
     if (ex) (*env)->DeleteLocalRef(env, ex);
 }
 
-static void throw_oom(JNIEnv *env)
+void throw_oom(JNIEnv *env)
 {
     jclass c = (*env)->FindClass(env, "java/lang/OutOfMemoryError");
     if (c) (*env)->ThrowNew(env, c, "ratelimit: native allocation failed");
@@ -118,7 +119,7 @@ static void throw_oom(JNIEnv *env)
 /* Copies a byte[] into a malloc'd NUL-terminated buffer. A null array gives
  * NULL (the core reports a missing argument itself). Returns 0, or -1 with an
  * exception pending. */
-static int copy_bytes(JNIEnv *env, jbyteArray array, char **out, size_t *len)
+int copy_bytes(JNIEnv *env, jbyteArray array, char **out, size_t *len)
 {
     *out = NULL;
     if (len) *len = 0;
@@ -136,7 +137,7 @@ static int copy_bytes(JNIEnv *env, jbyteArray array, char **out, size_t *len)
     return 0;
 }
 
-static rl_client *client_of(jlong handle)
+rl_client *client_of(jlong handle)
 {
     return (rl_client *)(intptr_t)handle;
 }
@@ -146,11 +147,6 @@ static rl_client *client_of(jlong handle)
 /* Polled by the core while it waits, on the thread that called in, so env is
  * valid. Asks the Java handle whether the thread was interrupted or the
  * client is closing. */
-typedef struct {
-    JNIEnv *env;
-    jobject handle;
-} cancel_ctx;
-
 static int cancel_requested(void *p)
 {
     cancel_ctx *ctx = p;
@@ -161,7 +157,7 @@ static int cancel_requested(void *p)
     return stop ? 1 : 0;
 }
 
-static void init_wait(rl_wait *wait, cancel_ctx *ctx, JNIEnv *env, jobject handle, jlong timeout_ms)
+void init_wait(rl_wait *wait, cancel_ctx *ctx, JNIEnv *env, jobject handle, jlong timeout_ms)
 {
     ctx->env = env;
     ctx->handle = handle;
@@ -172,11 +168,12 @@ static void init_wait(rl_wait *wait, cancel_ctx *ctx, JNIEnv *env, jobject handl
 
 /* ---- results ---------------------------------------------------------------- */
 
-static jobject new_result(JNIEnv *env, const rl_result *r)
+jobject new_result(JNIEnv *env, const rl_result *r)
 {
     return (*env)->NewObject(env, g_result, g_result_init, (jboolean)(r->allowed != 0), (jlong)r->limit,
                              (jlong)r->remaining, (jlong)r->retry_after_ms, (jlong)r->reset_after_ms,
-                             (jlong)r->wait_ms, (jboolean)(r->fallback != 0));
+                             (jlong)r->wait_ms, (jboolean)(r->fallback != 0), (jlong)r->granted,
+                             (jint)r->rate_index);
 }
 
 static jobjectArray new_messages(JNIEnv *env, const rl_messages *m)
@@ -233,14 +230,6 @@ static jlongArray n_parse_rate(JNIEnv *env, jclass cls, jbyteArray text)
     jlong v[2] = {(jlong)limit, (jlong)period};
     (*env)->SetLongArrayRegion(env, out, 0, 2, v);
     return out;
-}
-
-static void n_validate_spec(JNIEnv *env, jclass cls, jint algorithm, jlong limit, jlong period_ms, jlong burst)
-{
-    (void)cls;
-    rl_spec spec = {.algorithm = (rl_algorithm)algorithm, .limit = limit, .period_ms = period_ms, .burst = burst};
-    int rc = rl_spec_validate(&spec);
-    if (rc) throw_status(env, rc);
 }
 
 static jstring n_algorithm_name(JNIEnv *env, jclass cls, jint algorithm)
@@ -311,16 +300,16 @@ static jboolean n_has_tls(JNIEnv *env, jclass cls)
 
 /* The string options: each byte[] (null = unset) becomes a malloc'd C string
  * that only has to outlive rl_client_open, which copies what it keeps. */
-enum { OPT_URL, OPT_PREFIX, OPT_CA, OPT_CERT, OPT_KEY, OPT_COUNT };
+enum { OPT_URL, OPT_PREFIX, OPT_CA, OPT_CERT, OPT_KEY, OPT_CLIENT_ID, OPT_COUNT };
 
 static jlong n_open(JNIEnv *env, jclass cls, jbyteArray url, jbyteArray prefix, jlong connect_ms, jlong command_ms,
                     jint pool_size, jint on_error, jbyteArray ca_file, jbyteArray cert_file, jbyteArray key_file,
-                    jint tls_verify, jlong reconnect_max_ms)
+                    jint tls_verify, jlong reconnect_max_ms, jlong config_refresh_ms, jbyteArray client_id)
 {
     (void)cls;
     rl_options options;
     rl_client *client = NULL;
-    jbyteArray arrays[OPT_COUNT] = {url, prefix, ca_file, cert_file, key_file};
+    jbyteArray arrays[OPT_COUNT] = {url, prefix, ca_file, cert_file, key_file, client_id};
     char *str[OPT_COUNT] = {NULL};
     int rc = RL_OK, i;
 
@@ -328,6 +317,7 @@ static jlong n_open(JNIEnv *env, jclass cls, jbyteArray url, jbyteArray prefix, 
     set_int_option(connect_ms, &options.connect_timeout_ms);
     set_int_option(command_ms, &options.command_timeout_ms);
     set_int_option(reconnect_max_ms, &options.reconnect_max_ms);
+    set_int_option(config_refresh_ms, &options.config_refresh_ms);
     if (pool_size != INT32_MIN) options.pool_size = pool_size;
     if (on_error != INT32_MIN) options.on_error = (rl_on_error)on_error;
     if (tls_verify != INT32_MIN) options.tls_verify = (rl_tls_verify)tls_verify;
@@ -337,6 +327,7 @@ static jlong n_open(JNIEnv *env, jclass cls, jbyteArray url, jbyteArray prefix, 
     options.tls_ca_file = str[OPT_CA];
     options.tls_cert_file = str[OPT_CERT];
     options.tls_key_file = str[OPT_KEY];
+    options.client_id = str[OPT_CLIENT_ID];
     rc = rl_client_open(&client, str[OPT_URL], &options);
     if (rc) throw_status(env, rc);
 done:
@@ -386,153 +377,6 @@ done:
     if (buf != small) free(buf);
     free(cname);
     free(cid);
-    return out;
-}
-
-/* ---- natives: rate limiting ------------------------------------------------------ */
-
-/* Fills a request; name and id are malloc'd (free with free_request). */
-static int make_request(JNIEnv *env, rl_request *req, jbyteArray name, jbyteArray id, jint algorithm, jlong limit,
-                        jlong period_ms, jlong burst, jlong permits, jint op, jlong max_wait_ms)
-{
-    char *cname, *cid;
-    memset(req, 0, sizeof *req);
-    if (copy_bytes(env, name, &cname, NULL)) return -1;
-    if (copy_bytes(env, id, &cid, NULL)) {
-        free(cname);
-        return -1;
-    }
-    req->name = cname;
-    req->id = cid;
-    req->spec.algorithm = (rl_algorithm)algorithm;
-    req->spec.limit = limit;
-    req->spec.period_ms = period_ms;
-    req->spec.burst = burst;
-    req->permits = permits;
-    req->op = (rl_op)op;
-    req->max_wait_ms = max_wait_ms;
-    return 0;
-}
-
-static void free_request(rl_request *req)
-{
-    free((char *)req->name);
-    free((char *)req->id);
-    req->name = req->id = NULL;
-}
-
-/* now_ms: 0 = Redis TIME; > 0 = the explicit clock of Limiter.at() (tests,
- * conformance vectors); the core range-checks it */
-static jobject n_decide(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jbyteArray id, jint algorithm,
-                        jlong limit, jlong period_ms, jlong burst, jlong permits, jint op, jlong max_wait_ms,
-                        jlong now_ms)
-{
-    (void)cls;
-    rl_request req;
-    rl_result result;
-    if (make_request(env, &req, name, id, algorithm, limit, period_ms, burst, permits, op, max_wait_ms)) return NULL;
-    req.now_ms = now_ms;
-    int rc = rl_execute(client_of(handle), &req, 1, &result);
-    free_request(&req);
-    if (rc) {
-        throw_status(env, rc);
-        return NULL;
-    }
-    return new_result(env, &result);
-}
-
-static jobject n_acquire_wait(JNIEnv *env, jclass cls, jlong handle, jobject cancel, jbyteArray name, jbyteArray id,
-                              jint algorithm, jlong limit, jlong period_ms, jlong burst, jlong permits,
-                              jlong timeout_ms)
-{
-    (void)cls;
-    rl_request req;
-    rl_result result;
-    rl_wait wait;
-    cancel_ctx ctx;
-    if (make_request(env, &req, name, id, algorithm, limit, period_ms, burst, permits, RL_OP_ACQUIRE, 0)) return NULL;
-    init_wait(&wait, &ctx, env, cancel, timeout_ms);
-    int rc = rl_acquire_wait(client_of(handle), &req, &wait, &result);
-    free_request(&req);
-    if (rc) {
-        throw_status(env, rc);
-        return NULL;
-    }
-    return new_result(env, &result);
-}
-
-static void n_reset(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jbyteArray id, jint algorithm)
-{
-    (void)cls;
-    rl_request req;
-    if (make_request(env, &req, name, id, algorithm, 0, 0, 0, 0, 0, 0)) return;
-    int rc = rl_reset(client_of(handle), req.name, req.id, &req.spec);
-    free_request(&req);
-    if (rc) throw_status(env, rc);
-}
-
-/* Reads element i of a primitive array argument into *out (bounds already checked). */
-#define GET_AT(kind, type, array, i, out)                                    \
-    do {                                                                     \
-        type v_;                                                             \
-        (*env)->Get##kind##ArrayRegion(env, array, (jsize)(i), 1, &v_);      \
-        *(out) = v_;                                                         \
-    } while (0)
-
-static jobjectArray n_execute(JNIEnv *env, jclass cls, jlong handle, jobjectArray names, jobjectArray ids,
-                              jintArray algorithms, jlongArray limits, jlongArray periods, jlongArray bursts,
-                              jlongArray permits, jintArray ops, jlongArray max_waits)
-{
-    (void)cls;
-    jsize n = (*env)->GetArrayLength(env, names);
-    rl_request *reqs = calloc((size_t)n + 1, sizeof *reqs);
-    rl_result *results = calloc((size_t)n + 1, sizeof *results);
-    jobjectArray out = NULL;
-    jsize built = 0;
-    int rc;
-
-    if (!reqs || !results) {
-        throw_oom(env);
-        goto done;
-    }
-    for (; built < n; built++) {
-        jint algorithm, op;
-        jlong limit, period, burst, count, max_wait;
-        jbyteArray name = (*env)->GetObjectArrayElement(env, names, built);
-        jbyteArray id = (*env)->GetObjectArrayElement(env, ids, built);
-        GET_AT(Int, jint, algorithms, built, &algorithm);
-        GET_AT(Long, jlong, limits, built, &limit);
-        GET_AT(Long, jlong, periods, built, &period);
-        GET_AT(Long, jlong, bursts, built, &burst);
-        GET_AT(Long, jlong, permits, built, &count);
-        GET_AT(Int, jint, ops, built, &op);
-        GET_AT(Long, jlong, max_waits, built, &max_wait);
-        rc = (*env)->ExceptionCheck(env) ? -1
-                                         : make_request(env, &reqs[built], name, id, algorithm, limit, period, burst,
-                                                        count, op, max_wait);
-        if (name) (*env)->DeleteLocalRef(env, name);
-        if (id) (*env)->DeleteLocalRef(env, id);
-        if (rc) goto done;
-    }
-    rc = rl_execute(client_of(handle), reqs, (size_t)n, results);
-    if (rc) {
-        throw_status(env, rc);
-        goto done;
-    }
-    if (!(out = (*env)->NewObjectArray(env, n, g_result, NULL))) goto done;
-    for (jsize i = 0; i < n; i++) {
-        jobject r = new_result(env, &results[i]);
-        if (!r) {
-            out = NULL;
-            goto done;
-        }
-        (*env)->SetObjectArrayElement(env, out, i, r);
-        (*env)->DeleteLocalRef(env, r);
-    }
-done:
-    for (jsize i = 0; reqs && i < built; i++) free_request(&reqs[i]);
-    free(reqs);
-    free(results);
     return out;
 }
 
@@ -752,7 +596,7 @@ static JNIEnv *io_env(void)
     return env;
 }
 
-static void on_complete(void *ctx, const rl_completion *c)
+void on_complete(void *ctx, const rl_completion *c)
 {
     JNIEnv *env = io_env();
     if (!env) {
@@ -773,7 +617,7 @@ static void on_complete(void *ctx, const rl_completion *c)
     (*env)->CallVoidMethod(env, (jobject)ctx, g_complete, (jlong)c->tag, (jint)c->status,
                            (jboolean)(r->allowed != 0), (jlong)r->limit, (jlong)r->remaining,
                            (jlong)r->retry_after_ms, (jlong)r->reset_after_ms, (jlong)r->wait_ms,
-                           (jboolean)(r->fallback != 0), message);
+                           (jboolean)(r->fallback != 0), (jlong)r->granted, (jint)r->rate_index, message);
     /* AsyncCalls.complete catches everything; an Error thrown anyway must not
      * stay pending on a thread that never returns to Java */
     if ((*env)->ExceptionCheck(env)) {
@@ -802,7 +646,7 @@ static void n_async_context_free(JNIEnv *env, jclass cls, jlong ref)
 /* Copies a byte[] into buf when it fits (no allocation on the hot path), else
  * into a malloc'd buffer; *out is NULL for a null array. Returns 0, or -1 with
  * an exception pending. Free *out with free_bytes. */
-static int copy_bytes_small(JNIEnv *env, jbyteArray array, char *buf, size_t size, char **out)
+int copy_bytes_small(JNIEnv *env, jbyteArray array, char *buf, size_t size, char **out)
 {
     *out = NULL;
     if (!array) return 0;
@@ -818,68 +662,25 @@ static int copy_bytes_small(JNIEnv *env, jbyteArray array, char *buf, size_t siz
     return 0;
 }
 
-static void free_bytes(char *p, char *buf)
+void free_bytes(char *p, char *buf)
 {
     if (p != buf) free(p);
 }
 
-/* Queues one decision; the completion calls AsyncCalls.complete(tag, ...) on
- * the I/O thread. A failure to queue (bad request, closing) throws here, on
- * the caller's thread, with the core's message, as the blocking calls do. */
-static void n_submit(JNIEnv *env, jclass cls, jlong handle, jlong ctx, jlong tag, jbyteArray name, jbyteArray id,
-                     jint algorithm, jlong limit, jlong period_ms, jlong burst, jlong permits, jint op,
-                     jlong max_wait_ms, jlong now_ms)
-{
-    (void)cls;
-    char name_buf[128], id_buf[128];
-    rl_request req;
-    memset(&req, 0, sizeof req);
-    char *cname, *cid;
-    if (copy_bytes_small(env, name, name_buf, sizeof name_buf, &cname)) return;
-    if (copy_bytes_small(env, id, id_buf, sizeof id_buf, &cid)) {
-        free_bytes(cname, name_buf);
-        return;
-    }
-    req.name = cname;
-    req.id = cid;
-    req.spec.algorithm = (rl_algorithm)algorithm;
-    req.spec.limit = limit;
-    req.spec.period_ms = period_ms;
-    req.spec.burst = burst;
-    req.permits = permits;
-    req.op = (rl_op)op;
-    req.max_wait_ms = max_wait_ms;
-    req.now_ms = now_ms;
-    rl_target target = {on_complete, (void *)(intptr_t)ctx, NULL};
-    int rc = rl_submit(client_of(handle), &req, (uint64_t)tag, &target); /* copies the strings */
-    free_bytes(cname, name_buf);
-    free_bytes(cid, id_buf);
-    if (rc) throw_status(env, rc);
-}
-
 /* ---- registration ------------------------------------------------------------------------ */
-
-#define B "[B"
-#define RESULT "Lio/ratelimit/Result;"
-#define HANDLE "Lio/ratelimit/ClientHandle;"
 
 static const JNINativeMethod methods[] = {
     {"version", "()I", (void *)n_version},
     {"strerror", "(I)Ljava/lang/String;", (void *)n_strerror},
     {"parseRate", "(" B ")[J", (void *)n_parse_rate},
-    {"validateSpec", "(IJJJ)V", (void *)n_validate_spec},
     {"algorithmName", "(I)Ljava/lang/String;", (void *)n_algorithm_name},
     {"algorithmParse", "(" B ")I", (void *)n_algorithm_parse},
     {"scripts", "()[Ljava/lang/String;", (void *)n_scripts},
     {"hasTls", "()Z", (void *)n_has_tls},
-    {"open", "(" B B "JJII" B B B "IJ)J", (void *)n_open},
+    {"open", "(" B B "JJII" B B B "IJJ" B ")J", (void *)n_open},
     {"close", "(J)V", (void *)n_close},
     {"prefix", "(J)Ljava/lang/String;", (void *)n_prefix},
     {"key", "(J" B B "I)[B", (void *)n_key},
-    {"decide", "(J" B B "IJJJJIJJ)" RESULT, (void *)n_decide},
-    {"acquireWait", "(J" HANDLE B B "IJJJJJ)" RESULT, (void *)n_acquire_wait},
-    {"reset", "(J" B B "I)V", (void *)n_reset},
-    {"execute", "(J[[B[[B[I[J[J[J[J[I[J)[" RESULT, (void *)n_execute},
     {"semAcquire", "(J" HANDLE "Z" B "JJJ)Lio/ratelimit/NativePermit;", (void *)n_sem_acquire},
     {"semRelease", "(JZ" B B ")Z", (void *)n_sem_release},
     {"semRefresh", "(JZ" B B "J)Z", (void *)n_sem_refresh},
@@ -891,7 +692,6 @@ static const JNINativeMethod methods[] = {
     {"queueRemove", "(J" B B ")Z", (void *)n_queue_remove},
     {"asyncContext", "(Lio/ratelimit/AsyncCalls;)J", (void *)n_async_context},
     {"asyncContextFree", "(J)V", (void *)n_async_context_free},
-    {"submit", "(JJJ" B B "IJJJJIJJ)V", (void *)n_submit},
 };
 
 static jclass global_class(JNIEnv *env, const char *name)
@@ -921,15 +721,16 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved)
         !(handle = (*env)->FindClass(env, "io/ratelimit/ClientHandle")))
         return JNI_ERR;
     g_exception = (*env)->GetStaticMethodID(env, g_native, "exception", "(I[B)Ljava/lang/RuntimeException;");
-    g_result_init = (*env)->GetMethodID(env, g_result, "<init>", "(ZJJJJJZ)V");
+    g_result_init = (*env)->GetMethodID(env, g_result, "<init>", "(ZJJJJJZJI)V");
     g_permit_init = (*env)->GetMethodID(env, g_permit, "<init>", "(Ljava/lang/String;JJ)V");
     g_cancel = (*env)->GetMethodID(env, handle, "cancelRequested", "()Z");
     (*env)->DeleteLocalRef(env, handle);
     if (!(calls = (*env)->FindClass(env, "io/ratelimit/AsyncCalls"))) return JNI_ERR;
-    g_complete = (*env)->GetMethodID(env, calls, "complete", "(JIZJJJJJZ[B)V");
+    g_complete = (*env)->GetMethodID(env, calls, "complete", "(JIZJJJJJZJI[B)V");
     (*env)->DeleteLocalRef(env, calls);
     if (!g_exception || !g_result_init || !g_permit_init || !g_cancel || !g_complete) return JNI_ERR;
-    if ((*env)->RegisterNatives(env, g_native, methods, (jint)(sizeof methods / sizeof methods[0])) != JNI_OK)
+    if ((*env)->RegisterNatives(env, g_native, methods, (jint)(sizeof methods / sizeof methods[0])) != JNI_OK ||
+        register_limiter_natives(env, g_native) != JNI_OK)
         return JNI_ERR;
     return RLJ_JNI_VERSION;
 }

@@ -70,7 +70,7 @@ final class AsyncCalls {
      * the future; never throws back into C.
      */
     void complete(long tag, int status, boolean allowed, long limit, long remaining, long retryAfterMs,
-            long resetAfterMs, long waitMs, boolean fallback, byte[] message) {
+            long resetAfterMs, long waitMs, boolean fallback, long granted, int rateIndex, byte[] message) {
         if (ioThread == null) {
             ioThread = Thread.currentThread();
         }
@@ -80,7 +80,8 @@ final class AsyncCalls {
         }
         try {
             if (status == 0) {
-                future.complete(new Result(allowed, limit, remaining, retryAfterMs, resetAfterMs, waitMs, fallback));
+                future.complete(new Result(allowed, limit, remaining, retryAfterMs, resetAfterMs, waitMs, fallback,
+                        granted, rateIndex));
             } else if (status == Status.CLOSED.code()) {
                 future.completeExceptionally(ClientHandle.closed(null));
             } else {

@@ -60,10 +60,8 @@ final class ClientHandle implements Runnable {
     static final class Decision {
         byte[] name;
         byte[] id;
-        int algorithm;
-        long limit;
-        long periodMs;
-        long burst;
+        /** LimiterConfig.toNative(), or null for the stored spec. */
+        long[] spec;
         long permits;
         int op;
         long maxWaitMs;
@@ -89,8 +87,8 @@ final class ClientHandle implements Runnable {
                 } else {
                     long tag = async.register(future);
                     try {
-                        Native.submit(ptr, async.ref, tag, d.name, d.id, d.algorithm, d.limit, d.periodMs,
-                                d.burst, d.permits, d.op, d.maxWaitMs, d.nowMs);
+                        Native.submit(ptr, async.ref, tag, d.name, d.id, d.spec, d.permits, d.op, d.maxWaitMs,
+                                d.nowMs);
                     } catch (RuntimeException e) {
                         async.forget(tag); // refused: no completion follows
                         failure = e;

@@ -21,6 +21,8 @@ public final class ClientOptions {
     private final String tlsKeyFile;
     private final TlsVerify tlsVerify;
     private final Duration reconnectMax;
+    private final Duration configRefresh;
+    private final String clientId;
 
     /** The mutable form a setter edits before freezing it into a new ClientOptions. */
     private static final class Fields {
@@ -34,6 +36,8 @@ public final class ClientOptions {
         String tlsKeyFile;
         TlsVerify tlsVerify;
         Duration reconnectMax;
+        Duration configRefresh;
+        String clientId;
     }
 
     private ClientOptions(Fields f) {
@@ -47,6 +51,8 @@ public final class ClientOptions {
         this.tlsKeyFile = f.tlsKeyFile;
         this.tlsVerify = f.tlsVerify;
         this.reconnectMax = f.reconnectMax;
+        this.configRefresh = f.configRefresh;
+        this.clientId = f.clientId;
     }
 
     /** A copy with the edit applied. */
@@ -62,6 +68,8 @@ public final class ClientOptions {
         f.tlsKeyFile = tlsKeyFile;
         f.tlsVerify = tlsVerify;
         f.reconnectMax = reconnectMax;
+        f.configRefresh = configRefresh;
+        f.clientId = clientId;
         edit.accept(f);
         return new ClientOptions(f);
     }
@@ -161,6 +169,25 @@ public final class ClientOptions {
         return with(f -> f.reconnectMax = pause);
     }
 
+    /**
+     * How often a spec stored in Redis ({@link RateLimitClient#configure}) is
+     * read again, per limiter name: a change reaches this client within it
+     * (core default 1 s). Must be positive; null keeps the default.
+     */
+    public ClientOptions configRefresh(Duration interval) {
+        return with(f -> f.configRefresh = interval);
+    }
+
+    /**
+     * This client's identity for per-client quotas ({@link LimiterConfig#perClient()}):
+     * 1..64 of {@code [A-Za-z0-9._-]}, e.g. a host or pod name so its quota
+     * survives a restart. Default: 32 random hex digits drawn when the client
+     * opens ({@link RateLimitClient#clientId()}). null keeps the default.
+     */
+    public ClientOptions clientId(String id) {
+        return with(f -> f.clientId = id);
+    }
+
     private static String path(Path file) {
         return file == null ? null : file.toString();
     }
@@ -219,11 +246,20 @@ public final class ClientOptions {
         return positiveMillis("reconnectMax", reconnectMax);
     }
 
+    long configRefreshMs() {
+        return positiveMillis("configRefresh", configRefresh);
+    }
+
+    String clientId() {
+        return clientId;
+    }
+
     @Override
     public String toString() {
         return "ClientOptions{prefix=" + prefix + ", connectTimeout=" + connectTimeout + ", commandTimeout="
                 + commandTimeout + ", poolSize=" + poolSize + ", onRedisError=" + onRedisError + ", tlsCaFile="
                 + tlsCaFile + ", tlsCertFile=" + tlsCertFile + ", tlsKeyFile=" + tlsKeyFile + ", tlsVerify="
-                + tlsVerify + ", reconnectMax=" + reconnectMax + "}";
+                + tlsVerify + ", reconnectMax=" + reconnectMax + ", configRefresh=" + configRefresh + ", clientId="
+                + clientId + "}";
     }
 }

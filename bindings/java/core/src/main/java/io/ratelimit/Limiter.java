@@ -3,13 +3,20 @@ package io.ratelimit;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 
 /**
  * A named rate limit; each id (user, IP...) has its own state in Redis.
- * Immutable and thread-safe; cheap to create.
+ * Immutable and thread-safe; cheap to create (a check against the spec
+ * stored for its name, cached per client: see {@link RateLimitClient#limiter(String, LimiterConfig)}).
+ *
+ * <p>It enforces a {@link LimiterConfig} (one or more rates, all or nothing),
+ * or, made by {@link RateLimitClient#limiter(String)}, the spec stored in
+ * Redis for its name ({@link RateLimitClient#configure}), read again at most
+ * every {@link ClientOptions#configRefresh} so a change reaches every client.
  *
  * <h2>Asynchronous decisions</h2>
  * {@link #acquireAsync(String, long)}, {@link #peekAsync(String, long)},
@@ -48,17 +55,18 @@ public final class Limiter {
     private final RateLimitClient client;
     private final String name;
     private final byte[] nameBytes;
-    private final Rate rate;
-    private final Algorithm algorithm;
+    /** null: the spec stored in Redis for the name. */
+    private final LimiterConfig config;
+    /** config.toNative(), or null for the stored spec. */
+    private final long[] spec;
 
-    Limiter(RateLimitClient client, String name, Rate rate, Algorithm algorithm) {
+    /** config null: the stored spec; the caller has checked it (RateLimitClient.limiter). */
+    Limiter(RateLimitClient client, String name, LimiterConfig config) {
         this.client = client;
         this.name = name;
         this.nameBytes = Native.name("name", name);
-        this.rate = rate;
-        this.algorithm = algorithm;
-        // a bad limiter fails where it is made, not at its first call
-        Native.validateSpec(algorithm.code(), rate.limit(), rate.periodMs(), rate.burst());
+        this.config = config;
+        this.spec = config == null ? null : config.toNative();
     }
 
     public Result acquire(String id) {
@@ -93,8 +101,7 @@ public final class Limiter {
         byte[] idBytes = Native.name("id", id);
         long timeoutMs = Native.millis("timeout", timeout);
         ClientHandle h = client.handle;
-        return client.call(ptr -> Native.acquireWait(ptr, h, nameBytes, idBytes, algorithm.code(), rate.limit(),
-                rate.periodMs(), rate.burst(), permits, timeoutMs));
+        return client.call(ptr -> Native.acquireWait(ptr, h, nameBytes, idBytes, spec, permits, timeoutMs));
     }
 
     public Result peek(String id) {
@@ -106,11 +113,31 @@ public final class Limiter {
         return decide(id, permits, Request.Op.PEEK, 0);
     }
 
-    /** Deletes the state of {@code id}: it starts again with a full limit. */
+    /**
+     * Takes as many of {@code permits} as are available now, at least 1 (the
+     * core's acquire up to n: redis_rate's AllowAtMost, Bucket4j's
+     * tryConsumeAsMuchAsPossible): {@link Result#granted()} says how many;
+     * denied (granted 0) only when not even one is available. With several
+     * rates, the most every rate admits.
+     */
+    public Result acquireAtMost(String id, long permits) {
+        return decide(id, permits, Request.Op.ACQUIRE_AT_MOST, 0);
+    }
+
+    /**
+     * Gives {@code permits} back to {@code id} (Bucket4j's addTokens), e.g.
+     * for work that was admitted but not done; never above full capacity.
+     * {@link Result#granted()} says how many were returned.
+     */
+    public Result refund(String id, long permits) {
+        return decide(id, permits, Request.Op.REFUND, 0);
+    }
+
+    /** Deletes the state of {@code id} (every rate): it starts again as a new entity. */
     public void reset(String id) {
         byte[] idBytes = Native.name("id", id);
         client.call(ptr -> {
-            Native.reset(ptr, nameBytes, idBytes, algorithm.code());
+            Native.reset(ptr, nameBytes, idBytes, spec);
             return null;
         });
     }
@@ -219,6 +246,16 @@ public final class Limiter {
         });
     }
 
+    /** {@link #acquireAtMost(String, long)} without blocking (see {@link #acquireAsync(String, long)}). */
+    public CompletableFuture<Result> acquireAtMostAsync(String id, long permits) {
+        return submit(id, permits, Request.Op.ACQUIRE_AT_MOST, null, 0);
+    }
+
+    /** {@link #refund(String, long)} without blocking (see {@link #acquireAsync(String, long)}). */
+    public CompletableFuture<Result> refundAsync(String id, long permits) {
+        return submit(id, permits, Request.Op.REFUND, null, 0);
+    }
+
     /** {@link #peekAsync(String, long)} of one permit. */
     public CompletableFuture<Result> peekAsync(String id) {
         return peekAsync(id, 1);
@@ -249,10 +286,7 @@ public final class Limiter {
             return CompletableFuture.failedFuture(e);
         }
         d.name = nameBytes;
-        d.algorithm = algorithm.code();
-        d.limit = rate.limit();
-        d.periodMs = rate.periodMs();
-        d.burst = rate.burst();
+        d.spec = spec;
         d.permits = permits;
         d.op = op.ordinal();
         d.nowMs = nowMs;
@@ -283,10 +317,15 @@ public final class Limiter {
         return out;
     }
 
-    /** The Redis key holding the state of {@code id}, as the core names it. */
+    /**
+     * The Redis key holding the state of {@code id} for the first rate (with
+     * several rates, the others add ":2", ":3"...), as the core names it for
+     * the overall scope. For a stored spec, its algorithm is read from Redis.
+     */
     public String key(String id) {
         byte[] idBytes = Native.name("id", id);
-        return Native.string(client.call(ptr -> Native.key(ptr, nameBytes, idBytes, algorithm.code())));
+        Algorithm a = config != null ? config.algorithm() : client.storedConfig(name).algorithm();
+        return Native.string(client.call(ptr -> Native.key(ptr, nameBytes, idBytes, a.code())));
     }
 
     private Result decide(String id, long permits, Request.Op op, long maxWaitMs) {
@@ -295,8 +334,8 @@ public final class Limiter {
 
     private Result decide(String id, long permits, Request.Op op, long maxWaitMs, long nowMs) {
         byte[] idBytes = Native.name("id", id);
-        return client.call(ptr -> Native.decide(ptr, nameBytes, idBytes, algorithm.code(), rate.limit(),
-                rate.periodMs(), rate.burst(), permits, op.ordinal(), maxWaitMs, nowMs));
+        return client.call(ptr -> Native.decide(ptr, nameBytes, idBytes, spec, permits, op.ordinal(), maxWaitMs,
+                nowMs));
     }
 
     /**
@@ -343,6 +382,16 @@ public final class Limiter {
             return decide(id, permits, Request.Op.RESERVE, Native.millis("maxWait", maxWait), nowMs);
         }
 
+        /** {@link Limiter#acquireAtMost(String, long)} at {@link #nowMs()}. */
+        public Result acquireAtMost(String id, long permits) {
+            return decide(id, permits, Request.Op.ACQUIRE_AT_MOST, 0, nowMs);
+        }
+
+        /** {@link Limiter#refund(String, long)} at {@link #nowMs()}. */
+        public Result refund(String id, long permits) {
+            return decide(id, permits, Request.Op.REFUND, 0, nowMs);
+        }
+
         /** {@link #acquire(String, long)} without blocking; see {@link Limiter#acquireAsync(String, long)}. */
         public CompletableFuture<Result> acquireAsync(String id, long permits) {
             return submit(id, permits, Request.Op.ACQUIRE, null, nowMs);
@@ -382,12 +431,33 @@ public final class Limiter {
         return name;
     }
 
+    /** The first rate; null for a limiter that uses the stored spec ({@link #isStored()}). */
     public Rate rate() {
-        return rate;
+        return config == null ? null : config.rates().get(0);
     }
 
+    /** null for a limiter that uses the stored spec ({@link #isStored()}). */
     public Algorithm algorithm() {
-        return algorithm;
+        return config == null ? null : config.algorithm();
+    }
+
+    /** What this limiter enforces; empty when it uses the spec stored in Redis ({@link #isStored()}). */
+    public Optional<LimiterConfig> config() {
+        return Optional.ofNullable(config);
+    }
+
+    /**
+     * True when made by {@link RateLimitClient#limiter(String)}: each decision
+     * uses the spec stored in Redis for the name (read
+     * {@link RateLimitClient#getConfig(String)} for it).
+     */
+    public boolean isStored() {
+        return config == null;
+    }
+
+    /** The spec as Native takes it; null for the stored spec. */
+    long[] spec() {
+        return spec;
     }
 
     RateLimitClient client() {
@@ -400,6 +470,6 @@ public final class Limiter {
 
     @Override
     public String toString() {
-        return "Limiter{" + name + ", " + rate + ", " + algorithm + "}";
+        return "Limiter{" + name + ", " + (config == null ? "stored spec" : config.toString()) + "}";
     }
 }

@@ -90,8 +90,18 @@ final class Native {
 
     static native long[] parseRate(byte[] text);
 
+    // A limiter's spec crosses as one long[] (LimiterConfig.toNative()):
+    // {algorithm, initial_tokens, scope, limit_1, period_ms_1, burst_1, limit_2, ...}
+    // in the core's values; null = the spec stored in Redis for the name.
+
     /** Throws InvalidArgumentException naming what is wrong with the spec. */
-    static native void validateSpec(int algorithm, long limit, long periodMs, long burst);
+    static native void validateSpec(long[] spec);
+
+    /** rl_parse_rates: "10/second;1000/hour" as {limit_1, period_ms_1, limit_2, ...}. */
+    static native long[] parseRates(byte[] text);
+
+    /** rl_spec_format: "gcra 10/1000ms;1000/3600000ms burst 20 initial 5 per_client". */
+    static native String specFormat(long[] spec);
 
     static native String algorithmName(int algorithm);
 
@@ -105,25 +115,41 @@ final class Native {
     /** Each option at UNSET / Integer.MIN_VALUE / null keeps the core's default. */
     static native long open(byte[] url, byte[] prefix, long connectTimeoutMs, long commandTimeoutMs, int poolSize,
             int onError, byte[] tlsCaFile, byte[] tlsCertFile, byte[] tlsKeyFile, int tlsVerify,
-            long reconnectMaxMs);
+            long reconnectMaxMs, long configRefreshMs, byte[] clientId);
 
     static native void close(long client);
 
     static native String prefix(long client);
 
+    static native String clientId(long client);
+
     static native byte[] key(long client, byte[] name, byte[] id, int algorithm);
 
     /** nowMs: 0 = Redis TIME; > 0 = explicit clock ({@link Limiter#at}); the core range-checks it. */
-    static native Result decide(long client, byte[] name, byte[] id, int algorithm, long limit, long periodMs,
-            long burst, long permits, int op, long maxWaitMs, long nowMs);
+    static native Result decide(long client, byte[] name, byte[] id, long[] spec, long permits, int op,
+            long maxWaitMs, long nowMs);
 
-    static native Result acquireWait(long client, ClientHandle cancel, byte[] name, byte[] id, int algorithm,
-            long limit, long periodMs, long burst, long permits, long timeoutMs);
+    static native Result acquireWait(long client, ClientHandle cancel, byte[] name, byte[] id, long[] spec,
+            long permits, long timeoutMs);
 
-    static native void reset(long client, byte[] name, byte[] id, int algorithm);
+    /** Deletes the state of every rate of the spec. */
+    static native void reset(long client, byte[] name, byte[] id, long[] spec);
 
-    static native Result[] execute(long client, byte[][] names, byte[][] ids, int[] algorithms, long[] limits,
-            long[] periods, long[] bursts, long[] permits, int[] ops, long[] maxWaits);
+    static native Result[] execute(long client, byte[][] names, byte[][] ids, long[][] specs, long[] permits,
+            int[] ops, long[] maxWaits);
+
+    // ---- stored specs (rl_config_*) -------------------------------------------------
+
+    /** rl_config_set, or rl_config_set_if_absent: false when a spec was stored already. */
+    static native boolean configSet(long client, byte[] name, long[] spec, boolean ifAbsent);
+
+    /** The stored spec, or null when none is stored (reads Redis). */
+    static native long[] configGet(long client, byte[] name);
+
+    static native boolean configDelete(long client, byte[] name);
+
+    /** Throws InvalidArgumentException naming both when a different spec is stored for name. */
+    static native void configCheck(long client, byte[] name, long[] spec);
 
     static native NativePermit semAcquire(long client, ClientHandle cancel, boolean lock, byte[] name, long max,
             long leaseMs, long timeoutMs);
@@ -158,6 +184,14 @@ final class Native {
      * on the client's I/O thread. Throws (like {@link #decide}) when the core
      * refuses the request; then no completion follows.
      */
-    static native void submit(long client, long context, long tag, byte[] name, byte[] id, int algorithm, long limit,
-            long periodMs, long burst, long permits, int op, long maxWaitMs, long nowMs);
+    static native void submit(long client, long context, long tag, byte[] name, byte[] id, long[] spec, long permits,
+            int op, long maxWaitMs, long nowMs);
+    // ---- metrics (stats_jni.c) -------------------------------------------------------
+
+    /**
+     * rl_client_stats: {byte[][] names, long[] counters (per name: allowed,
+     * denied, fallback, errors, latency sum in us, then the bucket counts),
+     * long[] bucket bounds in us}.
+     */
+    static native Object[] stats(long client);
 }

@@ -1,6 +1,9 @@
 package io.ratelimit;
 
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
 import java.util.Objects;
 
 /**
@@ -23,6 +26,26 @@ public final class Rate {
     public static Rate parse(String text) {
         long[] parsed = Native.parseRate(Native.name("rate", text));
         return new Rate(parsed[0], parsed[1], 0);
+    }
+
+    /**
+     * Several rates, {@code "10/second;1000/hour"} (';', ',' or '|' between
+     * them, as the limits library writes them; the core's rl_parse_rates), at
+     * most 8; for a limiter that enforces them all together
+     * ({@link LimiterConfig}).
+     */
+    public static List<Rate> parseAll(String text) {
+        long[] parsed = Native.parseRates(Native.name("rates", text));
+        List<Rate> out = new ArrayList<>(parsed.length / 2);
+        for (int i = 0; i + 1 < parsed.length; i += 2) {
+            out.add(new Rate(parsed[i], parsed[i + 1], 0));
+        }
+        return Collections.unmodifiableList(out);
+    }
+
+    /** As the core has it (a stored spec read back). */
+    static Rate ofMillis(long limit, long periodMs, long burst) {
+        return new Rate(limit, periodMs, burst);
     }
 
     /** {@code limit} permits per {@code period} (whole milliseconds, rounded up). */

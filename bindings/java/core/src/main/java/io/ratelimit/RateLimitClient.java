@@ -6,6 +6,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 
 /**
@@ -20,11 +21,16 @@ public final class RateLimitClient implements AutoCloseable {
     final ClientHandle handle;
     private final Cleaner.Cleanable cleanable;
     private final String prefix;
+    private final String clientId;
+    /** OnRedisError.RAISE: an outage fails limiter creation too. */
+    private final boolean raises;
 
-    private RateLimitClient(ClientHandle handle) {
+    private RateLimitClient(ClientHandle handle, boolean raises) {
         this.handle = handle;
         this.cleanable = CLEANER.register(this, handle);
         this.prefix = handle.call(Native::prefix);
+        this.clientId = handle.call(Native::clientId);
+        this.raises = raises;
     }
 
     /** Connects with the core's default options. */
@@ -57,7 +63,7 @@ public final class RateLimitClient implements AutoCloseable {
                 options.onErrorOrUnset(), Native.name("TLS CA file", options.tlsCaFile()),
                 Native.name("TLS certificate file", options.tlsCertFile()),
                 Native.name("TLS key file", options.tlsKeyFile()), options.tlsVerifyOrUnset(),
-                options.reconnectMaxMs());
+                options.reconnectMaxMs(), options.configRefreshMs(), Native.name("clientId", options.clientId()));
         ClientHandle handle;
         try {
             handle = new ClientHandle(ptr);
@@ -65,16 +71,122 @@ public final class RateLimitClient implements AutoCloseable {
             Native.close(ptr);
             throw e;
         }
-        return new RateLimitClient(handle);
+        boolean raises = options.onErrorOrUnset() == Integer.MIN_VALUE
+                || options.onErrorOrUnset() == OnRedisError.RAISE.code();
+        return new RateLimitClient(handle, raises);
     }
 
+    /** A limiter of one rate: {@code limiter(name, LimiterConfig.of(algorithm, rate))}. */
     public Limiter limiter(String name, Rate rate, Algorithm algorithm) {
-        return new Limiter(this, name, Native.notNull("rate", rate), Native.notNull("algorithm", algorithm));
+        return limiter(name, LimiterConfig.of(algorithm, Native.notNull("rate", rate)));
     }
 
-    /** Shorthand for {@code limiter(name, Rate.parse(rate), algorithm)}. */
-    public Limiter limiter(String name, String rate, Algorithm algorithm) {
-        return limiter(name, Rate.parse(rate), algorithm);
+    /**
+     * {@code "10/minute"}, or several rates enforced together,
+     * {@code "10/second;1000/hour"}: {@code limiter(name, LimiterConfig.of(algorithm, rates))}.
+     */
+    public Limiter limiter(String name, String rates, Algorithm algorithm) {
+        return limiter(name, LimiterConfig.of(algorithm, rates));
+    }
+
+    /** Several rates enforced together, all or nothing: {@code limiter(name, LimiterConfig.of(algorithm, rates))}. */
+    public Limiter limiter(String name, List<Rate> rates, Algorithm algorithm) {
+        return limiter(name, LimiterConfig.of(algorithm, rates));
+    }
+
+    /** Several rates enforced together, all or nothing: {@code limiter(name, LimiterConfig.of(algorithm, rates))}. */
+    public Limiter limiter(String name, Algorithm algorithm, Rate... rates) {
+        return limiter(name, LimiterConfig.of(algorithm, rates));
+    }
+
+    /**
+     * A limiter enforcing {@code config} (rates, bursts, initial tokens,
+     * scope). When a spec is stored in Redis for {@code name}
+     * ({@link #configure}) and differs, this throws
+     * {@link InvalidArgumentException} naming both, so a name never silently
+     * becomes a second limiter (the core's rl_config_check: read at most once
+     * per {@link ClientOptions#configRefresh} per name). While Redis is
+     * unreachable that check is skipped under {@link OnRedisError#ALLOW} /
+     * {@link OnRedisError#DENY}, and fails like any call under
+     * {@link OnRedisError#RAISE}.
+     */
+    public Limiter limiter(String name, LimiterConfig config) {
+        Native.notNull("config", config);
+        byte[] nameBytes = Native.name("name", name);
+        call(ptr -> {
+            Native.configCheck(ptr, nameBytes, config.toNative());
+            return null;
+        });
+        return new Limiter(this, name, config);
+    }
+
+    /**
+     * A limiter whose decisions use the spec stored in Redis for {@code name}
+     * ({@link #configure}, or any binding's {@code configure}), read again at
+     * most every {@link ClientOptions#configRefresh}: a change reaches every
+     * client within it. Throws {@link InvalidArgumentException} when nothing
+     * is stored (and so does each call, until something is). While Redis is
+     * unreachable under {@link OnRedisError#ALLOW} / {@link OnRedisError#DENY}
+     * creation succeeds and decisions follow the policy.
+     */
+    public Limiter limiter(String name) {
+        Native.name("name", name);
+        try {
+            storedConfig(name);
+        } catch (RateLimitException e) {
+            boolean outage = e.status() == Status.CONNECTION || e.status() == Status.TIMEOUT;
+            if (raises || !outage) {
+                throw e;
+            }
+        }
+        return new Limiter(this, name, null);
+    }
+
+    /** The stored spec; InvalidArgumentException when none is. */
+    LimiterConfig storedConfig(String name) {
+        return getConfig(name).orElseThrow(() -> new InvalidArgumentException("no configuration is stored for limiter '"
+                + name + "' (store one first: RateLimitClient.configure)"));
+    }
+
+    // ---- specs stored in Redis ------------------------------------------------------------
+
+    /**
+     * Stores {@code config} as the spec of {@code name} in Redis (Redisson's
+     * setRate), replacing any, without expiry: every limiter made with
+     * {@link #limiter(String)}, in any client and any language, follows it
+     * within its client's {@link ClientOptions#configRefresh}. Entities keep
+     * their state across a change (docs/semantics.md).
+     */
+    public void configure(String name, LimiterConfig config) {
+        store(name, config, false);
+    }
+
+    /**
+     * Stores {@code config} only when nothing is stored for {@code name}
+     * (Redisson's trySetRate); true when it was stored, false when another
+     * spec stays.
+     */
+    public boolean configureIfAbsent(String name, LimiterConfig config) {
+        return store(name, config, true);
+    }
+
+    private boolean store(String name, LimiterConfig config, boolean ifAbsent) {
+        Native.notNull("config", config);
+        byte[] nameBytes = Native.name("name", name);
+        return call(ptr -> Native.configSet(ptr, nameBytes, config.toNative(), ifAbsent));
+    }
+
+    /** The spec stored for {@code name}, read from Redis now (not the cache); empty when none is. */
+    public Optional<LimiterConfig> getConfig(String name) {
+        byte[] nameBytes = Native.name("name", name);
+        long[] spec = call(ptr -> Native.configGet(ptr, nameBytes));
+        return spec == null ? Optional.empty() : Optional.of(LimiterConfig.fromNative(spec));
+    }
+
+    /** Deletes the spec stored for {@code name}; true when there was one. Entities' state stays. */
+    public boolean deleteConfig(String name) {
+        byte[] nameBytes = Native.name("name", name);
+        return call(ptr -> Native.configDelete(ptr, nameBytes));
     }
 
     /** A fair counting semaphore of {@code permits} whose leases expire after {@code lease} unless refreshed. */
@@ -97,10 +209,7 @@ public final class RateLimitClient implements AutoCloseable {
         int n = requests.size();
         byte[][] names = new byte[n][];
         byte[][] ids = new byte[n][];
-        int[] algorithms = new int[n];
-        long[] limits = new long[n];
-        long[] periods = new long[n];
-        long[] bursts = new long[n];
+        long[][] specs = new long[n][];
         long[] permits = new long[n];
         int[] ops = new int[n];
         long[] maxWaits = new long[n];
@@ -112,16 +221,13 @@ public final class RateLimitClient implements AutoCloseable {
             }
             names[i] = l.nameBytes();
             ids[i] = Native.name("id", r.id());
-            algorithms[i] = l.algorithm().code();
-            limits[i] = l.rate().limit();
-            periods[i] = l.rate().periodMs();
-            bursts[i] = l.rate().burst();
+            specs[i] = l.spec();
             permits[i] = r.permits();
             ops[i] = r.op().ordinal();
             maxWaits[i] = r.maxWaitMs();
         }
-        Result[] results = call(ptr -> Native.execute(ptr, names, ids, algorithms, limits, periods, bursts,
-                permits, ops, maxWaits));
+        Result[] results = call(ptr -> Native.execute(ptr, names, ids, specs, permits, ops,
+                maxWaits));
         return new ArrayList<>(Arrays.asList(results));
     }
 
@@ -155,9 +261,37 @@ public final class RateLimitClient implements AutoCloseable {
         return handle.async.inFlight();
     }
 
+    /**
+     * The decisions this client made, per limiter name, as the core counts
+     * them: no lock and no round trip, so cheap enough for every scrape.
+     * Empty with {@link ClientOptions#metrics(boolean) metrics off}. For
+     * Micrometer, see {@code io.ratelimit.micrometer.RateLimitMetrics}.
+     */
+    public Map<String, LimiterStats> stats() {
+        Object[] raw = handle.call(Native::stats);
+        byte[][] names = (byte[][]) raw[0];
+        long[] counters = (long[]) raw[1];
+        long[] bounds = (long[]) raw[2];
+        int stride = names.length == 0 ? 0 : counters.length / names.length;
+        Map<String, LimiterStats> out = new LinkedHashMap<>();
+        for (int i = 0; i < names.length; i++) {
+            String name = new String(names[i], StandardCharsets.UTF_8);
+            out.put(name, new LimiterStats(name, counters, i * stride, bounds));
+        }
+        return out;
+    }
+
     /** The key prefix in use. */
     public String prefix() {
         return prefix;
+    }
+
+    /**
+     * This client's identity for per-client quotas ({@link LimiterConfig#perClient()}):
+     * {@link ClientOptions#clientId}, else 32 random hex digits drawn when it opened.
+     */
+    public String clientId() {
+        return clientId;
     }
 
     public boolean isClosed() {

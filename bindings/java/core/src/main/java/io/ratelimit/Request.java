@@ -8,7 +8,11 @@ public final class Request {
     public enum Op {
         ACQUIRE,
         PEEK,
-        RESERVE
+        RESERVE,
+        /** {@link Limiter#acquireAtMost}: as many as available, 1..permits. */
+        ACQUIRE_AT_MOST,
+        /** {@link Limiter#refund}: permits given back. */
+        REFUND
     }
 
     private final Limiter limiter;
@@ -31,6 +35,14 @@ public final class Request {
 
     public static Request peek(Limiter limiter, String id, long permits) {
         return new Request(limiter, id, permits, Op.PEEK, 0);
+    }
+
+    public static Request acquireAtMost(Limiter limiter, String id, long permits) {
+        return new Request(limiter, id, permits, Op.ACQUIRE_AT_MOST, 0);
+    }
+
+    public static Request refund(Limiter limiter, String id, long permits) {
+        return new Request(limiter, id, permits, Op.REFUND, 0);
     }
 
     public static Request reserve(Limiter limiter, String id, long permits, Duration maxWait) {

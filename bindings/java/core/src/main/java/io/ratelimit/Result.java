@@ -11,10 +11,12 @@ public final class Result {
     private final long resetAfterMs;
     private final long waitMs;
     private final boolean fallback;
+    private final long granted;
+    private final int rateIndex;
 
     // built by the JNI layer
     Result(boolean allowed, long limit, long remaining, long retryAfterMs, long resetAfterMs, long waitMs,
-            boolean fallback) {
+            boolean fallback, long granted, int rateIndex) {
         this.allowed = allowed;
         this.limit = limit;
         this.remaining = remaining;
@@ -22,6 +24,8 @@ public final class Result {
         this.resetAfterMs = resetAfterMs;
         this.waitMs = waitMs;
         this.fallback = fallback;
+        this.granted = granted;
+        this.rateIndex = rateIndex;
     }
 
     /** Admitted (or, for a reservation, booked). */
@@ -59,6 +63,24 @@ public final class Result {
         return fallback;
     }
 
+    /**
+     * The permits this call consumed ({@link Limiter#acquireAtMost}: 1..permits;
+     * an admitted acquire: all of them), gave back ({@link Limiter#refund}), or
+     * would consume ({@link Limiter#peek}); 0 when denied.
+     */
+    public long granted() {
+        return granted;
+    }
+
+    /**
+     * Which of the limiter's rates binds, 0 for the first
+     * ({@link LimiterConfig#rates()} order): when allowed, the one with the
+     * least remaining; when denied, the one that denied (the longest retry-after).
+     */
+    public int rateIndex() {
+        return rateIndex;
+    }
+
     // raw values of the core's rl_result (retry_after_ms is -1 when allowed),
     // for the conformance vectors
     long retryAfterMs() {
@@ -77,6 +99,6 @@ public final class Result {
     public String toString() {
         return "Result{allowed=" + allowed + ", limit=" + limit + ", remaining=" + remaining + ", retryAfterMs="
                 + retryAfterMs + ", resetAfterMs=" + resetAfterMs + ", waitMs=" + waitMs
-                + (fallback ? ", fallback" : "") + "}";
+                + ", granted=" + granted + ", rateIndex=" + rateIndex + (fallback ? ", fallback" : "") + "}";
     }
 }
