@@ -730,7 +730,7 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved)
     (*env)->DeleteLocalRef(env, calls);
     if (!g_exception || !g_result_init || !g_permit_init || !g_cancel || !g_complete) return JNI_ERR;
     if ((*env)->RegisterNatives(env, g_native, methods, (jint)(sizeof methods / sizeof methods[0])) != JNI_OK ||
-        register_limiter_natives(env, g_native) != JNI_OK)
+        register_limiter_natives(env, g_native) != JNI_OK || register_stats_natives(env, g_native) != JNI_OK)
         return JNI_ERR;
     return RLJ_JNI_VERSION;
 }

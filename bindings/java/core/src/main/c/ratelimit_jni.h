@@ -49,5 +49,7 @@ void on_complete(void *ctx, const rl_completion *c);
 
 /* limiter_jni.c: binds its natives to io.ratelimit.Native; JNI_OK or not. */
 jint register_limiter_natives(JNIEnv *env, jclass native);
+/* stats_jni.c: the same for Native.stats (rl_client_stats). */
+jint register_stats_natives(JNIEnv *env, jclass native);
 
 #endif

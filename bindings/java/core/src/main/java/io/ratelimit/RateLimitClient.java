@@ -2,10 +2,13 @@ package io.ratelimit;
 
 import java.lang.ref.Cleaner;
 import java.lang.ref.Reference;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 
@@ -263,9 +266,9 @@ public final class RateLimitClient implements AutoCloseable {
 
     /**
      * The decisions this client made, per limiter name, as the core counts
-     * them: no lock and no round trip, so cheap enough for every scrape.
-     * Empty with {@link ClientOptions#metrics(boolean) metrics off}. For
-     * Micrometer, see {@code io.ratelimit.micrometer.RateLimitMetrics}.
+     * them (docs/metrics.md): no lock and no round trip, so cheap enough for
+     * every scrape. For Micrometer, see
+     * {@code io.ratelimit.micrometer.RateLimitMetrics}.
      */
     public Map<String, LimiterStats> stats() {
         Object[] raw = handle.call(Native::stats);

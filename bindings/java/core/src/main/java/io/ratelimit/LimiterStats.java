@@ -1,0 +1,94 @@
+package io.ratelimit;
+
+import java.time.Duration;
+import java.util.Arrays;
+
+/**
+ * The decisions one client made under one limiter name, as the core counts
+ * them (see {@link RateLimitClient#stats()}): each decision has exactly one
+ * outcome, and its latency is in the histogram.
+ */
+public final class LimiterStats {
+    private final String name;
+    private final long allowed;
+    private final long denied;
+    private final long fallback;
+    private final long errors;
+    private final long latencySumMicros;
+    private final long[] boundsMicros;
+    private final long[] bucketCounts;
+
+    LimiterStats(String name, long[] counters, int offset, long[] boundsMicros) {
+        this.name = name;
+        this.allowed = counters[offset];
+        this.denied = counters[offset + 1];
+        this.fallback = counters[offset + 2];
+        this.errors = counters[offset + 3];
+        this.latencySumMicros = counters[offset + 4];
+        this.boundsMicros = boundsMicros;
+        this.bucketCounts = Arrays.copyOfRange(counters, offset + 5, offset + 6 + boundsMicros.length);
+    }
+
+    /** The limiter name; {@code ""} for the names past the core's limit (1024 per client), counted together. */
+    public String name() {
+        return name;
+    }
+
+    /** Redis admitted. */
+    public long allowed() {
+        return allowed;
+    }
+
+    /** Redis denied. */
+    public long denied() {
+        return denied;
+    }
+
+    /** Redis could not be reached and the client's {@link OnRedisError} policy decided. */
+    public long fallback() {
+        return fallback;
+    }
+
+    /** The call failed (threw, or its future failed); invalid arguments are not counted. */
+    public long errors() {
+        return errors;
+    }
+
+    /** All four outcomes. */
+    public long total() {
+        return allowed + denied + fallback + errors;
+    }
+
+    /** The latencies of all decisions added up. */
+    public Duration latencySum() {
+        return Duration.ofNanos(latencySumMicros * 1000);
+    }
+
+    /** The same in microseconds. */
+    public long latencySumMicros() {
+        return latencySumMicros;
+    }
+
+    /**
+     * The histogram's upper bounds in microseconds (8, 16, 32 ... powers of
+     * two); one fewer than {@link #latencyBucketCounts()}: the last bucket has
+     * no bound.
+     */
+    public long[] latencyBucketBoundsMicros() {
+        return boundsMicros.clone();
+    }
+
+    /**
+     * Decisions per latency bucket, not cumulative: bucket i counts those
+     * above bound i-1 and at most bound i; the last, those above every bound.
+     */
+    public long[] latencyBucketCounts() {
+        return bucketCounts.clone();
+    }
+
+    @Override
+    public String toString() {
+        return "LimiterStats[" + name + ": allowed=" + allowed + ", denied=" + denied + ", fallback=" + fallback
+                + ", errors=" + errors + ", latencySum=" + latencySumMicros + "us]";
+    }
+}
