@@ -4,6 +4,7 @@
 import io.ratelimit.Algorithm;
 import io.ratelimit.ClientOptions;
 import io.ratelimit.Limiter;
+import io.ratelimit.LimiterConfig;
 import io.ratelimit.Rate;
 import io.ratelimit.RateLimitClient;
 import io.ratelimit.Result;
@@ -23,6 +24,12 @@ public class Worker {
             }
             Algorithm algorithm = Algorithm.fromName(args[2]);
             Rate rate = Rate.of(Long.parseLong(args[3]), Duration.ofMillis(Long.parseLong(args[4])));
+            if (command.equals("configure")) {
+                // Worker URL configure ALGORITHM LIMIT PERIOD_MS NAME: store NAME's spec, print when done
+                client.configure(args[5], LimiterConfig.of(algorithm, rate));
+                System.out.println(System.currentTimeMillis());
+                return;
+            }
             Limiter lim = client.limiter(args[5], rate, algorithm);
             String id = args[6];
             if (command.equals("burst")) {

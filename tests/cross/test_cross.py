@@ -86,3 +86,35 @@ def test_same_keys_whichever_language(url):
         seen[lang] = sorted(redis(url, "--scan"))
     assert seen["python"] == seen["java"] == seen["c"]
     assert len(seen["c"]) == len(ALGORITHMS)
+
+
+def test_a_rate_java_stores_reaches_a_running_python_process(url):
+    """Java changes a stored spec (client.configure); a Python process already
+    running on client.limiter(name), no rate, obeys the new rate within its
+    config_refresh, the bound the core documents, and the count made under
+    the old rate carries over."""
+    redis(url, "FLUSHALL")
+    name, refresh_s, slack_ms = "live-config", 0.5, 400
+    day = 86400000
+    run("java", url, "configure", "fixed_window", 2, day, name)
+    follower = subprocess.Popen(commands()["python"] + [url, "follow", name, "u", str(refresh_s), "60", "10"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        for line in follower.stdout:  # until the old rate (2 a day) denies
+            seen.append(tuple(map(int, line.split())))
+            if seen[-1][1:] == (2, 0):
+                break
+        assert seen and seen[-1][1:] == (2, 0), f"the follower never hit the old rate: {seen}"
+        changed_ms = int(run("java", url, "configure", "fixed_window", 10, day, name)[0])
+        out, err = follower.communicate(timeout=90)
+    finally:
+        follower.kill()
+    assert follower.returncode == 0, err
+    seen += [tuple(map(int, line.split())) for line in out.split("\n") if line]
+    first_new = min(t for t, limit, _ in seen if limit == 10)
+    assert first_new - changed_ms <= refresh_s * 1000 + slack_ms, (first_new - changed_ms, seen[-5:])
+    assert sum(allowed for _, limit, allowed in seen if limit == 2) == 2
+    assert sum(allowed for _, _, allowed in seen) == 10, "the window kept its count across the change"
+    assert seen[-1][1:] == (10, 0)
+    assert redis(url, "PTTL", f"rl:config:{name}") == ["-1"]

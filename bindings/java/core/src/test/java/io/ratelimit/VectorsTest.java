@@ -41,9 +41,14 @@ import org.junit.jupiter.api.TestMethodOrder;
  * The shared conformance vectors ({@code <repo>/tests/vectors/*.json}) run
  * through the Java binding, step for step as the C runner
  * (tests/vectors/run_vectors.c) runs them: FLUSHALL before each case, a
- * client with the document's prefix, the explicit clock of
+ * client with the document's prefix (and client_id), the explicit clock of
  * {@link Limiter#at(long)} for limiter steps, and exact comparison of every
- * result and of the keys in Redis. One dynamic test per case.
+ * result (with granted and rate_index when the document says "fields": "all")
+ * and of the keys in Redis. A step's own spec replaces the case's (a rate
+ * change), "stored": true uses the spec stored in Redis, and config_set /
+ * config_get / config_delete steps store, read and delete specs. Limiters
+ * are made as the C runner passes specs: without the creation-time check
+ * against the stored spec. One dynamic test per case.
  *
  * <p>The vectors are found by walking up from the working directory to the
  * directory holding {@code tests/vectors} (or from {@code -Dratelimit.vectors=DIR}).
@@ -131,12 +136,14 @@ class VectorsTest {
             JsonNode doc = load(file);
             String stem = file.getFileName().toString().replaceFirst("\\.json$", "");
             String prefix = text(doc, "prefix", "rl");
+            String clientId = text(doc, "client_id", null);
+            boolean allFields = text(doc, "fields", "").equals("all");
             List<DynamicTest> cases = new ArrayList<>();
             int index = 0;
             for (JsonNode c : doc.get("cases")) {
                 int i = index++;
                 String name = stem + "-" + i + " " + text(c, "name", "?");
-                cases.add(DynamicTest.dynamicTest(name, file.toUri(), () -> runCase(stem, prefix, c, i)));
+                cases.add(DynamicTest.dynamicTest(name, file.toUri(), () -> runCase(stem, prefix, clientId, allFields, c, i)));
             }
             files.add(DynamicContainer.dynamicContainer(stem, file.toUri(), cases.stream()));
         }
@@ -161,11 +168,13 @@ class VectorsTest {
 
     // ---- one case, as run_vectors.c runs it ----------------------------------------------
 
-    private static void runCase(String file, String prefix, JsonNode c, int index) throws Exception {
+    private static void runCase(String file, String prefix, String clientId, boolean allFields, JsonNode c, int index)
+            throws Exception {
         redis.flushAll();
         JsonNode spec = c.get("spec");
         Map<String, String> saved = new HashMap<>();
-        ClientOptions options = ClientOptions.defaults().prefix(prefix).timeout(Duration.ofSeconds(5));
+        ClientOptions options = ClientOptions.defaults().prefix(prefix).timeout(Duration.ofSeconds(5))
+                .clientId(clientId);
         try (RateLimitClient client = RateLimitClient.connect(redis.url(), options)) {
             int i = 0;
             for (JsonNode step : c.path("steps")) {
@@ -177,8 +186,10 @@ class VectorsTest {
                     keysStep(step, where);
                 } else if (op.equals("sleep")) {
                     Thread.sleep(num(step, "ms", 0));
+                } else if (op.startsWith("config_")) {
+                    settle(step, where, () -> configStep(client, step, op));
                 } else {
-                    settle(step, where, spec != null ? () -> limiterStep(client, spec, step, op, where)
+                    settle(step, where, spec != null ? () -> limiterStep(client, spec, step, op, allFields, where)
                             : () -> primitiveStep(client, step, op, saved, where));
                 }
             }
@@ -232,11 +243,89 @@ class VectorsTest {
         }
     }
 
-    private static ObjectNode limiterStep(RateLimitClient client, JsonNode spec, JsonNode step, String op,
-            String where) {
-        Rate rate = Rate.of(num(spec, "limit", 0), Duration.ofMillis(num(spec, "period_ms", 0)))
-                .withBurst(num(spec, "burst", 0));
-        Limiter limiter = client.limiter(text(spec, "name", ""), rate, Algorithm.fromName(text(spec, "algorithm", "")));
+    /**
+     * A spec object (algorithm, limit, period_ms, burst, optional more[],
+     * initial_tokens in the core's values, scope) as read_spec() reads it.
+     */
+    private static LimiterConfig readSpec(JsonNode spec) {
+        long[] rates = new long[3 + 3 * (1 + spec.path("more").size())];
+        rates[0] = Algorithm.fromName(text(spec, "algorithm", "")).ordinal();
+        rates[1] = num(spec, "initial_tokens", 0);
+        rates[2] = text(spec, "scope", "overall").equals("per_client") ? 1 : 0;
+        int i = 3;
+        rates[i++] = num(spec, "limit", 0);
+        rates[i++] = num(spec, "period_ms", 0);
+        rates[i++] = num(spec, "burst", 0);
+        for (JsonNode r : spec.path("more")) {
+            rates[i++] = num(r, "limit", 0);
+            rates[i++] = num(r, "period_ms", 0);
+            rates[i++] = num(r, "burst", 0);
+        }
+        return LimiterConfig.fromNative(rates);
+    }
+
+    /** The same schema back, defaults left out, as write_spec() writes it. */
+    private static ObjectNode writeSpec(LimiterConfig config) {
+        long[] spec = config.toNative();
+        ObjectNode j = NODES.objectNode();
+        j.put("algorithm", config.algorithm().wireName());
+        j.put("limit", spec[3]);
+        j.put("period_ms", spec[4]);
+        j.put("burst", spec[5]);
+        if (spec.length > 6) {
+            ArrayNode more = j.putArray("more");
+            for (int i = 6; i + 2 < spec.length; i += 3) {
+                ObjectNode r = more.addObject();
+                r.put("limit", spec[i]);
+                r.put("period_ms", spec[i + 1]);
+                r.put("burst", spec[i + 2]);
+            }
+        }
+        if (spec[1] != 0) {
+            j.put("initial_tokens", spec[1]);
+        }
+        if (config.isPerClient()) {
+            j.put("scope", "per_client");
+        }
+        return j;
+    }
+
+    private static ObjectNode configStep(RateLimitClient client, JsonNode step, String op) {
+        String name = text(step, "name", "");
+        ObjectNode a = NODES.objectNode();
+        switch (op) {
+            case "config_set": {
+                LimiterConfig config = readSpec(step.path("spec"));
+                boolean set = true;
+                if (step.path("if_absent").asBoolean(false)) {
+                    set = client.configureIfAbsent(name, config);
+                } else {
+                    client.configure(name, config);
+                }
+                a.put("set", set);
+                return a;
+            }
+            case "config_get": {
+                Optional<LimiterConfig> stored = client.getConfig(name);
+                a.put("found", stored.isPresent());
+                stored.ifPresent(config -> a.set("spec", writeSpec(config)));
+                return a;
+            }
+            case "config_delete":
+                a.put("deleted", client.deleteConfig(name));
+                return a;
+            default:
+                return fail("unknown operation '" + op + "'");
+        }
+    }
+
+    private static ObjectNode limiterStep(RateLimitClient client, JsonNode caseSpec, JsonNode step, String op,
+            boolean allFields, String where) {
+        // a step's own spec replaces the case's (a rate change)
+        JsonNode spec = step.has("spec") ? step.get("spec") : caseSpec;
+        String name = text(spec, "name", "");
+        // as the C runner: the spec goes with each request, unchecked against the stored one
+        Limiter limiter = new Limiter(client, name, step.path("stored").asBoolean(false) ? null : readSpec(spec));
         String id = text(step, "id", "");
         long permits = num(step, "permits", 1);
         Limiter.AtTime at = limiter.at(num(step, "now_ms", 0));
@@ -254,6 +343,12 @@ class VectorsTest {
             case "reserve":
                 r = at.reserve(id, permits, Duration.ofMillis(num(step, "max_wait_ms", 0)));
                 break;
+            case "acquire_up_to":
+                r = at.acquireAtMost(id, permits);
+                break;
+            case "refund":
+                r = at.refund(id, permits);
+                break;
             default:
                 return fail(where + ": unknown limiter operation '" + op + "'");
         }
@@ -264,6 +359,10 @@ class VectorsTest {
         a.put("retry_after_ms", r.retryAfterMs());
         a.put("reset_after_ms", r.resetAfterMs());
         a.put("wait_ms", r.waitMs());
+        if (allFields) {
+            a.put("granted", r.granted());
+            a.put("rate_index", r.rateIndex());
+        }
         return a;
     }
 
@@ -349,7 +448,7 @@ class VectorsTest {
         return new Lock(new Permit.Lease(client, true, name, Native.name("name", name), ref(step, saved)));
     }
 
-    /** Every key in Redis, sorted, with its type and PTTL bounds; every key must expire. */
+    /** Every key in Redis, sorted, with its type and PTTL bounds; every key must expire but stored specs. */
     private static void keysStep(JsonNode step, String where) throws IOException {
         JsonNode expect = step.get("expect_keys");
         assertTrue(expect != null && expect.isArray(), where + ": no expect_keys");
@@ -364,7 +463,9 @@ class VectorsTest {
             described.add(key + " " + types.get(key) + " pttl=" + pttls.get(key));
         }
         for (String key : names) {
-            assertTrue(pttls.get(key) >= 0, where + ": " + key + " has no TTL; every key must expire " + described);
+            // stored specs (":config:") live until deleted; everything else expires
+            assertTrue(pttls.get(key) >= 0 || key.contains(":config:"),
+                    where + ": " + key + " has no TTL; every key must expire " + described);
         }
         List<String> wantNames = new ArrayList<>();
         expect.forEach(k -> wantNames.add(text(k, "key", "?")));
