@@ -30,10 +30,50 @@ def retry_ms(r):
     return -1 if r.retry_after is None else ms(r.retry_after)
 
 
-def limiter_step(client, spec, step):
+def limiter_args(spec):
+    """A vector spec (the C fields) as Client.limiter / configure take it."""
+    rates = [spec] + spec.get("more", [])
+    initial = spec.get("initial_tokens", 0)  # C: 0 full, -1 empty; Python: None full, 0 empty
+    return ([(r["limit"], r["period_ms"] / 1000) for r in rates],
+            {"algorithm": spec["algorithm"], "burst": [r["burst"] or None for r in rates],
+             "initial_tokens": None if initial == 0 else 0 if initial == -1 else initial,
+             "per_client": spec.get("scope") == "per_client"})
+
+
+def spec_of(config):
+    """A LimiterConfig as the vectors write a stored spec (no name; more,
+    initial_tokens and scope left out when empty, full and overall)."""
+    (limit, period), *more = config.rates
+    out = {"algorithm": config.algorithm, "limit": limit, "period_ms": ms(period), "burst": config.bursts[0] or 0}
+    if more:
+        out["more"] = [{"limit": lim, "period_ms": ms(p), "burst": b or 0}
+                       for (lim, p), b in zip(more, config.bursts[1:])]
+    if config.initial_tokens is not None:
+        out["initial_tokens"] = -1 if config.initial_tokens == 0 else config.initial_tokens
+    if config.per_client:
+        out["scope"] = "per_client"
+    return out
+
+
+def config_step(client, step):
     op = step["op"]
-    lim = client.limiter(spec["name"], (spec["limit"], spec["period_ms"] / 1000), algorithm=spec["algorithm"],
-                         burst=spec["burst"] or None)
+    if op == "config_set":
+        rates, kw = limiter_args(step["spec"])
+        return {"set": client.configure(step["name"], rates, if_absent=step.get("if_absent", False), **kw)}
+    if op == "config_get":
+        config = client.get_config(step["name"])
+        return {"found": False} if config is None else {"found": True, "spec": spec_of(config)}
+    return {"deleted": client.delete_config(step["name"])}
+
+
+def limiter_step(client, spec, step, all_fields):
+    op = step["op"]
+    spec = step.get("spec", spec)  # a step's own spec replaces the case's (a rate change)
+    if step.get("stored"):
+        lim = client.limiter(spec["name"])
+    else:
+        rates, kw = limiter_args(spec)
+        lim = client.limiter(spec["name"], rates, **kw)
     now = step.get("now_ms", 0) / 1000 or None
     if op == "reset":
         lim.reset(step["id"])
@@ -42,10 +82,17 @@ def limiter_step(client, spec, step):
         r = lim.acquire(step["id"], step["permits"], now=now)
     elif op == "peek":
         r = lim.peek(step["id"], step["permits"], now=now)
+    elif op == "acquire_up_to":
+        r = lim.acquire_at_most(step["id"], step["permits"], now=now)
+    elif op == "refund":
+        r = lim.refund(step["id"], step["permits"], now=now)
     else:
         r = lim._reserve(step["id"], step["permits"], max_wait=step["max_wait_ms"] / 1000, now=now)
-    return {"allowed": r.allowed, "limit": r.limit, "remaining": r.remaining, "retry_after_ms": retry_ms(r),
-            "reset_after_ms": ms(r.reset_after), "wait_ms": ms(r.wait)}
+    out = {"allowed": r.allowed, "limit": r.limit, "remaining": r.remaining, "retry_after_ms": retry_ms(r),
+           "reset_after_ms": ms(r.reset_after), "wait_ms": ms(r.wait)}
+    if all_fields:
+        out.update(granted=r.granted, rate_index=r.rate_index)
+    return out
 
 
 def primitive_step(client, step, saved):
@@ -92,19 +139,23 @@ def keys_step(port, step, where):
         assert redis_cli(port, "TYPE", k["key"]) == [k["type"]], where
         pttl = int(redis_cli(port, "PTTL", k["key"])[0])
         assert k["pttl_min"] <= pttl <= k["pttl_max"], f"{where}: {k['key']} PTTL {pttl}"
+        # stored specs live until deleted; everything else expires
+        assert pttl >= 0 or ":config:" in k["key"], f"{where}: {k['key']} has no TTL"
 
 
 def cases():
     for path in FILES:
         doc = json.loads(path.read_text())
         for i, case in enumerate(doc["cases"]):
-            yield pytest.param(doc["prefix"], case, id=f"{path.stem}-{i}")
+            yield pytest.param(doc, case, id=f"{path.stem}-{i}")
 
 
-@pytest.mark.parametrize("prefix,case", list(cases()))
-def test_vector(redis_port, prefix, case):
+@pytest.mark.parametrize("doc,case", list(cases()))
+def test_vector(redis_port, doc, case):
     redis_cli(redis_port, "FLUSHALL")
-    client = ratelimit.Client(f"redis://127.0.0.1:{redis_port}", prefix=prefix, timeout=5.0)
+    all_fields = doc.get("fields") == "all"
+    client = ratelimit.Client(f"redis://127.0.0.1:{redis_port}", prefix=doc["prefix"], timeout=5.0,
+                              client_id=doc.get("client_id"))
     saved = {}
     try:
         for i, step in enumerate(case["steps"]):
@@ -116,8 +167,10 @@ def test_vector(redis_port, prefix, case):
                 time.sleep(step["ms"] / 1000)
                 continue
             try:
-                if "spec" in case:
-                    actual = limiter_step(client, case["spec"], step)
+                if step["op"].startswith("config_"):
+                    actual = config_step(client, step)
+                elif "spec" in case:
+                    actual = limiter_step(client, case["spec"], step, all_fields)
                 else:
                     actual = primitive_step(client, step, saved)
             except ratelimit.RateLimitError as e:

@@ -667,8 +667,9 @@ static PyObject *limiter_acquire_at_most(LimiterObject *self, PyObject *args, Py
 PyDoc_STRVAR(limiter_refund_doc,
 "refund(id, permits=1, *, now=None)\n--\n\n"
 "Give permits back to id (Bucket4j's addTokens), for work that was admitted\n"
-"and then not done; never above full. Returns a Result whose granted is the\n"
-"number actually given back and remaining the permits available after it.");
+"and then not done; the state never goes above full (refunding more than\n"
+"was taken just fills it). Returns a Result: granted is permits, remaining\n"
+"the permits available after it. sliding_log takes back the newest permits.");
 
 static PyObject *limiter_refund(LimiterObject *self, PyObject *args, PyObject *kw)
 {
