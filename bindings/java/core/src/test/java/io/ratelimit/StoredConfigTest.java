@@ -131,6 +131,7 @@ class StoredConfigTest extends RedisTestBase {
                 assertEquals(policy == OnRedisError.ALLOW, r.allowed());
                 Limiter explicit = down.limiter("down2", FIVE_A_MINUTE);
                 assertTrue(explicit.acquire("u").fallback());
+                assertTrue(explicit.acquireAsync("u").get().fallback());
             }
         }
         // under raise, a stored limiter made during an outage fails like any call
