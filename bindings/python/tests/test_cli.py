@@ -1,0 +1,198 @@
+"""The ratelimit command line tool, run as a subprocess (python -m ratelimit,
+and the console script) against real Redis servers."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ratelimit
+
+
+def run(url, *args, env=None, timeout=60):
+    """(exit code, stdout, stderr) of `python -m ratelimit --url url args...`."""
+    cmd = [sys.executable, "-m", "ratelimit"] + (["--url", url] if url else []) + list(args)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    return p.returncode, p.stdout, p.stderr
+
+
+def js(url, *args):
+    code, out, err = run(url, "--json", *args)
+    return code, [json.loads(line) for line in out.splitlines()], err
+
+
+def test_help_documents_the_exit_codes():
+    code, out, _ = run(None, "--help")
+    assert code == 0
+    for line in ("0  done", "1  not found", "2  usage", "3  Redis", "REDIS_URL"):
+        assert line in out
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "ratelimit"
+    assert script.exists() or shutil.which("ratelimit")
+    p = subprocess.run([str(script) if script.exists() else "ratelimit", "--help"], capture_output=True, text=True)
+    assert p.returncode == 0 and "usage: ratelimit" in p.stdout
+
+
+def test_config_set_get_delete(server, raw):
+    url = server.url
+    code, out, err = run(url, "config", "set", "api", "10/second;1000/hour", "--burst", "20",
+                         "--algorithm", "token_bucket", "--per-client")
+    assert code == 0 and out == "api: stored token_bucket 10/1000ms burst 20;1000/3600000ms per_client\n", err
+    code, docs, _ = js(url, "config", "get", "api")
+    assert code == 0 and docs == [{"algorithm": "token_bucket", "rates": [[10, 1.0], [1000, 3600.0]],
+                                   "bursts": [20, None], "initial_tokens": None, "per_client": True,
+                                   "text": "token_bucket 10/1000ms burst 20;1000/3600000ms per_client"}]
+    # --json after the command too; --if-absent keeps what is stored (exit 1)
+    code, docs, _ = js(url, "config", "set", "api", "1/second", "--if-absent")
+    assert code == 1 and docs[0]["set"] is False and docs[0]["spec"]["rates"] == [[10, 1.0], [1000, 3600.0]]
+    code, out, _ = run(url, "config", "get", "api")
+    assert code == 0 and out == "api: token_bucket 10/1000ms burst 20;1000/3600000ms per_client\n"
+    # what the tool stores, a client uses
+    c = ratelimit.Client(url)
+    try:
+        assert c.limiter("api").per_client
+    finally:
+        c.close()
+    assert run(url, "config", "delete", "api")[0] == 0
+    code, out, _ = run(url, "config", "delete", "api")
+    assert code == 1 and "no spec was stored" in out
+    code, out, _ = run(url, "config", "get", "api")
+    assert code == 1 and out == "no spec is stored for 'api'\n"
+    code, docs, _ = js(url, "config", "get", "api")
+    assert code == 1 and docs == [None]
+
+
+def test_ls_show_reset(server, raw):
+    url = server.url
+    c = ratelimit.Client(url, client_id="web-1")
+    try:
+        c.configure("sms", "5/minute", algorithm="fixed_window")
+        c.limiter("sms").acquire("user:42", 2)
+        c.limiter("two", "3/second;10/minute", algorithm="sliding_window").acquire("a b")
+        c.limiter("mine", (4, 60), algorithm="token_bucket", per_client=True).acquire("x")
+        c.semaphore("db", 2, 30).try_acquire()
+    finally:
+        c.close()
+    code, docs, err = js(url, "ls")
+    assert code == 0, err
+    got = {(e["kind"], e["name"], e.get("id"), e.get("rate"), e.get("client")) for e in docs[0]}
+    assert got == {("config", "sms", None, None, None), ("state", "sms", "user:42", 1, None),
+                   ("state", "two", "a b", 1, None), ("state", "two", "a b", 2, None),
+                   ("state", "mine", "x", 1, "web-1")}
+    assert all(e["pttl"] > 0 for e in docs[0] if e["kind"] == "state")
+    assert [e["pttl"] for e in docs[0] if e["kind"] == "config"] == [-1]
+    code, docs, _ = js(url, "ls", "--all")
+    assert any(e["kind"] == "semaphore" and e["name"] == "db" for e in docs[0])
+    code, out, _ = run(url, "ls", "t*")
+    assert code == 0 and "two" in out and "sms" not in out and "a b" in out
+    assert run(url, "ls", "nothing*")[0] == 1
+
+    # show: the stored spec, a peek, the raw fields
+    code, docs, err = js(url, "show", "sms", "user:42")
+    assert code == 0, err
+    d = docs[0]
+    assert d["spec"] == "fixed_window 5/60000ms" and d["peek"]["remaining"] == 3 and d["peek"]["limit"] == 5
+    assert d["keys"][0]["key"] == "rl:{sms:user:42}:fixed_window" and d["keys"][0]["fields"]["count"] == "2"
+    code, out, _ = run(url, "show", "sms", "user:42")
+    assert code == 0 and "remaining 3 of 5" in out and "rl:{sms:user:42}:fixed_window (hash" in out
+    # a spec given on the command line; two rates, two keys
+    code, docs, _ = js(url, "show", "two", "a b", "--rate", "3/second;10/minute", "--algorithm", "sliding_window")
+    assert code == 0 and [k["key"] for k in docs[0]["keys"]] == [
+        "rl:{two:a%20b}:sliding_window", "rl:{two:a%20b}:sliding_window:2"]
+    # per-client state is seen as that client
+    code, docs, _ = js(url, "--client-id", "web-1", "show", "mine", "x", "--rate", "4/minute",
+                       "--algorithm", "token_bucket", "--per-client")
+    assert code == 0 and docs[0]["peek"]["remaining"] == 3
+    # a given spec that disagrees with the stored one: usage error naming both
+    code, out, err = run(url, "show", "sms", "u", "--rate", "9/minute")
+    assert code == 2 and out == "" and len(err.splitlines()) == 1 and "fixed_window 5/60000ms" in err
+    # no spec stored nor given
+    code, _, err = run(url, "show", "unknown", "u")
+    assert code == 1 and "give --rate" in err and len(err.splitlines()) == 1
+    # a denied peek exits 1
+    c = ratelimit.Client(url)
+    c.limiter("sms").acquire("full", 5)
+    c.close()
+    code, docs, _ = js(url, "show", "sms", "full")
+    assert code == 1 and docs[0]["peek"]["allowed"] is False and docs[0]["peek"]["retry_after"] > 0
+
+    code, docs, _ = js(url, "reset", "sms", "user:42")
+    assert code == 0 and docs == [{"name": "sms", "id": "user:42", "deleted": 1}]
+    assert not raw.exists("rl:{sms:user:42}:fixed_window")
+    code, out, _ = run(url, "reset", "sms", "user:42")
+    assert code == 0 and "0 keys deleted" in out
+
+
+def test_prefix_and_redis_url_env(server, raw):
+    c = ratelimit.Client(server.url, prefix="other")
+    c.limiter("p", "5/minute").acquire("u")
+    c.close()
+    env = dict(os.environ, REDIS_URL=server.url)
+    code, out, _ = run(None, "ls", env=env)
+    assert code == 1  # nothing under rl
+    code, out, _ = run(None, "--prefix", "other", "ls", env=env)
+    assert code == 0 and "other:{p:u}:gcra" in out
+
+
+def test_watch(server, raw):
+    c = ratelimit.Client(server.url)
+    c.limiter("w", "5/second", algorithm="token_bucket").acquire("u", 5)
+    c.close()
+    code, docs, err = js(server.url, "watch", "w", "u", "--rate", "5/second", "--algorithm", "token_bucket",
+                         "--interval", "0.3", "--count", "3")
+    assert code == 0, err
+    assert len(docs) == 3
+    remaining = [d["peek"]["remaining"] for d in docs]
+    assert remaining[0] == 0 and remaining[-1] >= 2 and remaining == sorted(remaining)  # it refills
+    assert docs[2]["time"] - docs[0]["time"] >= 0.55
+    code, out, _ = run(server.url, "watch", "w", "u", "--rate", "5/second", "--algorithm", "token_bucket",
+                       "--interval", "0.05", "--count", "2")
+    assert code == 0 and len(out.splitlines()) == 2 and all("remaining" in line for line in out.splitlines())
+
+
+def test_bench(server, raw):
+    code, docs, err = js(None, "bench", server.url, "--seconds", "0.5", "--threads", "2")
+    assert code == 0, err
+    d = docs[0]
+    assert d["decisions"] > 50 and d["per_second"] > 100 and d["threads"] == 2
+    assert raw.keys("rl:{ratelimit-bench:*") == []  # cleaned up
+    code, out, _ = run(None, "bench", server.url, "--seconds", "0.2")
+    assert code == 0 and "decisions/s" in out
+
+
+def test_exit_codes_and_one_line_errors(server, dead_port):
+    dead = "redis://127.0.0.1:%d/0" % dead_port
+    for args in (("ls",), ("config", "get", "x"), ("show", "a", "b", "--rate", "1/s"), ("bench", dead)):
+        code, out, err = run(dead, *args)
+        assert code == 3, (args, err)
+        assert out == "" and len(err.splitlines()) == 1 and err.startswith("ratelimit: ") and "Traceback" not in err
+    for args in (("frob",), ("show", "a"), ("config",), ("ls", "--bogus"), ("bench",)):
+        code, out, err = run(server.url, *args)
+        assert code == 2 and len(err.splitlines()) == 1 and "--help" in err, (args, err)
+    for args in (("config", "set", "x", "ten/second"), ("show", "x", "u", "--rate", "1/s", "--algorithm", "nope"),
+                 ("config", "set", "x", "1/s", "--algorithm", "fixed_window", "--initial-tokens", "2")):
+        code, out, err = run(server.url, *args)
+        assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, (args, err)
+    code, out, err = run("redis://127.0.0.1:1:2:3", "ls")
+    assert code == 2 and len(err.splitlines()) == 1
+
+
+def test_ls_on_a_cluster(cluster_url):
+    c = ratelimit.Client(cluster_url)
+    names = ["cl-%d" % i for i in range(30)]  # spread over every master
+    try:
+        for n in names:
+            c.limiter(n, "5/minute").acquire("u")
+        assert len(c._masters()) >= 2
+    finally:
+        code, docs, err = js(cluster_url, "ls", "cl-*")
+        for n in names:
+            c.limiter(n, "5/minute").reset("u")
+        c.close()
+    assert code == 0, err
+    assert sorted(e["name"] for e in docs[0]) == sorted(names)
