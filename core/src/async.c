@@ -247,6 +247,11 @@ static void dispatch(rl_async *a, areq *r)
 {
     rl_node *node = r->ask;
     int rc = RL_OK, due = 0;
+    if (r->failed) { /* completed here, on the I/O thread, as every request is */
+        rl_fail(r->failed, "%s", r->failure);
+        finish(a, r, r->failed, NULL);
+        return;
+    }
     if (!node) {
         rc = rl_route_cached(a->client, r->cmd.slot, &node, &due);
         if (due) want_discovery(a);

@@ -24,6 +24,8 @@ typedef struct areq {
     rl_node *ask;         /* an ASK redirect: the next send goes there, after ASKING */
     int redirects;
     int abandoned;        /* completed (timed out) while its reply is still due */
+    int failed;           /* failed before it could be sent: completed with this status */
+    char failure[200];
 } areq;
 
 typedef struct {

@@ -169,7 +169,16 @@ int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_ta
     rl_request *resolved;
     /* a stored spec not cached yet is read here, on the caller's thread (at
      * most once per config_refresh_ms and name) */
-    if ((rc = rl_resolve_stored(c, request, 1, &resolved))) return rc;
+    if ((rc = rl_resolve_stored(c, request, 1, &resolved))) {
+        /* its stored spec cannot be read: the policy decides, as in rl_execute */
+        if ((rc != RL_ERR_CONNECTION && rc != RL_ERR_TIMEOUT) || c->options.on_error == RL_ON_ERROR_RAISE) return rc;
+        if (!(r = new_request(REQ_DECISION, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+        r->permits = request->permits;
+        r->failed = rc;
+        snprintf(r->failure, sizeof r->failure, "%s", rl_errmsg());
+        rl_stats_begin(c, request->name, &r->stats);
+        return queue_request(c, r, RL_OK);
+    }
     if (resolved) {
         rc = rl_submit(c, resolved, tag, target);
         free(resolved);

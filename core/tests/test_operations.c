@@ -220,6 +220,41 @@ static void async_two_rates(void)
     CHECK_EQ(atomic_load(&t.granted), 250);
 }
 
+typedef struct {
+    atomic_int done;
+    rl_completion c;
+} one;
+
+static void on_one(void *ctx, const rl_completion *c)
+{
+    one *o = ctx;
+    o->c = *c;
+    atomic_store(&o->done, 1);
+}
+
+/* Redis down and no stored spec cached: the policy decides, on both paths. */
+static void stored_spec_in_an_outage(void)
+{
+    rl_options o = RL_OPTIONS_INIT;
+    rl_client *down = NULL;
+    rl_result r;
+    one done = {0};
+    rl_target target = {.fn = on_one, .ctx = &done};
+    rl_request req = {.name = "cfg-down", .id = "u", .permits = 1, .stored_spec = 1};
+    o.on_error = RL_ON_ERROR_ALLOW;
+    o.connect_timeout_ms = 200;
+    CHECK_OK(rl_client_open(&down, "redis://127.0.0.1:1", &o));
+    CHECK_OK(rl_acquire(down, "cfg-down", "u", NULL, 1, &r));
+    CHECK(r.allowed && r.fallback);
+    CHECK_OK(rl_submit(down, &req, 7, &target));
+    while (!atomic_load(&done.done)) sleep_ms(5);
+    CHECK_EQ(done.c.status, RL_OK);
+    CHECK_EQ(done.c.tag, 7);
+    CHECK(done.c.result.allowed && done.c.result.fallback);
+    CHECK(done.c.error[0] != '\0');
+    rl_client_close(down);
+}
+
 static void validation(void)
 {
     rl_result r;
@@ -256,6 +291,7 @@ int main(void)
     per_client();
     stored_specs();
     async_two_rates();
+    stored_spec_in_an_outage();
     validation();
     rl_client_close(client);
     redis_stop(&redis);

@@ -2,7 +2,8 @@
 -- `limit` per `period` ms, up to `burst` at once. State is the theoretical
 -- arrival time (TAT) in microseconds; the emission interval is rounded up to
 -- a whole microsecond so rounding can only make the limiter stricter.
--- A new entity starts full, or with `initial` permits available.
+-- A new entity starts full, or with `initial` permits available; then its
+-- state is kept from its first acquire on, admitted or not, so it fills.
 -- The emission interval is stored beside the TAT, and a rate change
 -- converts the time booked ahead of now to the new interval: the permits in
 -- use are kept (rounded up), as in the other buckets.
@@ -24,9 +25,10 @@ ALG.gcra = function(key, now, r, permits, op, max_wait, initial)
   if tat and stored_interval and stored_interval ~= interval and tat > now then
     tat = now + math.ceil((tat - now) / stored_interval * interval)
   end
+  local starts_short = false -- a new entity with fewer than burst available
   if not tat then
     tat = now
-    if initial >= 0 then tat = now + (burst - math.min(burst, initial)) * interval end
+    if initial >= 0 and initial < burst then tat, starts_short = now + (burst - initial) * interval, true end
   end
   tat = math.max(tat, now)
 
@@ -39,6 +41,8 @@ ALG.gcra = function(key, now, r, permits, op, max_wait, initial)
     end
   end
 
+  -- its debt runs from its first call on, admitted or not
+  if starts_short and op ~= PEEK then write(tat)() end
   if op == REFUND then
     tat = math.max(now, tat - permits * interval)
     return {1, burst, available(tat), -1, ms(tat - now), 0}, write(tat)

@@ -16,9 +16,10 @@ ALG.leaky_bucket = function(key, now_us, r, permits, op, max_wait, initial)
 
   local state = redis.call('HMGET', key, 'water', 'ts', 'period')
   local water, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+  local starts_short = false -- a new entity with less than full room
   if not water or not ts then
     water, ts = 0, now
-    if initial >= 0 then water = (capacity - math.min(capacity, initial)) * period end
+    if initial >= 0 and initial < capacity then water, starts_short = (capacity - initial) * period, true end
   else
     if stored_period and stored_period ~= period then
       water = math.ceil(water * period / stored_period)
@@ -43,6 +44,8 @@ ALG.leaky_bucket = function(key, now_us, r, permits, op, max_wait, initial)
     redis.call('HSET', key, 'water', water, 'ts', ts, 'period', period)
     redis.call('PEXPIRE', key, drain_time(water))
   end
+  -- it drains from its first call on, admitted or not
+  if starts_short and op ~= PEEK then write() end
 
   if op == REFUND then
     water = math.max(0, water - permits * period)

@@ -14,9 +14,10 @@ ALG.token_bucket = function(key, now_us, r, permits, op, max_wait, initial)
 
   local state = redis.call('HMGET', key, 'level', 'ts', 'period')
   local level, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+  local starts_short = false -- a new entity with fewer than full tokens
   if not level or not ts then
     level, ts = full, now
-    if initial >= 0 then level = math.min(burst, initial) * period end
+    if initial >= 0 and initial < burst then level, starts_short = initial * period, true end
   else
     if stored_period and stored_period ~= period then
       level = math.min(full, math.floor(level * period / stored_period))
@@ -44,6 +45,8 @@ ALG.token_bucket = function(key, now_us, r, permits, op, max_wait, initial)
     redis.call('HSET', key, 'level', level, 'ts', ts, 'period', period)
     redis.call('PEXPIRE', key, reset_after)
   end
+  -- it refills from its first call on, admitted or not
+  if starts_short and op ~= PEEK then write() end
 
   if op == REFUND then
     level = math.min(full, level + permits * period)

@@ -110,6 +110,9 @@ for a in BUCKETS:
         keys(),
         step("peek", 0, id="empty", spec=spec(a, 10, 1000, initial_tokens=-1)),
         step("acquire", 100, id="empty", spec=spec(a, 10, 1000, initial_tokens=-1)),
+        # denied, yet it fills from that first call on
+        step("acquire", 250, id="empty", spec=spec(a, 10, 1000, initial_tokens=-1)),
+        keys(),
     ]})
 cases.append({"name": "per-client quotas: keys carry the client id", "spec": spec("gcra", 2, 1000, scope="per_client"), "steps": [
     step("acquire", 0),

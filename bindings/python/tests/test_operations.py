@@ -269,9 +269,6 @@ def test_aio_acquire_at_most_and_refund(server, raw):
 # ---- initial tokens -------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="core: a denied decision writes nothing, so an entity that starts with "
-                   "no tokens stays empty (its retry_after is never honoured); limit.lua should store the state "
-                   "of a new entity whose initial tokens are below full")
 @pytest.mark.parametrize("algorithm", ["token_bucket", "gcra", "leaky_bucket"])
 def test_initial_tokens_empty_refills(client, algorithm):
     empty = client.limiter("it-e-" + algorithm, (10, 10), algorithm=algorithm, initial_tokens=0)
