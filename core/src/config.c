@@ -315,8 +315,7 @@ int rl_config_resolve(rl_client *client, const char *name, rl_spec *out)
         }
     }
     if (!found)
-        return rl_fail(RL_ERR_INVALID, "no configuration is stored for limiter '%s' (store one first: "
-                       "rl_config_set, client.configure, RateLimitClient.configure)", name);
+        return rl_fail(RL_ERR_INVALID, "no configuration is stored for limiter '%s' (store one first)", name);
     return RL_OK;
 }
 
@@ -355,7 +354,7 @@ int rl_config_check(rl_client *client, const char *name, const rl_spec *spec)
     rl_spec_format(&stored, have, sizeof have);
     rl_spec_format(spec, asked, sizeof asked);
     return rl_fail(RL_ERR_INVALID, "limiter '%s' is configured in Redis as %s, not %s (use the stored spec, or "
-                   "change it with rl_config_set)", name, have, asked);
+                   "store the new one first)", name, have, asked);
 }
 
 int rl_spec_format(const rl_spec *spec, char *buf, size_t size)
