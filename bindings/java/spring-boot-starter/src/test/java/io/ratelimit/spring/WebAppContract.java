@@ -150,6 +150,14 @@ abstract class WebAppContract {
     }
 
     @Test
+    void handlerErrorsReachTheApplicationsExceptionHandler() throws Exception {
+        HttpResponse<String> res = http.get("/boom");
+        assertEquals(418, res.statusCode());
+        assertEquals("handled boom", res.body());
+        assertEquals("\"boom\";q=100;w=60", header(res, "RateLimit-Policy"));
+    }
+
+    @Test
     void unannotatedHandlersAreNotLimited() throws Exception {
         for (int i = 0; i < 10; i++) {
             HttpResponse<String> res = http.get("/open");

@@ -6,6 +6,8 @@ import java.security.Principal;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
 import org.springframework.context.annotation.Bean;
 import org.springframework.http.server.reactive.ServerHttpRequest;
+import org.springframework.http.ResponseEntity;
+import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.GetMapping;
 import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.RestController;
@@ -68,6 +70,18 @@ public class FluxApp {
         @RateLimited(name = "burst", rate = "2/minute", burst = 5)
         public String burst() {
             return "burst";
+        }
+
+        /** A limited handler that fails: the application's @ExceptionHandler still answers. */
+        @GetMapping("/boom")
+        @RateLimited(name = "boom", rate = "100/minute")
+        public String boom() {
+            throw new IllegalArgumentException("boom");
+        }
+
+        @ExceptionHandler(IllegalArgumentException.class)
+        public ResponseEntity<String> teapot(IllegalArgumentException e) {
+            return ResponseEntity.status(418).body("handled " + e.getMessage());
         }
 
         @GetMapping("/open")
