@@ -38,7 +38,10 @@ public class RateLimitGuards implements SmartInitializingSingleton {
     private final BeanFactoryResolver beanResolver;
     private final SpelExpressionParser parser = new SpelExpressionParser();
     // Optional.empty(): looked at, not limited (so unannotated handlers cost one map lookup)
-    private final Map<Method, Optional<Guard>> guards = new ConcurrentHashMap<>();
+    private final Map<Handler, Optional<Guard>> guards = new ConcurrentHashMap<>();
+
+    /** A method as a handler of one class: two controllers inheriting it have a guard each. */
+    private record Handler(Class<?> type, Method method) {}
 
     public RateLimitGuards(RateLimitClient client, BeanFactory beanFactory) {
         this.client = client;
@@ -48,9 +51,10 @@ public class RateLimitGuards implements SmartInitializingSingleton {
 
     /** The guard of a handler method, or null when it is not rate limited. */
     public Guard find(Method method, Class<?> beanType) {
-        Optional<Guard> g = guards.get(method);
+        Handler h = new Handler(ClassUtils.getUserClass(beanType), method);
+        Optional<Guard> g = guards.get(h);
         if (g == null) {   // a handler of a bean made after start-up (lazy, prototype)
-            g = guards.computeIfAbsent(method, m -> Optional.ofNullable(build(m, ClassUtils.getUserClass(beanType))));
+            g = guards.computeIfAbsent(h, k -> Optional.ofNullable(build(k.method, k.type)));
         }
         return g.orElse(null);
     }
@@ -75,7 +79,7 @@ public class RateLimitGuards implements SmartInitializingSingleton {
             // on a class it covers its request handlers; on a method it must be valid wherever it is
             if (AnnotatedElementUtils.hasAnnotation(m, RateLimited.class)
                     || onClass && AnnotatedElementUtils.hasAnnotation(m, RequestMapping.class)) {
-                guards.computeIfAbsent(m, k -> Optional.ofNullable(build(k, type)));
+                guards.computeIfAbsent(new Handler(type, m), k -> Optional.ofNullable(build(m, type)));
             }
         }, ReflectionUtils.USER_DECLARED_METHODS);
     }

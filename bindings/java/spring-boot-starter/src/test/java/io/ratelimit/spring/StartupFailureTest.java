@@ -75,6 +75,35 @@ class StartupFailureTest {
         }
     }
 
+    abstract static class Base {
+        @GetMapping("/inherited")
+        @RateLimited(rate = "5/minute")
+        public String inherited() {
+            return "inherited";
+        }
+    }
+
+    @RestController
+    static class First extends Base {}
+
+    @RestController
+    static class Second extends Base {}
+
+    @Test
+    void controllersInheritingAMethodHaveAGuardEach() throws Exception {
+        var method = Base.class.getMethod("inherited");
+        new WebApplicationContextRunner()
+                .withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
+                .withPropertyValues(deadRedis(), "ratelimit.on-redis-error=allow")
+                .withBean(First.class).withBean(Second.class).run(ctx -> {
+                    RateLimitGuards guards = ctx.getBean(RateLimitGuards.class);
+                    assertThat(guards.find(method, First.class).limiter().name()).isEqualTo("First.inherited");
+                    assertThat(guards.find(method, Second.class).limiter().name()).isEqualTo("Second.inherited");
+                    assertThat(guards.find(Good.class.getMethod("e"), Good.class)).isNotNull();
+                    assertThat(guards.find(First.class.getMethod("toString"), First.class)).isNull();
+                });
+    }
+
     @Test
     void badSettingsFailStartUpNamingTheMethod() {
         expectFailure(BadRate.class, "BadRate.a", "rate \"abc\"");

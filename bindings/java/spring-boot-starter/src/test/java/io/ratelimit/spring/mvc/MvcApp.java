@@ -2,16 +2,14 @@ package io.ratelimit.spring.mvc;
 
 import io.ratelimit.Algorithm;
 import io.ratelimit.spring.RateLimited;
+import io.ratelimit.spring.SharedHandlers;
 import jakarta.servlet.Filter;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletRequestWrapper;
 import java.security.Principal;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
 import org.springframework.context.annotation.Bean;
-import org.springframework.http.ResponseEntity;
-import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.GetMapping;
-import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.RestController;
 
 /** A Spring MVC app using the starter, for the tests in io.ratelimit.spring. */
@@ -34,7 +32,7 @@ public class MvcApp {
     }
 
     @RestController
-    public static class Api {
+    public static class Api extends SharedHandlers {
         @GetMapping("/sms")
         @RateLimited(name = "sms", rate = "3/minute", algorithm = Algorithm.FIXED_WINDOW,
                 key = "#request.getHeader('X-User')")
@@ -42,46 +40,10 @@ public class MvcApp {
             return "sent for " + request.getHeader("X-User");
         }
 
-        @GetMapping("/items/{tenant}")
-        @RateLimited(rate = "2/hour", key = "#pathVariables['tenant']")
-        public String items(@PathVariable String tenant) {
-            return "items of " + tenant;
-        }
-
-        @GetMapping("/by-ip")
-        @RateLimited(name = "by-ip", rate = "1/minute", algorithm = Algorithm.SLIDING_LOG)
-        public String byIp() {
-            return "ok";
-        }
-
         @GetMapping("/me")
         @RateLimited(name = "me", rate = "2/minute", key = "#principal?.name")
         public String me(Principal principal) {
             return "hello " + (principal == null ? "nobody" : principal.getName());
-        }
-
-        /** A burst above the rate: q is the rate's limit, RateLimit-Limit the capacity. */
-        @GetMapping("/burst")
-        @RateLimited(name = "burst", rate = "2/minute", burst = 5)
-        public String burst() {
-            return "burst";
-        }
-
-        /** A limited handler that fails: the application's @ExceptionHandler still answers. */
-        @GetMapping("/boom")
-        @RateLimited(name = "boom", rate = "100/minute")
-        public String boom() {
-            throw new IllegalArgumentException("boom");
-        }
-
-        @ExceptionHandler(IllegalArgumentException.class)
-        public ResponseEntity<String> teapot(IllegalArgumentException e) {
-            return ResponseEntity.status(418).body("handled " + e.getMessage());
-        }
-
-        @GetMapping("/open")
-        public String open() {
-            return "open";
         }
     }
 

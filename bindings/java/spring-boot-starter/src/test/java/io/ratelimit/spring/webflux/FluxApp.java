@@ -2,14 +2,12 @@ package io.ratelimit.spring.webflux;
 
 import io.ratelimit.Algorithm;
 import io.ratelimit.spring.RateLimited;
+import io.ratelimit.spring.SharedHandlers;
 import java.security.Principal;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
 import org.springframework.context.annotation.Bean;
 import org.springframework.http.server.reactive.ServerHttpRequest;
-import org.springframework.http.ResponseEntity;
-import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.GetMapping;
-import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.RestController;
 import org.springframework.web.server.WebFilter;
 import reactor.core.publisher.Mono;
@@ -32,24 +30,12 @@ public class FluxApp {
     }
 
     @RestController
-    public static class FluxApi {
+    public static class FluxApi extends SharedHandlers {
         @GetMapping("/sms")
         @RateLimited(name = "sms", rate = "3/minute", algorithm = Algorithm.FIXED_WINDOW,
                 key = "#request.headers.getFirst('X-User')")
         public Mono<String> sms(ServerHttpRequest request) {
             return Mono.just("sent for " + request.getHeaders().getFirst("X-User"));
-        }
-
-        @GetMapping("/items/{tenant}")
-        @RateLimited(rate = "2/hour", key = "#pathVariables['tenant']")
-        public String items(@PathVariable String tenant) {
-            return "items of " + tenant;
-        }
-
-        @GetMapping("/by-ip")
-        @RateLimited(name = "by-ip", rate = "1/minute", algorithm = Algorithm.SLIDING_LOG)
-        public Mono<String> byIp() {
-            return Mono.just("ok");
         }
 
         @GetMapping("/me")
@@ -63,30 +49,6 @@ public class FluxApp {
         @RateLimited(name = "thread", rate = "1000/second")
         public String thread() {
             return Thread.currentThread().getName();
-        }
-
-        /** A burst above the rate: q is the rate's limit, RateLimit-Limit the capacity. */
-        @GetMapping("/burst")
-        @RateLimited(name = "burst", rate = "2/minute", burst = 5)
-        public String burst() {
-            return "burst";
-        }
-
-        /** A limited handler that fails: the application's @ExceptionHandler still answers. */
-        @GetMapping("/boom")
-        @RateLimited(name = "boom", rate = "100/minute")
-        public String boom() {
-            throw new IllegalArgumentException("boom");
-        }
-
-        @ExceptionHandler(IllegalArgumentException.class)
-        public ResponseEntity<String> teapot(IllegalArgumentException e) {
-            return ResponseEntity.status(418).body("handled " + e.getMessage());
-        }
-
-        @GetMapping("/open")
-        public Mono<String> open() {
-            return Mono.just("open");
         }
     }
 
