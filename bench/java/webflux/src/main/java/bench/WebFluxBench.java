@@ -92,12 +92,19 @@ public class WebFluxBench {
         ConfigurableApplicationContext ctx = new SpringApplication(WebFluxBench.class).run(
                 "--spring.main.web-application-type=reactive", "--server.port=0", "--ratelimit.url=" + url,
                 "--ratelimit.prefix=bench-webflux", "--spring.main.banner-mode=off", "--logging.level.root=WARN");
-        int port = ((WebServerApplicationContext) ctx).getWebServer().getPort();
+        try {
+            measure(((WebServerApplicationContext) ctx).getWebServer().getPort(), seconds, rounds, concurrency);
+        } finally {
+            ctx.close();   // else Netty's threads keep the JVM (and the script) alive after a failure
+        }
+    }
+
+    private static void measure(int port, int seconds, int rounds, int concurrency) {
         HttpClient http = HttpClient.create(ConnectionProvider.create("bench", concurrency)).port(port);
         String[] rows = {"none", "async", "elastic", "starter"};
         Map<String, double[]> rates = new LinkedHashMap<>();
         for (String row : rows) {
-            run(http, row, concurrency, Duration.ofSeconds(1));   // warm-up
+            run(http, row, concurrency, Duration.ofSeconds(seconds));   // warm-up (JIT, connections)
             rates.put(row, new double[rounds]);
         }
         for (int round = 0; round < rounds; round++) {
@@ -112,7 +119,6 @@ public class WebFluxBench {
             double m = median(rates.get(row));
             System.out.printf("%-8s %9.0f req/s (median)  x%.2f of async%n", row, m, m / async);
         }
-        ctx.close();
     }
 
     private static double run(HttpClient http, String path, int concurrency, Duration time) {
