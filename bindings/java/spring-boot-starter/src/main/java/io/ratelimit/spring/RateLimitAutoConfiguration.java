@@ -2,6 +2,7 @@ package io.ratelimit.spring;
 
 import io.micrometer.core.instrument.binder.MeterBinder;
 import io.ratelimit.RateLimitClient;
+import io.ratelimit.micrometer.RateLimitMetrics;
 import org.springframework.beans.factory.BeanFactory;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -87,19 +88,14 @@ public class RateLimitAutoConfiguration {
         }
     }
 
-    /**
-     * The core module's Micrometer binder. It is named, not imported: the
-     * class is optional in the core jar, and this module must load without it.
-     */
+    /** The core's Micrometer binder for the client; Spring Boot binds it to every MeterRegistry. */
     @Configuration(proxyBeanMethods = false)
-    @ConditionalOnClass(name = {"io.micrometer.core.instrument.binder.MeterBinder", RateLimitAutoConfiguration.METRICS})
+    @ConditionalOnClass({MeterBinder.class, RateLimitMetrics.class})
     static class Metrics {
         @Bean
-        @ConditionalOnMissingBean(type = RateLimitAutoConfiguration.METRICS)
-        MeterBinder rateLimitMetrics(RateLimitClient client) throws ReflectiveOperationException {
-            return (MeterBinder) Class.forName(METRICS).getConstructor(RateLimitClient.class).newInstance(client);
+        @ConditionalOnMissingBean
+        RateLimitMetrics rateLimitMetrics(RateLimitClient client) {
+            return new RateLimitMetrics(client);
         }
     }
-
-    static final String METRICS = "io.ratelimit.micrometer.RateLimitMetrics";
 }

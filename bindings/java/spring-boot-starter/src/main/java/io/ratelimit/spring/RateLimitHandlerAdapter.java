@@ -1,6 +1,6 @@
 package io.ratelimit.spring;
 
-import io.ratelimit.RateLimitException;
+import io.ratelimit.RedisFailureException;
 import io.ratelimit.Result;
 import java.net.InetSocketAddress;
 import java.security.Principal;
@@ -64,7 +64,7 @@ public class RateLimitHandlerAdapter implements HandlerAdapter, Ordered {
                 .flatMap(principal -> Mono.fromFuture(
                         guard.limiter().acquireAsync(key(guard, exchange, principal.orElse(null)), guard.permits())))
                 .publishOn(scheduler)
-                .onErrorResume(RateLimitException.class,
+                .onErrorResume(RedisFailureException.class,
                         e -> send(exchange.getResponse(), responses.failed(e, guard, path)).then(Mono.empty()))
                 .flatMap(r -> decided(exchange, handler, guard, r, path));
     }

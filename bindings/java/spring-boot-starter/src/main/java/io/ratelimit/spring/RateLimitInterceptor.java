@@ -1,6 +1,6 @@
 package io.ratelimit.spring;
 
-import io.ratelimit.RateLimitException;
+import io.ratelimit.RedisFailureException;
 import io.ratelimit.Result;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
@@ -39,7 +39,7 @@ public class RateLimitInterceptor implements HandlerInterceptor {
         Result r;
         try {
             r = guard.limiter().acquire(id, guard.permits());
-        } catch (RateLimitException e) {
+        } catch (RedisFailureException e) {
             send(response, responses.failed(e, guard, request.getRequestURI()));
             return false;
         }

@@ -1,15 +1,12 @@
 package io.ratelimit.spring;
 
 import io.ratelimit.Rate;
-import io.ratelimit.RateLimitException;
+import io.ratelimit.RedisFailureException;
 import io.ratelimit.Result;
-import io.ratelimit.Status;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.EnumSet;
 import java.util.LinkedHashMap;
 import java.util.Map;
-import java.util.Set;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -25,10 +22,6 @@ import org.slf4j.LoggerFactory;
 public class RateLimitResponses {
     private static final Logger log = LoggerFactory.getLogger(RateLimitResponses.class);
     static final int TOO_MANY_REQUESTS = 429;
-
-    // the statuses of io.ratelimit's "Redis failed" exceptions (docs/errors.md)
-    private static final Set<Status> REDIS_FAILURES =
-            EnumSet.of(Status.CONNECTION, Status.TIMEOUT, Status.PROTOCOL, Status.REDIS, Status.CLOSED);
 
     private final RateLimitProperties.Web web;
     private final boolean problemDetails;
@@ -79,14 +72,11 @@ public class RateLimitResponses {
     }
 
     /**
-     * The answer when a decision failed: for a Redis failure, the configured
-     * status (503) and one WARN per outage; anything else (an id the core
-     * refuses, a bug) is rethrown for the application's error handling.
+     * The answer when Redis failed a decision (on-redis-error raise): the
+     * configured status (503) and one WARN per outage. Anything else (an id
+     * the core refuses, a bug) is left to the application's error handling.
      */
-    public Rejection failed(RateLimitException e, Guard guard, String path) {
-        if (!REDIS_FAILURES.contains(e.status())) {
-            throw e;
-        }
+    public Rejection failed(RedisFailureException e, Guard guard, String path) {
         outageStarted(guard, "answering " + web.getRedisErrorStatus() + ": " + e.status() + ": " + e.getMessage());
         return body(web.getRedisErrorStatus(), "Service Unavailable", "rate limit '" + guard.limiter().name()
                 + "' could not be checked", path);

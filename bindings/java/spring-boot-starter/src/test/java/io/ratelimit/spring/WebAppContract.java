@@ -5,8 +5,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.micrometer.core.instrument.MeterRegistry;
 import io.ratelimit.RateLimitClient;
 import io.ratelimit.RedisServer;
+import io.ratelimit.micrometer.RateLimitMetrics;
 import java.net.http.HttpResponse;
 import java.util.List;
 import org.junit.jupiter.api.BeforeEach;
@@ -48,6 +50,12 @@ abstract class WebAppContract {
 
     @Autowired
     RateLimitClient client;
+
+    @Autowired
+    RateLimitMetrics metrics;
+
+    @Autowired
+    MeterRegistry meters;
 
     Http http;
 
@@ -172,6 +180,18 @@ abstract class WebAppContract {
         assertEquals(200, res.statusCode(), res.body());
         assertTrue(res.body().contains("\"status\":\"UP\""), res.body());
         assertFalse(redis.keys().stream().anyMatch(k -> k.contains("__ratelimit_health__")), "the probe writes nothing");
+    }
+
+    @Test
+    void decisionsAreMetered() throws Exception {
+        assertEquals(200, http.get("/reports/export", "X-User", "metered").statusCode());
+        assertEquals(429, http.get("/reports/export", "X-User", "metered").statusCode());
+        metrics.refresh();   // a name's meters appear at the next read
+        for (String outcome : new String[] {"allowed", "denied"}) {
+            double n = meters.get("ratelimit.decisions").tags("limiter", "export", "outcome", outcome)
+                    .functionCounter().count();
+            assertTrue(n >= 1, outcome + " " + n);
+        }
     }
 
     @Test
