@@ -2,11 +2,13 @@
  * one Redis, with the Redis CPU each decision costs (INFO cpu). The physical
  * limit, redis-benchmark -P 16 running the same script, is printed by
  * bench/bench_async.sh beside it.
- * Usage: bench_async [seconds]   (REDIS_URL=redis://host:port) */
+ * Usage: bench_async [seconds]   (REDIS_URL=redis://host:port)
+ *        bench_async metrics [seconds] [rounds]: what metrics cost (on / off) */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <hiredis/hiredis.h>
@@ -133,14 +135,89 @@ static void row(const char *name, double (*fn)(int), int arg, double base)
            per);
 }
 
+/* this process's CPU seconds (user + sys, every thread) so far */
+static double process_cpu(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + (double)u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Metrics on against off (rl_options.metrics_off): two clients on one Redis,
+ * each row run with both in every round, which goes first alternating; the
+ * medians over the rounds, and this process's CPU per decision. */
+static int metrics_cost(int rounds)
+{
+    enum { ROWS = 3, MAX_ROUNDS = 64 };
+    static const struct {
+        const char *name;
+        double (*fn)(int);
+        int arg;
+    } rows[ROWS] = {{"blocking rl_acquire, 1 thread", run_blocking, 1},
+                    {"blocking rl_acquire, 4 threads", run_blocking, 4},
+                    {"rl_submit, 64 in flight", run_async, 64}};
+    static double rate[ROWS][2][MAX_ROUNDS], cpu[ROWS][2][MAX_ROUNDS];
+    rl_client *clients[2];
+    if (rounds < 1 || rounds > MAX_ROUNDS) rounds = 5;
+    for (int m = 0; m < 2; m++) {
+        rl_options o = RL_OPTIONS_INIT;
+        o.pool_size = 64;
+        o.metrics_off = m; /* 0: on (the default), 1: off */
+        if (rl_client_open(&clients[m], url, &o)) {
+            fprintf(stderr, "%s\n", rl_errmsg());
+            return 1;
+        }
+    }
+    printf("metrics on / off, gcra, %.1f s per cell, %d rounds (medians), against %s\n", seconds, rounds, url);
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < ROWS; i++) {
+            for (int k = 0; k < 2; k++) {
+                int m = (r + k) % 2;
+                client = clients[m];
+                double c0 = process_cpu(), t0 = now_s();
+                rate[i][m][r] = rows[i].fn(rows[i].arg);
+                cpu[i][m][r] = (process_cpu() - c0) / (rate[i][m][r] * (now_s() - t0)) * 1e6;
+            }
+        }
+        fprintf(stderr, "round %d done\n", r + 1);
+    }
+    printf("%-32s %12s %12s %7s %16s %16s\n", "row", "on /s", "off /s", "on/off", "CPU on us/dec", "CPU off us/dec");
+    for (int i = 0; i < ROWS; i++) {
+        double on = median(rate[i][0], rounds), off = median(rate[i][1], rounds);
+        printf("%-32s %12.0f %12.0f %7.3f %16.2f %16.2f\n", rows[i].name, on, off, on / off,
+               median(cpu[i][0], rounds), median(cpu[i][1], rounds));
+    }
+    client = NULL;
+    for (int m = 0; m < 2; m++) rl_client_close(clients[m]);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    int metrics = argc > 1 && !strcmp(argv[1], "metrics");
+    if (metrics) {
+        argv++;
+        argc--;
+    }
     if (argc > 1) seconds = atof(argv[1]);
     if (getenv("REDIS_URL")) url = getenv("REDIS_URL");
     if (sscanf(url, "redis://%63[^:]:%d", host, &port) < 1) {
         fprintf(stderr, "bench_async needs a redis://host:port URL\n");
         return 1;
     }
+    if (metrics) return metrics_cost(argc > 2 ? atoi(argv[2]) : 5);
     rl_options o = RL_OPTIONS_INIT;
     o.pool_size = 64;
     if (rl_client_open(&client, url, &o)) {
