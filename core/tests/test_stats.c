@@ -113,6 +113,7 @@ static void test_blocking_sequence(void)
 static void test_fallback_and_timeout(void)
 {
     test_redis dead;
+    memset(&dead, 0, sizeof dead);
     redis_start(&dead);
     redis_kill(&dead); /* nothing listens on its port now */
     rl_spec spec = {.algorithm = RL_GCRA, .limit = 10, .period_ms = 1000, .burst = 0};
@@ -190,6 +191,7 @@ static void test_async_sequence(void)
 
     /* fallback on the asynchronous path */
     test_redis dead;
+    memset(&dead, 0, sizeof dead);
     redis_start(&dead);
     redis_kill(&dead);
     o.on_error = RL_ON_ERROR_DENY;
