@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "internal.h"
@@ -145,13 +146,16 @@ static void suite(const char *label, const char *url, const rl_options *o)
     rl_result r;
     static const rl_algorithm all[] = {RL_FIXED_WINDOW, RL_SLIDING_LOG, RL_SLIDING_WINDOW,
                                        RL_TOKEN_BUCKET, RL_LEAKY_BUCKET, RL_GCRA};
-    int64_t now = 1700000000000 + (now_ms() % 1000000) * 1000; /* fresh state every run */
+    int64_t now = 1700000000000 + (now_ms() % 1000000) * 1000;
+    /* fresh state every run: the servers are shared by every build's run, and
+     * an explicit clock that wraps would meet the last run's keys */
+    long long run = (long long)getpid() * 1000 + now_ms() % 1000;
 
     /* every algorithm admits exactly its limit, peek and reset included */
     for (size_t a = 0; a < sizeof all / sizeof all[0]; a++) {
         rl_request req = {.name = name, .id = "alice", .spec = {.algorithm = all[a], .limit = 5, .period_ms = 60000, .burst = 0}, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = now};
         int admitted = 0;
-        snprintf(name, sizeof name, "%s-%s", label, rl_algorithm_name(all[a]));
+        snprintf(name, sizeof name, "%s-%s-%lld", label, rl_algorithm_name(all[a]), run);
         for (int i = 0; i < 8; i++) {
             CHECK_OK(rl_execute(c, &req, 1, &r));
             admitted += r.allowed;
@@ -181,7 +185,7 @@ static void suite(const char *label, const char *url, const rl_options *o)
     rl_request batch[64];
     rl_result results[64];
     char ids[64][16];
-    snprintf(name, sizeof name, "%s-batch", label);
+    snprintf(name, sizeof name, "%s-batch-%lld", label, run);
     for (int i = 0; i < 64; i++) {
         snprintf(ids[i], sizeof ids[i], "user%d", i);
         rl_request one = {.name = name, .id = ids[i], .spec = {.algorithm = RL_GCRA, .limit = 1, .period_ms = 60000, .burst = 0}, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = now};
@@ -200,7 +204,7 @@ static void suite(const char *label, const char *url, const rl_options *o)
     rl_completion done[128];
     CHECK_OK(rl_completions_open(&cq));
     rl_target target = {NULL, NULL, cq};
-    snprintf(name, sizeof name, "%s-async", label);
+    snprintf(name, sizeof name, "%s-async-%lld", label, run);
     for (int round = 0; round < 2; round++) {
         for (int i = 0; i < 64; i++) {
             batch[i].name = name;
@@ -226,7 +230,7 @@ static void suite(const char *label, const char *url, const rl_options *o)
 
     /* many threads, one key: exactly the limit */
     burst b = {c, NULL, {.algorithm = RL_FIXED_WINDOW, .limit = 100, .period_ms = 3600000, .burst = 0}, 40, 0, 0};
-    snprintf(name, sizeof name, "%s-burst-%lld", label, (long long)now);
+    snprintf(name, sizeof name, "%s-burst-%lld", label, run);
     b.name = name;
     pthread_t threads[8];
     for (int i = 0; i < 8; i++) pthread_create(&threads[i], NULL, burst_run, &b);
