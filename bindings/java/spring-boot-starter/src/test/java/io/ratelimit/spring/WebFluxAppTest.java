@@ -13,6 +13,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.SpringBootTest;
+import reactor.netty.resources.LoopResources;
 
 /**
  * A real WebFlux app (Netty, one event-loop thread) on a random port, a real
@@ -22,11 +23,6 @@ import org.springframework.boot.test.context.SpringBootTest;
         properties = {"spring.main.web-application-type=reactive", "ratelimit.prefix=flux",
             "ratelimit.timeout=5s", "ratelimit.on-redis-error=raise"})
 class WebFluxAppTest extends WebAppContract {
-    static {
-        // one event-loop thread: a blocked one would stall every request (read when Netty starts)
-        System.setProperty("reactor.netty.ioWorkerCount", "1");
-    }
-
     @Override
     String prefix() {
         return "flux";
@@ -51,18 +47,22 @@ class WebFluxAppTest extends WebAppContract {
      */
     @Test
     void aSlowRedisNeverBlocksTheEventLoop() throws Exception {
+        // one event-loop thread (the POM sets it for the test JVM): a blocked one would stall every request
+        assertEquals(1, LoopResources.DEFAULT_IO_WORKER_COUNT);
         assertEquals(200, http.get("/thread").statusCode());   // connected and warm
         Process pause = new ProcessBuilder("redis-cli", "-p", String.valueOf(redisPort()),
-                "CLIENT", "PAUSE", "3000", "ALL").redirectErrorStream(true).start();
+                "CLIENT", "PAUSE", "4000", "ALL").redirectErrorStream(true).start();
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
         while (answersPing()) {   // until the pause has started
             assertTrue(System.nanoTime() < deadline, "CLIENT PAUSE did not start");
             Thread.sleep(20);
         }
         CompletableFuture<HttpResponse<String>> limited = http.send("/thread");
+        Thread.sleep(1000);   // it reached the app and waits for Redis (a blocking call would hold the loop now)
         HttpResponse<String> open = http.get("/open");
         assertEquals(200, open.statusCode());
-        assertFalse(limited.isDone(), "the limited request waits for Redis, the open one did not wait for it");
+        assertFalse(answersPing(), "Redis is paused no more: the open request waited for it (a blocked event loop)");
+        assertFalse(limited.isDone(), "the limited request waits for Redis");
         assertEquals(200, limited.get(10, TimeUnit.SECONDS).statusCode());
         assertTrue(pause.waitFor(10, TimeUnit.SECONDS));
     }

@@ -5,6 +5,7 @@ import io.ratelimit.spring.RateLimited;
 import io.ratelimit.spring.SharedHandlers;
 import java.security.Principal;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
+import org.springframework.boot.web.embedded.netty.NettyReactiveWebServerFactory;
 import org.springframework.context.annotation.Bean;
 import org.springframework.http.server.reactive.ServerHttpRequest;
 import org.springframework.web.bind.annotation.GetMapping;
@@ -15,6 +16,12 @@ import reactor.core.publisher.Mono;
 /** The WebFlux twin of MvcApp: the same paths and annotations, reactive types. */
 @SpringBootApplication
 public class FluxApp {
+
+    /** Netty, as a WebFlux app has it (the test classpath also has Tomcat, for the MVC app, which Boot would pick). */
+    @Bean
+    NettyReactiveWebServerFactory netty() {
+        return new NettyReactiveWebServerFactory();
+    }
 
     /** Stands in for Spring Security: the X-Login header becomes the authenticated principal. */
     @Bean
