@@ -10,6 +10,7 @@ import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.http.HttpStatus;
 
 /**
  * What a limited handler answers, the same for Spring MVC and WebFlux and
@@ -78,7 +79,9 @@ public class RateLimitResponses {
      */
     public Rejection failed(RedisFailureException e, Guard guard, String path) {
         outageStarted(guard, "answering " + web.getRedisErrorStatus() + ": " + e.status() + ": " + e.getMessage());
-        return body(web.getRedisErrorStatus(), "Service Unavailable", "rate limit '" + guard.limiter().name()
+        HttpStatus status = HttpStatus.resolve(web.getRedisErrorStatus());
+        String title = status != null ? status.getReasonPhrase() : "Rate limit unavailable";
+        return body(web.getRedisErrorStatus(), title, "rate limit '" + guard.limiter().name()
                 + "' could not be checked", path);
     }
 
