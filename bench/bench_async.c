@@ -3,7 +3,10 @@
  * limit, redis-benchmark -P 16 running the same script, is printed by
  * bench/bench_async.sh beside it.
  * Usage: bench_async [seconds]   (REDIS_URL=redis://host:port)
- *        bench_async metrics [seconds] [rounds]: what metrics cost (on / off) */
+ *        bench_async metrics [seconds] [rounds]: what metrics cost (on / off)
+ *        bench_async count N off async: N decisions and nothing else, for
+ *          valgrind --tool=callgrind (off, async: 0 or 1) */
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,8 +207,42 @@ static int metrics_cost(int rounds)
     return 0;
 }
 
+/* n decisions on a client with metrics on or off, blocking or 64 in flight */
+static int count_calls(long n, int off, int async)
+{
+    rl_options o = RL_OPTIONS_INIT;
+    o.metrics_off = off;
+    if (rl_client_open(&client, url, &o)) return 1;
+    rl_request req = {.name = "bench-count", .id = "u", .spec = spec, .permits = 1, .op = RL_OP_ACQUIRE};
+    rl_result res;
+    rl_completions *q = NULL;
+    rl_completion got[64];
+    long sent = 0, done = 0;
+    if (async && rl_completions_open(&q)) return 1;
+    rl_target target = {NULL, NULL, q};
+    while (done < n) {
+        if (!async) {
+            if (rl_acquire(client, req.name, req.id, &spec, 1, &res)) return 1;
+            done++;
+            continue;
+        }
+        for (; sent < n && sent - done < 64; sent++)
+            if (rl_submit(client, &req, 0, &target)) return 1;
+        struct pollfd pfd = {rl_completions_fd(q), POLLIN, 0};
+        poll(&pfd, 1, 100);
+        done += (long)rl_completions_take(q, got, 64);
+    }
+    rl_client_close(client);
+    rl_completions_close(q);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 4 && !strcmp(argv[1], "count")) {
+        if (getenv("REDIS_URL")) url = getenv("REDIS_URL");
+        return count_calls(atol(argv[2]), atoi(argv[3]), atoi(argv[4]));
+    }
     int metrics = argc > 1 && !strcmp(argv[1], "metrics");
     if (metrics) {
         argv++;
