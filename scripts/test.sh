@@ -94,7 +94,7 @@ build/venv-notls/bin/python -m pytest -q -p no:cacheprovider bindings/python/tes
 step "Python binding"
 quietly python3 -m venv build/venv
 quietly build/venv/bin/pip install -q --upgrade pip
-quietly build/venv/bin/pip install -q . pytest redis uvloop fastapi uvicorn httpx flask django
+quietly build/venv/bin/pip install -q . pytest redis uvloop fastapi uvicorn httpx flask django prometheus_client
 # from the root, so the installed package (not the source folder) is imported
 build/venv/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests
 
