@@ -170,3 +170,22 @@ def test_metrics_module_imports_without_prometheus_client():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "ImportError True"
+
+
+def test_collector_of_an_async_client(server):
+    from prometheus_client import CollectorRegistry
+
+    from ratelimit.metrics import RateLimitCollector
+
+    async def main():
+        c = await aio.AsyncClient.connect(server.url, timeout=30.0)
+        try:
+            registry = CollectorRegistry()
+            registry.register(RateLimitCollector(c))
+            await c.limiter("m-aio-prom", "5/hour").acquire("u")
+            return registry.get_sample_value("ratelimit_decisions_total",
+                                             {"limiter": "m-aio-prom", "outcome": "allowed"})
+        finally:
+            await c.close()
+
+    assert asyncio.run(main()) == 1
