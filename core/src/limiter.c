@@ -306,16 +306,18 @@ int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_resul
     if (n == 0) return RL_OK;
     if (!requests || !results) return rl_fail(RL_ERR_INVALID, "requests and results must not be NULL");
     if (n > 100000) return rl_fail(RL_ERR_INVALID, "a batch holds at most 100000 requests (got %zu)", n);
+    int64_t started = rl_stats_start(client);
     if ((rc = rl_resolve_stored(client, requests, n, &resolved))) {
         /* the stored spec cannot be read: the policy decides, as for the decision */
         if ((rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) && client->options.on_error != RL_ON_ERROR_RAISE) {
             for (size_t i = 0; i < n; i++) rl_fallback_result(client, 0, requests[i].permits, &results[i]);
-            return RL_OK;
+            rc = RL_OK;
         }
-        return rc;
+    } else {
+        rc = execute(client, resolved ? resolved : requests, n, results);
+        free(resolved);
     }
-    rc = execute(client, resolved ? resolved : requests, n, results);
-    free(resolved);
+    rl_stats_execute(client, requests, n, results, rc, started);
     return rc;
 }
 
@@ -346,7 +348,6 @@ static int execute(rl_client *client, const rl_request *requests, size_t n, rl_r
         }
         return rl_fail(RL_ERR_NOMEM, "out of memory");
     }
-    int64_t started = rl_stats_start(client);
     for (size_t i = 0; i < n; i++) rl_build_decision(&cmds[i], client, &requests[i]);
     rc = rl_run(client, cmds, n, replies);
     if (rc == RL_OK) {
@@ -356,7 +357,6 @@ static int execute(rl_client *client, const rl_request *requests, size_t n, rl_r
         for (size_t i = 0; i < n; i++) rl_fallback_result(client, rl_spec_capacity(&requests[i].spec), requests[i].permits, &results[i]);
         rc = RL_OK; /* rl_errmsg() still says what went wrong */
     }
-    rl_stats_execute(client, requests, n, results, rc, started);
     for (size_t i = 0; i < n; i++) rl_cmd_free(&cmds[i]);
     if (n > 1) {
         free(cmds);

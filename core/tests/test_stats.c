@@ -127,7 +127,12 @@ static void test_fallback_and_timeout(void)
             CHECK_OK(rl_acquire(c, "down", "u", &spec, 1, &r));
             CHECK_EQ(r.fallback, 1);
         }
+        /* a stored spec that cannot be read: the policy decides too */
+        rl_request stored = {.name = "down-stored", .id = "u", .permits = 1, .stored_spec = 1};
+        CHECK_OK(rl_execute(c, &stored, 1, &r));
+        CHECK_EQ(r.fallback, 1);
         EXPECT_COUNTS(c, "down", 0, 0, 3, 0);
+        EXPECT_COUNTS(c, "down-stored", 0, 0, 1, 0);
         rl_client_close(c);
     }
 
