@@ -90,8 +90,9 @@ static void check_limiter(const redisReply *r)
     rl_result res, untouched;
     memset(&res, 0x5A, sizeof res);
     untouched = res;
-    int shape = r->type == REDIS_REPLY_ARRAY && r->elements == 6;
-    for (size_t i = 0; shape && i < 6; i++) shape = is_int(r, i);
+    int shape = r->type == REDIS_REPLY_ARRAY && r->elements == 8;
+    for (size_t i = 0; shape && i < 8; i++) shape = is_int(r, i);
+    shape = shape && r->element[7]->integer >= 0 && r->element[7]->integer < RL_MAX_RATES;
     int rc = rl_decode_result(r, &res);
     if (!shape) {
         FUZZ_CHECK(rc == RL_ERR_PROTOCOL && rl_errmsg()[0]);
@@ -102,7 +103,8 @@ static void check_limiter(const redisReply *r)
     FUZZ_CHECK(res.allowed == (r->element[0]->integer != 0));
     FUZZ_CHECK(res.limit == r->element[1]->integer && res.remaining == r->element[2]->integer &&
                res.retry_after_ms == r->element[3]->integer && res.reset_after_ms == r->element[4]->integer &&
-               res.wait_ms == r->element[5]->integer && res.fallback == 0);
+               res.wait_ms == r->element[5]->integer && res.fallback == 0 &&
+               res.granted == r->element[6]->integer && res.rate_index == r->element[7]->integer);
 }
 
 static void check_ints(const redisReply *r)

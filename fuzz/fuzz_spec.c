@@ -51,16 +51,50 @@ static int has_burst(rl_algorithm a)
     return a == RL_TOKEN_BUCKET || a == RL_GCRA;
 }
 
+static __int128 rate_capacity(rl_algorithm a, const rl_rate *r)
+{
+    return has_burst(a) && r->burst > 0 ? r->burst : r->limit;
+}
+
+static rl_rate rate_of(const rl_spec *s, size_t i)
+{
+    return i == 0 ? (rl_rate){s->limit, s->period_ms, s->burst} : s->more[i - 1];
+}
+
+/* what a request may ask for: what every rate can hold */
 static __int128 capacity(const rl_spec *s)
 {
-    return has_burst(s->algorithm) && s->burst > 0 ? s->burst : s->limit;
+    __int128 least = -1;
+    for (size_t i = 0; i <= s->more_count && i < RL_MAX_RATES; i++) {
+        rl_rate r = rate_of(s, i);
+        if (least < 0 || rate_capacity(s->algorithm, &r) < least) least = rate_capacity(s->algorithm, &r);
+    }
+    return least;
 }
+
+static void check_valid_rate(rl_algorithm algorithm, const rl_rate *rate);
 
 /* What a spec that validates guarantees the scripts (docs/semantics.md). */
 static void check_valid_spec(const rl_spec *s)
 {
-    __int128 cap = capacity(s), product = 0;
     FUZZ_CHECK(s->algorithm >= 0 && s->algorithm < RL_ALGORITHM_COUNT);
+    FUZZ_CHECK(s->more_count <= RL_MAX_RATES - 1);
+    for (size_t i = 0; i <= s->more_count; i++) {
+        rl_rate r = rate_of(s, i);
+        check_valid_rate(s->algorithm, &r);
+    }
+    FUZZ_CHECK(s->scope == RL_SCOPE_OVERALL || s->scope == RL_SCOPE_PER_CLIENT);
+    if (s->initial_tokens != 0) {
+        FUZZ_CHECK(s->algorithm == RL_TOKEN_BUCKET || s->algorithm == RL_GCRA || s->algorithm == RL_LEAKY_BUCKET);
+        FUZZ_CHECK(s->initial_tokens == RL_EMPTY || (s->initial_tokens >= 1 && s->initial_tokens <= RL_MAX_EXACT / 2));
+    }
+}
+
+static void check_valid_rate(rl_algorithm algorithm, const rl_rate *rate)
+{
+    rl_spec one = {.algorithm = algorithm, .limit = rate->limit, .period_ms = rate->period_ms, .burst = rate->burst};
+    const rl_spec *s = &one;
+    __int128 cap = rate_capacity(algorithm, rate), product = 0;
     FUZZ_CHECK(s->limit >= 1 && s->limit <= RL_MAX_EXACT / 2);
     FUZZ_CHECK(s->period_ms >= 1 && s->period_ms <= MAX_PERIOD_MS);
     FUZZ_CHECK(cap >= 1 && cap <= RL_MAX_EXACT / 2);
@@ -82,16 +116,18 @@ static void check_valid_request(const rl_request *r)
     check_valid_spec(&r->spec);
     FUZZ_CHECK(r->name && r->name[0] && strlen(r->name) <= 1024);
     FUZZ_CHECK(r->id && r->id[0] && strlen(r->id) <= RL_ID_MAX);
-    FUZZ_CHECK(r->permits >= 1 && r->permits <= capacity(&r->spec));
+    /* acquire up to n asks for any number: the script takes at most what is there */
+    if (r->op == RL_OP_ACQUIRE_UP_TO) FUZZ_CHECK(r->permits >= 1 && r->permits <= RL_MAX_EXACT / 2);
+    else FUZZ_CHECK(r->permits >= 1 && r->permits <= capacity(&r->spec));
     /* a count below the limit plus the permits stays below 2^53 */
     FUZZ_CHECK((__int128)r->spec.limit + r->permits <= RL_MAX_EXACT);
-    FUZZ_CHECK(r->op >= RL_OP_ACQUIRE && r->op <= RL_OP_RESERVE);
+    FUZZ_CHECK(r->op >= RL_OP_ACQUIRE && r->op <= RL_OP_REFUND);
     if (r->op == RL_OP_RESERVE) {
         FUZZ_CHECK(r->spec.algorithm == RL_TOKEN_BUCKET || r->spec.algorithm == RL_LEAKY_BUCKET ||
                    r->spec.algorithm == RL_GCRA);
         FUZZ_CHECK(r->max_wait_ms >= 0 && r->max_wait_ms <= MAX_PERIOD_MS);
-        if (r->spec.algorithm == RL_TOKEN_BUCKET)
-            FUZZ_CHECK((__int128)r->max_wait_ms * r->spec.limit <= RL_MAX_PRODUCT);
+        for (size_t i = 0; r->spec.algorithm == RL_TOKEN_BUCKET && i <= r->spec.more_count; i++)
+            FUZZ_CHECK((__int128)r->max_wait_ms * rate_of(&r->spec, i).limit <= RL_MAX_PRODUCT);
     } else {
         FUZZ_CHECK(r->max_wait_ms == 0);
     }
@@ -189,10 +225,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rl_request req;
     memset(&req, 0, sizeof req);
     req.spec.algorithm = (rl_algorithm)((int8_t)take_byte(&in) % 8);
-    req.op = (rl_op)((int8_t)take_byte(&in) % 4);
+    req.op = (rl_op)((int8_t)take_byte(&in) % 6);
     req.spec.limit = take_int(&in);
     req.spec.period_ms = take_int(&in);
     req.spec.burst = take_int(&in);
+    /* the rarer fields: a byte says which are set */
+    uint8_t extras = take_byte(&in);
+    if (extras & 1) {
+        req.spec.more_count = (size_t)(take_byte(&in) % 10);
+        for (size_t i = 0; i < req.spec.more_count && i < RL_MAX_RATES - 1; i++)
+            req.spec.more[i] = (rl_rate){take_int(&in), take_int(&in), take_int(&in)};
+    }
+    if (extras & 2) req.spec.initial_tokens = take_int(&in);
+    if (extras & 4) req.spec.scope = (rl_scope)((int8_t)take_byte(&in) % 3);
     req.permits = take_int(&in);
     req.max_wait_ms = take_int(&in);
     req.now_ms = take_int(&in);
@@ -209,7 +254,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK((spec_rc == RL_OK) == (rl_errmsg()[0] == '\0'));
     if (spec_rc == RL_OK) check_valid_spec(&req.spec);
     /* everyday specs validate */
-    if (req.spec.algorithm >= 0 && req.spec.algorithm < RL_ALGORITHM_COUNT && req.spec.limit >= 1 &&
+    if (!extras && req.spec.algorithm >= 0 && req.spec.algorithm < RL_ALGORITHM_COUNT && req.spec.limit >= 1 &&
         req.spec.limit <= 100000 && req.spec.period_ms >= 1 && req.spec.period_ms <= 86400000 &&
         (req.spec.burst == 0 ||
          (has_burst(req.spec.algorithm) && req.spec.burst >= 1 && req.spec.burst <= req.spec.limit)))

@@ -68,13 +68,13 @@ scripts/fuzz.sh 30
 
 step "C core under TSan (the async I/O thread, the pools)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DRL_SANITIZE=thread >/dev/null
-quietly cmake --build build-tsan -j $jobs --target test_async test_concurrency test_sync test_operations
-for t in async concurrency sync operations; do
+quietly cmake --build build-tsan -j $jobs --target test_async test_concurrency test_sync test_operations test_stats
+for t in async concurrency sync operations stats; do
   TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" build-tsan/core/tests/test_$t
 done
 
 step "C core under valgrind"
-for t in rate url limiters sync async operations; do
+for t in rate url limiters sync async operations stats; do
   valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
     build/core/tests/test_$t
 done
