@@ -313,9 +313,11 @@ RL_API int rl_config_set_if_absent(rl_client *client, const char *name, const rl
 RL_API int rl_config_get(rl_client *client, const char *name, rl_spec *out, int *found);
 RL_API int rl_config_delete(rl_client *client, const char *name, int *deleted);
 /* RL_ERR_INVALID, naming both, when a spec is stored for name and differs
- * from spec; RL_OK when they agree or nothing is stored. Uses the cache:
- * bindings call it when a limiter is made with an explicit spec, so a name
- * never silently becomes a second limiter. */
+ * from spec; RL_OK when they agree or nothing is stored. spec NULL (a
+ * limiter that will use the stored spec): RL_ERR_INVALID when nothing is
+ * stored. Uses the cache; while Redis is unreachable under ALLOW / DENY it
+ * answers RL_OK (the decisions then follow the policy). Bindings call it
+ * when a limiter is made, so a name never silently becomes a second limiter. */
 RL_API int rl_config_check(rl_client *client, const char *name, const rl_spec *spec);
 /* A spec as text, "gcra 10/1000ms;1000/3600000ms burst=20 initial=5
  * per_client"; writes at most size bytes including the NUL and returns the

@@ -105,22 +105,22 @@ static void cache_put(rl_config_cache *cache, const char *name, int found, const
 
 /* ---- the stored form --------------------------------------------------- */
 
-static int config_key(rl_cmd *cmd, const rl_client *client, const char *name)
+/* Appends "<prefix>:config:<escaped name>" to cmd; out of memory marks cmd
+ * failed (rl_run refuses it), as rl_cmd_key does. */
+static void config_key(rl_cmd *cmd, const rl_client *client, const char *name)
 {
     char *tag = rl_entity_tag(name, NULL, NULL);
-    if (!tag) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    size_t len = strlen(client->prefix) + strlen(":config:") + strlen(tag);
-    char *key = malloc(len + 1);
-    if (!key) {
-        free(tag);
-        return rl_fail(RL_ERR_NOMEM, "out of memory");
+    size_t len = tag ? strlen(client->prefix) + strlen(":config:") + strlen(tag) : 0;
+    char *key = tag ? malloc(len + 1) : NULL;
+    if (key) {
+        snprintf(key, len + 1, "%s:config:%s", client->prefix, tag);
+        rl_cmd_copy(cmd, key, len);
+        cmd->slot = rl_key_slot(key, len);
+    } else {
+        cmd->failed = 1;
     }
-    snprintf(key, len + 1, "%s:config:%s", client->prefix, tag);
-    free(tag);
-    rl_cmd_copy(cmd, key, len);
-    cmd->slot = rl_key_slot(key, len);
     free(key);
-    return RL_OK;
+    free(tag);
 }
 
 /* "limit/period_ms/burst;..." */
@@ -198,10 +198,7 @@ static int fetch(rl_client *client, const char *name, int *found, rl_spec *spec)
     int rc;
     rl_cmd_init(&cmd);
     rl_cmd_cstr(&cmd, "HMGET");
-    if ((rc = config_key(&cmd, client, name))) {
-        rl_cmd_free(&cmd);
-        return rc;
-    }
+    config_key(&cmd, client, name);
     rl_cmd_cstr(&cmd, "algorithm");
     rl_cmd_cstr(&cmd, "rates");
     rl_cmd_cstr(&cmd, "initial_tokens");
@@ -231,10 +228,7 @@ static int store(rl_client *client, const char *name, const rl_spec *spec, int i
     format_rates(spec, rates, sizeof rates);
     rl_cmd_init(&cmd);
     rl_cmd_script(&cmd, RL_SCRIPT_CONFIG, 1);
-    if ((rc = config_key(&cmd, client, name))) {
-        rl_cmd_free(&cmd);
-        return rc;
-    }
+    config_key(&cmd, client, name);
     rl_cmd_int(&cmd, if_absent);
     rl_cmd_cstr(&cmd, "algorithm");
     rl_cmd_cstr(&cmd, rl_algorithm_name(spec->algorithm));
@@ -286,10 +280,7 @@ int rl_config_delete(rl_client *client, const char *name, int *deleted)
     if ((rc = rl_check_name("name", name))) return rc;
     rl_cmd_init(&cmd);
     rl_cmd_cstr(&cmd, "DEL");
-    if ((rc = config_key(&cmd, client, name))) {
-        rl_cmd_free(&cmd);
-        return rc;
-    }
+    config_key(&cmd, client, name);
     rc = rl_run(client, &cmd, 1, &reply);
     rl_cmd_free(&cmd);
     if (rc) return rc;
@@ -301,22 +292,32 @@ int rl_config_delete(rl_client *client, const char *name, int *deleted)
     return RL_OK;
 }
 
-/* The stored spec for name, from the cache when fresh; a stale one serves
- * while Redis cannot be read. */
+static int not_stored(const char *name)
+{
+    return rl_fail(RL_ERR_INVALID, "no configuration is stored for limiter '%s' (store one first)", name);
+}
+
+/* What is stored for name: the cached answer while fresh, else read again. */
+static int lookup(rl_client *client, const char *name, int *found, rl_spec *spec)
+{
+    if (cache_get(client->configs, name, client->options.config_refresh_ms, found, spec)) return RL_OK;
+    return fetch(client, name, found, spec);
+}
+
+static int unreachable(int rc)
+{
+    return rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT;
+}
+
+/* The stored spec for name; a stale one serves while Redis cannot be read. */
 int rl_config_resolve(rl_client *client, const char *name, rl_spec *out)
 {
     int found, rc;
-    if (!cache_get(client->configs, name, client->options.config_refresh_ms, &found, out)) {
-        if ((rc = fetch(client, name, &found, out))) {
-            if ((rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) && cache_get(client->configs, name, -1, &found, out) &&
-                found)
-                return RL_OK;
-            return rc;
-        }
+    if ((rc = lookup(client, name, &found, out))) {
+        if (unreachable(rc) && cache_get(client->configs, name, -1, &found, out) && found) return RL_OK;
+        return rc;
     }
-    if (!found)
-        return rl_fail(RL_ERR_INVALID, "no configuration is stored for limiter '%s' (store one first)", name);
-    return RL_OK;
+    return found ? RL_OK : not_stored(name);
 }
 
 /* The same spec, however its defaults were spelled (burst 0 = limit). */
@@ -339,16 +340,16 @@ int rl_config_check(rl_client *client, const char *name, const rl_spec *spec)
     int found, rc;
     rl_clear_error();
     if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
-    if ((rc = rl_check_name("name", name)) || (rc = rl_spec_validate(spec))) return rc;
-    if (!cache_get(client->configs, name, client->options.config_refresh_ms, &found, &stored) &&
-        (rc = fetch(client, name, &found, &stored))) {
+    if ((rc = rl_check_name("name", name)) || (spec && (rc = rl_spec_validate(spec)))) return rc;
+    if ((rc = lookup(client, name, &found, &stored))) {
         /* an outage must not stop an application making its limiters */
-        if ((rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) && client->options.on_error != RL_ON_ERROR_RAISE) {
+        if (unreachable(rc) && client->options.on_error != RL_ON_ERROR_RAISE) {
             rl_clear_error();
             return RL_OK;
         }
         return rc;
     }
+    if (!spec) return found ? RL_OK : not_stored(name);
     if (!found || same_spec(spec, &stored)) return RL_OK;
     char have[512], asked[512];
     rl_spec_format(&stored, have, sizeof have);

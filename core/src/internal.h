@@ -253,7 +253,7 @@ int rl_reply_is_noscript(const redisReply *r);
 
 /* decisions, shared by rl_execute and rl_submit (limiter.c) */
 int rl_validate_request(const rl_request *req);
-int rl_resolve_stored(rl_client *client, const rl_request *requests, size_t n, rl_request **resolved);
+int rl_resolve_stored(rl_client *client, const rl_request *req, rl_request *out);
 void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *req);
 int rl_decode_result(const redisReply *r, rl_result *out);
 /* Redis unreachable, the on_error policy decides (capacity: rl_spec_capacity) */

@@ -114,14 +114,23 @@ static int validate_rate(rl_algorithm algorithm, const rl_rate *rate)
     }
 }
 
-static int validate_spec(const rl_spec *spec)
+/* What names an entity's keys: the algorithm, the number of rates, the scope. */
+static int check_shape(const rl_spec *spec)
 {
-    rl_rate rates[RL_MAX_RATES];
-    int rc;
     if (!spec) return rl_fail(RL_ERR_INVALID, "spec must not be NULL");
     if (!rl_algorithm_name(spec->algorithm)) return rl_fail(RL_ERR_INVALID, "unknown algorithm %d", (int)spec->algorithm);
     if (spec->more_count > RL_MAX_RATES - 1)
         return rl_fail(RL_ERR_INVALID, "a limiter holds at most %d rates (got %zu)", RL_MAX_RATES, spec->more_count + 1);
+    if (spec->scope != RL_SCOPE_OVERALL && spec->scope != RL_SCOPE_PER_CLIENT)
+        return rl_fail(RL_ERR_INVALID, "scope must be RL_SCOPE_OVERALL or RL_SCOPE_PER_CLIENT (got %d)", (int)spec->scope);
+    return RL_OK;
+}
+
+static int validate_spec(const rl_spec *spec)
+{
+    rl_rate rates[RL_MAX_RATES];
+    int rc;
+    if ((rc = check_shape(spec))) return rc;
     size_t n = rl_spec_rates(spec, rates);
     for (size_t i = 0; i < n; i++) {
         if ((rc = validate_rate(spec->algorithm, &rates[i]))) {
@@ -139,8 +148,6 @@ static int validate_spec(const rl_spec *spec)
             (rc = rl_check_range("initial_tokens", spec->initial_tokens, 1, RL_MAX_EXACT / 2)))
             return rc;
     }
-    if (spec->scope != RL_SCOPE_OVERALL && spec->scope != RL_SCOPE_PER_CLIENT)
-        return rl_fail(RL_ERR_INVALID, "scope must be RL_SCOPE_OVERALL or RL_SCOPE_PER_CLIENT (got %d)", (int)spec->scope);
     return RL_OK;
 }
 
@@ -271,34 +278,43 @@ void rl_fallback_result(const rl_client *client, int64_t capacity, int64_t permi
     out->rate_index = 0;
 }
 
-/* Requests that use a stored spec get it (*resolved: a copy to free, NULL
- * when none does). */
-int rl_resolve_stored(rl_client *client, const rl_request *requests, size_t n, rl_request **resolved)
+/* out = req with the spec stored for its name (req->stored_spec set). */
+int rl_resolve_stored(rl_client *client, const rl_request *req, rl_request *out)
 {
     int rc;
-    *resolved = NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (!requests[i].stored_spec) continue;
-        if (!*resolved) {
-            if (!(*resolved = malloc(n * sizeof **resolved))) return rl_fail(RL_ERR_NOMEM, "out of memory");
-            memcpy(*resolved, requests, n * sizeof **resolved);
-        }
-        if ((rc = rl_check_name("name", requests[i].name)) ||
-            (rc = rl_config_resolve(client, requests[i].name, &(*resolved)[i].spec))) {
-            free(*resolved);
-            *resolved = NULL;
-            return rc;
-        }
-        (*resolved)[i].stored_spec = 0; /* resolved: rl_submit passes the copy to itself */
+    *out = *req;
+    out->stored_spec = 0;
+    if ((rc = rl_check_name("name", req->name))) return rc;
+    return rl_config_resolve(client, req->name, &out->spec);
+}
+
+/* The requests as they are, or (*copy, to free unless it is one) with their
+ * stored specs filled in. */
+static int resolve_all(rl_client *client, const rl_request *requests, size_t n, rl_request *one,
+                       const rl_request **out, rl_request **copy)
+{
+    size_t stored = 0;
+    int rc = RL_OK;
+    *out = requests;
+    *copy = NULL;
+    for (size_t i = 0; i < n; i++) stored += requests[i].stored_spec != 0;
+    if (!stored) return RL_OK;
+    /* the common single decision needs no heap */
+    if (!(*copy = n == 1 ? one : malloc(n * sizeof **copy))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n && rc == RL_OK; i++) {
+        if (requests[i].stored_spec) rc = rl_resolve_stored(client, &requests[i], &(*copy)[i]);
+        else (*copy)[i] = requests[i];
     }
-    return RL_OK;
+    *out = *copy;
+    return rc;
 }
 
 static int execute(rl_client *client, const rl_request *requests, size_t n, rl_result *results);
 
 int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_result *results)
 {
-    rl_request *resolved;
+    const rl_request *resolved;
+    rl_request one, *copy;
     int rc;
 
     rl_clear_error();
@@ -307,16 +323,16 @@ int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_resul
     if (!requests || !results) return rl_fail(RL_ERR_INVALID, "requests and results must not be NULL");
     if (n > 100000) return rl_fail(RL_ERR_INVALID, "a batch holds at most 100000 requests (got %zu)", n);
     int64_t started = rl_stats_start(client);
-    if ((rc = rl_resolve_stored(client, requests, n, &resolved))) {
+    if ((rc = resolve_all(client, requests, n, &one, &resolved, &copy))) {
         /* the stored spec cannot be read: the policy decides, as for the decision */
         if ((rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) && client->options.on_error != RL_ON_ERROR_RAISE) {
             for (size_t i = 0; i < n; i++) rl_fallback_result(client, 0, requests[i].permits, &results[i]);
             rc = RL_OK;
         }
     } else {
-        rc = execute(client, resolved ? resolved : requests, n, results);
-        free(resolved);
+        rc = execute(client, resolved, n, results);
     }
+    if (copy != &one) free(copy);
     rl_stats_execute(client, requests, n, results, rc, started);
     return rc;
 }
@@ -405,12 +421,8 @@ int rl_reset(rl_client *client, const char *name, const char *id, const rl_spec 
         if ((rc = rl_config_resolve(client, name, &stored))) return rc;
         spec = &stored;
     }
-    /* the keys depend on the algorithm, the number of rates and the scope only */
-    if (!rl_algorithm_name(spec->algorithm)) return rl_fail(RL_ERR_INVALID, "spec must name a known algorithm");
-    if (spec->more_count > RL_MAX_RATES - 1)
-        return rl_fail(RL_ERR_INVALID, "a limiter holds at most %d rates (got %zu)", RL_MAX_RATES, spec->more_count + 1);
-    if (spec->scope != RL_SCOPE_OVERALL && spec->scope != RL_SCOPE_PER_CLIENT)
-        return rl_fail(RL_ERR_INVALID, "scope must be RL_SCOPE_OVERALL or RL_SCOPE_PER_CLIENT (got %d)", (int)spec->scope);
+    /* the keys are all a reset needs (the JNI reset passes no rate) */
+    if ((rc = check_shape(spec))) return rc;
     rl_cmd_init(&cmd);
     rl_cmd_cstr(&cmd, "DEL");
     push_keys(&cmd, client, name, id, spec);

@@ -166,10 +166,10 @@ int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_ta
     rl_clear_error();
     if ((rc = check_target(c, target))) return rc;
     if (!request) return rl_fail(RL_ERR_INVALID, "request must not be NULL");
-    rl_request *resolved;
+    rl_request resolved;
     /* a stored spec not cached yet is read here, on the caller's thread (at
      * most once per config_refresh_ms and name) */
-    if ((rc = rl_resolve_stored(c, request, 1, &resolved))) {
+    if (request->stored_spec && (rc = rl_resolve_stored(c, request, &resolved))) {
         /* its stored spec cannot be read: the policy decides, as in rl_execute */
         if ((rc != RL_ERR_CONNECTION && rc != RL_ERR_TIMEOUT) || c->options.on_error == RL_ON_ERROR_RAISE) return rc;
         if (!(r = new_request(REQ_DECISION, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
@@ -179,11 +179,7 @@ int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_ta
         rl_stats_begin(c, request->name, &r->stats);
         return queue_request(c, r, RL_OK);
     }
-    if (resolved) {
-        rc = rl_submit(c, resolved, tag, target);
-        free(resolved);
-        return rc;
-    }
+    if (request->stored_spec) request = &resolved;
     if ((rc = rl_validate_request(request))) return rc;
     if (!(r = new_request(REQ_DECISION, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
     r->capacity = rl_spec_capacity(&request->spec);

@@ -71,15 +71,6 @@ _TAKE = 1024
 
 _ACQUIRE, _PEEK, _RESERVE, _UP_TO, _REFUND = 0, 1, 2, 3, 4
 
-# the same decisions on the blocking path (see _Runner.decide)
-_BLOCKING = {
-    _ACQUIRE: lambda lim, id, permits, max_wait, now: lim.acquire(id, permits, now=now),
-    _PEEK: lambda lim, id, permits, max_wait, now: lim.peek(id, permits, now=now),
-    _RESERVE: lambda lim, id, permits, max_wait, now: lim._reserve(id, permits, max_wait=max_wait, now=now),
-    _UP_TO: lambda lim, id, permits, max_wait, now: lim.acquire_at_most(id, permits, now=now),
-    _REFUND: lambda lim, id, permits, max_wait, now: lim.refund(id, permits, now=now),
-}
-
 
 class _LoopState:
     """One event loop's side of a client: a completion queue whose file
@@ -174,14 +165,7 @@ class _Runner:
     async def decide(self, limiter: _sync.Limiter, op: int, id: Text, permits: Any,
                      max_wait: Any, now: Any) -> Result:
         st = self.state()
-        try:
-            tag, future = st.submit(limiter, op, id, permits, max_wait, now)
-        except (ConnectionError, Timeout):
-            if not limiter.stored:
-                raise
-            # a stored spec is read when submitted, and could not be: the
-            # blocking path decides by on_redis_error as every decision does
-            return await self.call(_BLOCKING[op], limiter, id, permits, max_wait, now)
+        tag, future = st.submit(limiter, op, id, permits, max_wait, now)
         try:
             return await future
         except asyncio.CancelledError:

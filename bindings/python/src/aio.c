@@ -15,6 +15,7 @@
  * until nothing is pending in that queue any more. close() frees the core's
  * queue at once when no client holds it, else when the last one lets go. */
 #include "module.h"
+#include "internal.h" /* rl_validate_request: a batch is checked as the core checks it */
 
 typedef struct {
     PyObject_HEAD
@@ -201,21 +202,17 @@ static PyObject *completions_submit(CompletionsObject *self, PyObject *const *ar
     Py_RETURN_NONE;
 }
 
-/* What rl_execute's validation would refuse in a batch of acquires, so that
- * nothing of a bad batch is submitted: the names (rl_key checks them as
- * every call does), permits in 1..capacity, the batch size. now is the
- * same for all: the first rl_submit refuses a bad one. */
-static int batch_suspect(rl_client *rl, const rl_request *reqs, Py_ssize_t n)
+/* What rl_execute would refuse in a batch of acquires, so that nothing of a
+ * bad batch is submitted: its own validation of each request (a stored spec
+ * is known only once rl_submit resolves it: its names and permits then). */
+static int batch_suspect(const rl_request *reqs, Py_ssize_t n)
 {
     if (n > 100000) return 1;
     for (Py_ssize_t i = 0; i < n; i++) {
         const rl_request *r = &reqs[i];
-        int has_burst = r->spec.algorithm == RL_TOKEN_BUCKET || r->spec.algorithm == RL_GCRA;
-        int64_t capacity = has_burst && r->spec.burst > 0 ? r->spec.burst : r->spec.limit;
-        char one[1];
-        /* a stored spec is known once rl_submit resolves it */
-        if (r->permits < 1 || (!r->stored_spec && r->permits > capacity)) return 1;
-        if (rl_key(rl, r->name, r->id, r->spec.algorithm, one, sizeof one) < 0) return 1;
+        int bad = r->stored_spec ? rl_check_name("name", r->name) || rl_check_id(r->id) || r->permits < 1
+                                 : rl_validate_request(r) != RL_OK;
+        if (bad) return 1;
     }
     return 0;
 }
@@ -243,7 +240,7 @@ static PyObject *completions_submit_many(CompletionsObject *self, PyObject *cons
     if (n == 0) return PyLong_FromLong(0);
     rl_client *rl = client_enter(st, client);
     if (!rl) goto done;
-    if (batch_suspect(rl, reqs, n)) {
+    if (batch_suspect(reqs, n)) {
         /* rl_execute validates the whole batch before sending anything: its
          * refusal is the exact error acquire_many raises */
         rl_result *results = PyMem_Calloc((size_t)n, sizeof *results);

@@ -231,7 +231,6 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
         goto done;
     }
     self->rl = rl;
-    self->on_error = opts.on_error;
 done:
     Py_XDECREF(url_keep);
     Py_XDECREF(client_id_keep);

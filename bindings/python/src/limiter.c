@@ -310,40 +310,10 @@ static PyObject *limiter_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     return tp->tp_alloc(tp, 0);
 }
 
-/* Made with rate=None: a spec must be stored for name. Redis is asked now
- * (which also warms the client's cache), unless it cannot be reached and
- * the client decides by policy: then the first call tells. */
-static int check_stored(rl_state *st, ClientObject *client, const char *name)
-{
-    rl_spec stored;
-    char err[ERRBUF];
-    int rc, found = 0;
-    rl_client *rl = client_enter(st, client);
-    if (!rl) {
-        PyErr_Clear(); /* closed: every call says so */
-        return 0;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    rc = rl_config_get(rl, name, &stored, &found);
-    if (rc) save_errmsg(err, rc);
-    Py_END_ALLOW_THREADS
-    client_leave(client);
-    if ((rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) && client->on_error != RL_ON_ERROR_RAISE) return 0;
-    if (rc) {
-        raise_code(st, rc, err);
-        return -1;
-    }
-    if (!found) {
-        raise_fmt(st, RL_ERR_INVALID,
-                  "no configuration is stored for limiter '%s': store one with client.configure(name, rate, ...) "
-                  "or give a rate", name);
-        return -1;
-    }
-    return 0;
-}
-
-/* Made with a rate: a spec stored for name must be the same one. */
-static int check_explicit(rl_state *st, ClientObject *client, const char *name, const rl_spec *spec)
+/* Made with a rate, a spec stored for name must be the same one; made
+ * without (spec NULL), one must be stored (the core's rl_config_check: its
+ * cache, and the outage rule). */
+static int check_config(rl_state *st, ClientObject *client, const char *name, const rl_spec *spec)
 {
     char err[ERRBUF];
     int rc;
@@ -410,8 +380,7 @@ static int limiter_init(LimiterObject *self, PyObject *args, PyObject *kw)
         raise_code(st, RL_ERR_INVALID, "name must not be empty");
         return -1;
     }
-    if ((stored ? check_stored(st, (ClientObject *)client, name_s)
-                : check_explicit(st, (ClientObject *)client, name_s, &spec)) < 0) {
+    if (check_config(st, (ClientObject *)client, name_s, stored ? NULL : &spec) < 0) {
         Py_DECREF(keep);
         return -1;
     }

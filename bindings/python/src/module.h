@@ -94,7 +94,6 @@ typedef struct {
      * complete into: kept alive until rl_client_close has returned. A list,
      * or NULL; not traversed (a queue holds no Python object: no cycle). */
     PyObject *queues;
-    rl_on_error on_error; /* the policy it was opened with */
 } ClientObject;
 
 /* A call in flight: client_enter (with the GIL) gives the rl_client or

@@ -205,7 +205,8 @@ static void n_config_check(JNIEnv *env, jclass cls, jlong handle, jbyteArray nam
     char *cname;
     int stored;
     if (spec_in(env, array, &spec, &stored) || copy_bytes(env, name, &cname, NULL)) return;
-    int rc = rl_config_check(client_of(handle), cname, &spec);
+    /* null: a limiter that will use the stored spec (one must be stored) */
+    int rc = rl_config_check(client_of(handle), cname, stored ? NULL : &spec);
     free(cname);
     if (rc) throw_status(env, rc);
 }

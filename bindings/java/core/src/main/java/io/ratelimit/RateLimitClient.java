@@ -25,15 +25,12 @@ public final class RateLimitClient implements AutoCloseable {
     private final Cleaner.Cleanable cleanable;
     private final String prefix;
     private final String clientId;
-    /** OnRedisError.RAISE: an outage fails limiter creation too. */
-    private final boolean raises;
 
-    private RateLimitClient(ClientHandle handle, boolean raises) {
+    private RateLimitClient(ClientHandle handle) {
         this.handle = handle;
         this.cleanable = CLEANER.register(this, handle);
         this.prefix = handle.call(Native::prefix);
         this.clientId = handle.call(Native::clientId);
-        this.raises = raises;
     }
 
     /** Connects with the core's default options. */
@@ -74,9 +71,7 @@ public final class RateLimitClient implements AutoCloseable {
             Native.close(ptr);
             throw e;
         }
-        boolean raises = options.onErrorOrUnset() == Integer.MIN_VALUE
-                || options.onErrorOrUnset() == OnRedisError.RAISE.code();
-        return new RateLimitClient(handle, raises);
+        return new RateLimitClient(handle);
     }
 
     /** A limiter of one rate: {@code limiter(name, LimiterConfig.of(algorithm, rate))}. */
@@ -133,15 +128,12 @@ public final class RateLimitClient implements AutoCloseable {
      * creation succeeds and decisions follow the policy.
      */
     public Limiter limiter(String name) {
-        Native.name("name", name);
-        try {
-            storedConfig(name);
-        } catch (RateLimitException e) {
-            boolean outage = e.status() == Status.CONNECTION || e.status() == Status.TIMEOUT;
-            if (raises || !outage) {
-                throw e;
-            }
-        }
+        byte[] nameBytes = Native.name("name", name);
+        // the core's check: its cache, and no failure in an outage under allow / deny
+        call(ptr -> {
+            Native.configCheck(ptr, nameBytes, null);
+            return null;
+        });
         return new Limiter(this, name, null);
     }
 
