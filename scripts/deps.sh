@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing ratelimit needs, only when missing, then
 # hiredis >= 1.0 with TLS (scripts/hiredis.sh: on Debian bookworm built from
-# trixie's source package into build/deps/hiredis) unless the job is no-TLS.
+# trixie's source package into build/deps/hiredis) unless the job is no-TLS,
+# and Toxiproxy for the fault tests (built with Go into build/deps/toxiproxy).
 # Usage: scripts/deps.sh [demo] [c] [python] [java] [notls]   (no component:
 # all but demo; notls or RL_TLS=0: the system hiredis only). demo: only what
 # scripts/demo.sh needs (a compiler, CMake, Ninja, hiredis, redis-server; no
@@ -58,4 +59,24 @@ if [ ${#pkgs[@]} -gt 0 ]; then
 fi
 if [ "$tls" = 1 ]; then
   scripts/hiredis.sh
+fi
+# the fault tests' proxy (core/tests/test_faults.c, test_faults.py,
+# FaultsTest.java): Toxiproxy, built from the Go module proxy into
+# build/deps/toxiproxy (the tests look there, or at $RL_TOXIPROXY_SERVER)
+toxiproxy_version=v2.12.0
+toxiproxy=build/deps/toxiproxy/toxiproxy-server
+if [ "${want[*]}" != demo ] && { [ ! -x "$toxiproxy" ] || [ "$(cat "$toxiproxy.version" 2>/dev/null)" != "$toxiproxy_version" ]; }; then
+  go=$(command -v go || echo /usr/local/go/bin/go)
+  if [ ! -x "$go" ]; then
+    echo "deps.sh: Go >= 1.22 is needed to build Toxiproxy $toxiproxy_version for the fault tests" >&2
+    exit 1
+  fi
+  echo "building toxiproxy-server $toxiproxy_version into $toxiproxy"
+  gobin=$(mktemp -d)
+  GOBIN=$gobin GOFLAGS=-buildvcs=false "$go" install \
+    "github.com/Shopify/toxiproxy/v2/cmd/server@$toxiproxy_version"
+  mkdir -p "$(dirname "$toxiproxy")"
+  mv "$gobin/server" "$toxiproxy"
+  rm -rf "$gobin"
+  echo "$toxiproxy_version" >"$toxiproxy.version"
 fi
