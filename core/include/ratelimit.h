@@ -324,7 +324,7 @@ RL_API int rl_config_check(rl_client *client, const char *name, const rl_spec *s
  * full length (like snprintf). */
 RL_API int rl_spec_format(const rl_spec *spec, char *buf, size_t size);
 
-/* ---- asynchronous decisions ------------------------------------------- */
+/* ---- asynchronous calls ------------------------------------------------ */
 
 /* rl_submit sends a decision without waiting for it. The client runs one I/O
  * thread (started by the first submit) that owns one connection per server:
@@ -348,6 +348,14 @@ RL_API int rl_spec_format(const rl_spec *spec, char *buf, size_t size);
 #define RL_PERMIT_ID_SIZE 48
 
 typedef struct {
+    size_t count;
+    char **items;   /* each NUL-terminated; lengths in lens (messages may hold NUL) */
+    size_t *lens;
+} rl_messages;
+
+RL_API void rl_messages_free(rl_messages *messages);
+
+typedef struct {
     uint64_t tag;      /* the caller's, from rl_submit */
     int status;        /* RL_OK, or what failed (message in error) */
     rl_result result;  /* rl_submit: the decision (fallback = 1: by policy) */
@@ -356,6 +364,9 @@ typedef struct {
     int acquired;      /* semaphore / lock acquire: 1 granted */
     int64_t fencing_token;
     char permit_id[RL_PERMIT_ID_SIZE]; /* granted: the permit / owner token */
+    /* rl_submit_queue_pop: what was taken, owned by the receiver from here
+     * on (rl_messages_free); count 0 when the wait timed out */
+    rl_messages messages;
 } rl_completion;
 
 typedef void (*rl_complete_fn)(void *ctx, const rl_completion *completion);
@@ -383,23 +394,41 @@ RL_API void rl_completions_close(rl_completions *queue);
  * completion follows exactly once. Thread-safe. */
 RL_API int rl_submit(rl_client *client, const rl_request *request, uint64_t tag, const rl_target *target);
 
-/* The same for the primitives, one round trip each and no waiting (a
- * semaphore or lock that is busy completes with acquired = 0; blocking
- * waits have no asynchronous form yet). Strings are copied. */
+/* The primitives, with the blocking calls' semantics; strings are copied.
+ *
+ * Acquire and pop with timeout_ms > 0 wait without holding any thread: the
+ * I/O thread subscribes to the waiter's wake-up channel (one subscriber
+ * connection per server, shared by every wait), tries again when a release
+ * or push is published, and checks in with Redis at least every second so
+ * the semaphore's queue keeps the waiter (FIFO, as the blocking call). While
+ * the subscription is down (a failover) waits poll once a second. Each try
+ * is one command under the command timeout; the wait ends at timeout_ms
+ * (acquired = 0, or no messages) or with the first error.
+ *
+ * rl_cancel ends waits early: each wait with that tag completes with
+ * RL_ERR_CANCELLED and holds nothing (a permit granted meanwhile is
+ * released; messages taken meanwhile are pushed back, due at once).
+ * Decisions and the other calls are one round trip each and not cancelled. */
 RL_API int rl_submit_semaphore_acquire(rl_client *client, const char *name, int64_t permits_max, int64_t lease_ms,
-                                       uint64_t tag, const rl_target *target);
+                                       int64_t timeout_ms, uint64_t tag, const rl_target *target);
 RL_API int rl_submit_semaphore_release(rl_client *client, const char *name, const char *permit_id, uint64_t tag,
                                        const rl_target *target);
 RL_API int rl_submit_semaphore_refresh(rl_client *client, const char *name, const char *permit_id, int64_t lease_ms,
                                        uint64_t tag, const rl_target *target);
-RL_API int rl_submit_lock_acquire(rl_client *client, const char *name, int64_t lease_ms, uint64_t tag,
-                                  const rl_target *target);
+RL_API int rl_submit_lock_acquire(rl_client *client, const char *name, int64_t lease_ms, int64_t timeout_ms,
+                                  uint64_t tag, const rl_target *target);
 RL_API int rl_submit_lock_release(rl_client *client, const char *name, const char *token, uint64_t tag,
                                   const rl_target *target);
 RL_API int rl_submit_lock_extend(rl_client *client, const char *name, const char *token, int64_t lease_ms,
                                  uint64_t tag, const rl_target *target);
 RL_API int rl_submit_queue_push(rl_client *client, const char *queue, const char *message, size_t message_len,
                                 int64_t delay_ms, uint64_t tag, const rl_target *target);
+/* Takes up to max due messages; timeout_ms 0 is rl_queue_pop_ready. */
+RL_API int rl_submit_queue_pop(rl_client *client, const char *queue, size_t max, int64_t timeout_ms, uint64_t tag,
+                               const rl_target *target);
+/* Asks every wait submitted with tag to stop (see above); RL_OK also when
+ * none is waiting (it completed already). Thread-safe; never blocks. */
+RL_API int rl_cancel(rl_client *client, uint64_t tag);
 
 /* ---- semaphore and lock ---------------------------------------------- */
 
@@ -431,14 +460,6 @@ RL_API int rl_lock_extend(rl_client *client, const char *name, const char *token
                           int64_t lease_ms, int *extended);
 
 /* ---- delay queue --------------------------------------------------------- */
-
-typedef struct {
-    size_t count;
-    char **items;   /* each NUL-terminated; lengths in lens (messages may hold NUL) */
-    size_t *lens;
-} rl_messages;
-
-RL_API void rl_messages_free(rl_messages *messages);
 
 /* Schedules message for delivery after delay_ms. A message already queued is
  * left as it is (*added = 0): producers may retry safely. */

@@ -28,13 +28,23 @@ void rl_async_wake(rl_async *a)
 
 void rl_async_req_free(areq *r)
 {
+    if (r->wait) {
+        free(r->wait->name);
+        free(r->wait->channel);
+        rl_messages_free(&r->wait->taken);
+        free(r->wait);
+    }
     rl_cmd_free(&r->cmd);
     free(r);
 }
 
+static void wait_ended(rl_async *a, areq *r, int status);
+
 static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
 {
     rl_completion c;
+    if (r->silent) return;
+    if (r->wait) wait_ended(a, r, status);
     memset(&c, 0, sizeof c);
     c.tag = r->tag;
     c.status = status;
@@ -54,9 +64,15 @@ static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
         case REQ_PUSH:
             c.status = rl_decode_integer(reply, "delay_queue push", &c.value);
             break;
+        case REQ_POP:
+            break;
         default:
             c.status = rl_decode_result(reply, &c.result);
         }
+    }
+    if (r->kind == REQ_POP) { /* taken from Redis: handed over even with an error */
+        c.messages = r->wait->taken;
+        memset(&r->wait->taken, 0, sizeof r->wait->taken);
     }
     if (c.status != RL_OK && !c.error[0]) snprintf(c.error, sizeof c.error, "%s", rl_errmsg());
     /* the on_error policy decides rate limits only, as in the blocking calls */
@@ -73,7 +89,7 @@ static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
 /* A decision is done: completed unless it already was (timed out). */
 static void finish(rl_async *a, areq *r, int status, const redisReply *reply)
 {
-    if (r->kind <= REQ_PUSH && !r->abandoned) complete(a, r, status, reply);
+    if (r->kind <= REQ_POP && !r->abandoned) complete(a, r, status, reply);
     rl_async_req_free(r);
 }
 
@@ -89,10 +105,11 @@ static void fail_list(rl_async *a, areq_list *l, int status, const char *message
 
 /* ---- connections -------------------------------------------------------------- */
 
-static aconn *conn_for(rl_async *a, rl_node *node)
+/* The command connection to node, or (sub) its subscriber connection. */
+static aconn *find_conn(rl_async *a, rl_node *node, int sub)
 {
     for (int i = 0; i < a->nconns; i++)
-        if (a->conns[i]->node == node) return a->conns[i];
+        if (a->conns[i]->node == node && a->conns[i]->sub == sub) return a->conns[i];
     if (a->nconns == a->cap_conns) {
         int cap = a->cap_conns ? a->cap_conns * 2 : 4;
         aconn **grown = realloc(a->conns, (size_t)cap * sizeof *grown);
@@ -103,8 +120,25 @@ static aconn *conn_for(rl_async *a, rl_node *node)
     aconn *ac = calloc(1, sizeof *ac);
     if (!ac) return NULL;
     ac->node = node;
+    ac->sub = sub;
     a->conns[a->nconns++] = ac;
     return ac;
+}
+
+static aconn *conn_for(rl_async *a, rl_node *node)
+{
+    return find_conn(a, node, 0);
+}
+
+static void channel_forget(aconn *ac, achannel *ch)
+{
+    for (achannel **p = &ac->channels; *p; p = &(*p)->next)
+        if (*p == ch) {
+            *p = ch->next;
+            break;
+        }
+    free(ch->name);
+    free(ch);
 }
 
 /* Fails everything in flight on ac with status: it may have run, so none of
@@ -121,6 +155,17 @@ static void conn_drop(rl_async *a, aconn *ac, int status)
     ac->loading = 0;
     ac->polling_out = 0;
     ac->resent = 0;
+    if (ac->sub) { /* nothing is subscribed any more: waits poll until it is again */
+        for (achannel *ch = ac->channels, *next; ch; ch = next) {
+            next = ch->next;
+            ch->unacked = ch->subscribed = 0;
+            if (!ch->refs) channel_forget(ac, ch);
+        }
+        for (areq *r = a->waits; r; r = r->wait->next)
+            if (r->wait->sub == ac && r->wait->sleeping && r->retry_at_ms > rl_monotonic_ms() + 1000)
+                r->retry_at_ms = rl_monotonic_ms() + 1000;
+        return;
+    }
     fail_list(a, &ac->inflight, status, msg);
     if (status == RL_ERR_CONNECTION) rl_topology_suspect(a->client, ac->node);
 }
@@ -132,7 +177,7 @@ static int conn_attach(rl_async *a, aconn *ac, rl_conn *conn)
     redisContext *ctx = conn->ctx;
     ctx->flags &= ~REDIS_BLOCK;
     fcntl(ctx->fd, F_SETFL, fcntl(ctx->fd, F_GETFL) | O_NONBLOCK);
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ac->node};
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ac};
     if (epoll_ctl(a->epoll_fd, EPOLL_CTL_ADD, ctx->fd, &ev) < 0) {
         rl_conn_close(conn);
         return rl_fail(RL_ERR_CONNECTION, "epoll: %s", strerror(errno));
@@ -207,10 +252,19 @@ void *rl_async_dialer(void *arg)
     return NULL;
 }
 
+static int channel_ready(const await *w)
+{
+    return w->chan && w->sub->conn && w->chan->subscribed && !w->chan->unacked;
+}
+
 static void append(aconn *ac, areq *r)
 {
     r->sent_ms = rl_monotonic_ms();
     ac->resent += r->redirects > 0;
+    if (r->wait) { /* a wake-up after this may concern this try */
+        r->wait->armed = channel_ready(r->wait);
+        r->wait->woken = 0;
+    }
     redisAppendCommandArgv(ac->conn->ctx, r->cmd.argc, r->cmd.argv, r->cmd.lens);
     list_push(&ac->inflight, r);
 }
@@ -288,6 +342,307 @@ fail:
     finish(a, r, rc, NULL);
 }
 
+/* ---- waits -------------------------------------------------------------------- */
+
+/* Semaphore / lock acquires and queue pops with a timeout wait here, between
+ * tries, holding no thread. Each server has one subscriber connection for
+ * every wait's wake-up channel; a wait tries again when its channel gets a
+ * message, when the subscription is confirmed (a release may have come
+ * before it), at its next check-in, or at its end. Without a subscription
+ * (a failover, a slot that moved) a wait polls once a second. */
+
+static void sub_send(rl_async *a, aconn *ac, achannel *ch, int on)
+{
+    int sharded = a->client->url.mode == RL_MODE_CLUSTER;
+    const char *argv[2] = {on ? (sharded ? "SSUBSCRIBE" : "SUBSCRIBE") : (sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE"),
+                           ch->name};
+    redisAppendCommandArgv(ac->conn->ctx, 2, argv, NULL);
+    ch->unacked++;
+    ch->subscribed = on;
+}
+
+static void sub_dial(rl_async *a, aconn *ac)
+{
+    if (ac->conn || ac->connecting || a->stopping) return;
+    pthread_mutex_lock(&ac->node->mutex);
+    int rc = rl_backoff_check(&ac->node->backoff, rl_monotonic_ms());
+    pthread_mutex_unlock(&ac->node->mutex);
+    if (rc) return; /* the waits poll meanwhile */
+    ac->connecting = 1;
+    dial_request(a, ac);
+}
+
+/* Subscribes (once per server and channel) for r's wake-ups. */
+static void channel_ref(rl_async *a, areq *r)
+{
+    await *w = r->wait;
+    rl_node *node;
+    int due = 0;
+    if (w->chan) return;
+    if (rl_route_cached(a->client, rl_key_slot(w->channel, strlen(w->channel)), &node, &due)) {
+        if (due) want_discovery(a);
+        return; /* it polls */
+    }
+    aconn *ac = find_conn(a, node, 1);
+    if (!ac) return;
+    achannel *ch = ac->channels;
+    while (ch && strcmp(ch->name, w->channel) != 0) ch = ch->next;
+    if (!ch) {
+        if (!(ch = calloc(1, sizeof *ch)) || !(ch->name = strdup(w->channel))) {
+            free(ch);
+            return;
+        }
+        ch->next = ac->channels;
+        ac->channels = ch;
+    }
+    ch->refs++;
+    w->sub = ac;
+    w->chan = ch;
+    if (!ac->conn) sub_dial(a, ac);
+    else if (!ch->subscribed) sub_send(a, ac, ch, 1);
+}
+
+static void channel_unref(rl_async *a, await *w)
+{
+    aconn *ac = w->sub;
+    achannel *ch = w->chan;
+    if (!ch) return;
+    w->sub = NULL;
+    w->chan = NULL;
+    if (--ch->refs > 0) return;
+    if (ac->conn && ch->subscribed) sub_send(a, ac, ch, 0);
+    if (!ch->unacked && !ch->subscribed) channel_forget(ac, ch);
+}
+
+/* Something changed for ch: its sleeping waits try now, a try in flight
+ * tries once more when its reply says no. */
+static void wake_waits(rl_async *a, const achannel *ch)
+{
+    for (areq *r = a->waits; r; r = r->wait->next) {
+        if (r->wait->chan != ch) continue;
+        if (r->wait->sleeping) r->retry_at_ms = 0;
+        else r->wait->woken = 1;
+    }
+}
+
+/* One message on a subscriber connection; 0: not one we understand. */
+static int wakeup(rl_async *a, aconn *ac, const redisReply *m)
+{
+    if (m->type != REDIS_REPLY_ARRAY || m->elements < 3 || m->element[0]->type != REDIS_REPLY_STRING ||
+        m->element[1]->type != REDIS_REPLY_STRING)
+        return 0;
+    const char *what = m->element[0]->str;
+    if (what[0] == 's' && what[1] != 'u') what++; /* the sharded forms: smessage, ssubscribe, sunsubscribe */
+    else if (!strcmp(what, "sunsubscribe")) what++;
+    achannel *ch = ac->channels;
+    while (ch && (strlen(ch->name) != m->element[1]->len || memcmp(ch->name, m->element[1]->str, m->element[1]->len)))
+        ch = ch->next;
+    if (!ch) return 1; /* forgotten meanwhile */
+    if (!strcmp(what, "message")) {
+        wake_waits(a, ch);
+    } else if (!strcmp(what, "subscribe")) {
+        if (ch->unacked) ch->unacked--;
+        if (!ch->unacked && ch->subscribed) wake_waits(a, ch);
+    } else if (!strcmp(what, "unsubscribe")) {
+        if (ch->unacked) ch->unacked--;
+        else ch->subscribed = 0; /* the server dropped it (its slot moved): its waits poll */
+        if (!ch->refs && !ch->unacked && !ch->subscribed) channel_forget(ac, ch);
+    }
+    return 1;
+}
+
+static void read_wakeups(rl_async *a, aconn *ac)
+{
+    if (rl_conn_buffer_read(ac->conn) != REDIS_OK) {
+        rl_conn_error(ac->conn, "read wake-ups");
+        conn_drop(a, ac, RL_ERR_CONNECTION);
+        return;
+    }
+    for (;;) {
+        void *m = NULL;
+        if (redisReaderGetReply(ac->conn->ctx->reader, &m) != REDIS_OK) {
+            rl_fail(RL_ERR_PROTOCOL, "protocol error on the subscriber connection");
+            conn_drop(a, ac, RL_ERR_PROTOCOL);
+            return;
+        }
+        if (!m) return;
+        int understood = wakeup(a, ac, m);
+        freeReplyObject(m);
+        if (!understood) { /* an error (a MOVED for SSUBSCRIBE): poll, subscribe again later */
+            rl_fail(RL_ERR_PROTOCOL, "unexpected reply on the subscriber connection");
+            conn_drop(a, ac, RL_ERR_PROTOCOL);
+            return;
+        }
+    }
+}
+
+static void wait_begin(rl_async *a, areq *r)
+{
+    await *w = r->wait;
+    w->prev = NULL;
+    w->next = a->waits;
+    if (a->waits) a->waits->wait->prev = r;
+    a->waits = r;
+    w->linked = 1;
+}
+
+/* A command of ours whose reply nobody waits for: leave, release, push back. */
+static areq *cleanup_request(rl_async *a, req_kind kind)
+{
+    if (a->stopping) return NULL;
+    areq *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->kind = kind;
+    r->silent = 1;
+    r->deadline_ms = rl_monotonic_ms() + a->client->options.command_timeout_ms;
+    return r;
+}
+
+/* A semaphore op on r's permit: leave the queue (those behind move up), or
+ * release a grant its caller will not get. At worst (no memory, Redis gone)
+ * the waiter drops out after RL_WAITER_TTL_MS and the permit at its lease's end. */
+static void sem_cleanup(rl_async *a, areq *r, const char *op)
+{
+    areq *c = cleanup_request(a, REQ_DONE_FLAG);
+    if (!c) return;
+    if (rl_build_sem_call(&c->cmd, a->client, r->wait->kind, r->wait->name, op, r->permit_id, 1, 0, 0)) {
+        rl_async_req_free(c);
+        return;
+    }
+    dispatch(a, c);
+}
+
+/* Messages taken for a pop nobody will receive go back, due at once. */
+static void push_back(rl_async *a, areq *r)
+{
+    rl_messages *m = &r->wait->taken;
+    for (size_t i = 0; i < m->count; i++) {
+        areq *c = cleanup_request(a, REQ_PUSH);
+        if (!c) break;
+        if (rl_build_queue_push(&c->cmd, a->client, r->wait->name, m->items[i], m->lens[i], 0)) {
+            rl_async_req_free(c);
+            continue;
+        }
+        dispatch(a, c);
+    }
+    rl_messages_free(m);
+}
+
+/* r completes with status (it may still be on the wire: timed out). */
+static void wait_ended(rl_async *a, areq *r, int status)
+{
+    await *w = r->wait;
+    if (w->linked) {
+        if (w->prev) w->prev->wait->next = w->next;
+        else a->waits = w->next;
+        if (w->next) w->next->wait->prev = w->prev;
+        w->linked = 0;
+    }
+    channel_unref(a, w);
+    if (status != RL_OK && w->queued) {
+        sem_cleanup(a, r, "leave");
+        w->queued = 0;
+    }
+}
+
+/* A reply for a wait that completed already (timed out): what it got goes back. */
+static void wait_late_reply(rl_async *a, areq *r, const redisReply *reply)
+{
+    int granted = 0;
+    int64_t fence, next_in;
+    if (r->kind == REQ_ACQUIRE) {
+        if (!rl_decode_sem_acquire(reply, &granted, &fence, &next_in) && granted) sem_cleanup(a, r, "release");
+    } else {
+        rl_decode_queue_pop(reply, &r->wait->taken, &next_in);
+        push_back(a, r);
+    }
+}
+
+/* A try's reply: the wait completes, or sleeps until a wake-up, its next
+ * check-in or its end. */
+static void wait_reply(rl_async *a, areq *r, const redisReply *reply)
+{
+    await *w = r->wait;
+    int64_t now = rl_monotonic_ms(), next_in = -1, fence;
+    int granted = 0, rc;
+    if (r->kind == REQ_ACQUIRE) rc = rl_decode_sem_acquire(reply, &granted, &fence, &next_in);
+    else granted = !(rc = rl_decode_queue_pop(reply, &w->taken, &next_in)) && w->taken.count > 0;
+    if (rc) {
+        finish(a, r, rc, NULL);
+        return;
+    }
+    if (w->cancelled) {
+        if (granted && r->kind == REQ_ACQUIRE) sem_cleanup(a, r, "release");
+        if (granted && r->kind == REQ_POP) push_back(a, r);
+        rl_fail(RL_ERR_CANCELLED, "wait cancelled");
+        finish(a, r, RL_ERR_CANCELLED, NULL);
+        return;
+    }
+    if (granted || now >= w->until_ms) {
+        if (!granted && w->queued) {
+            sem_cleanup(a, r, "leave");
+            w->queued = 0;
+        }
+        finish(a, r, RL_OK, reply);
+        return;
+    }
+    if (r->kind == REQ_ACQUIRE && !w->queued) { /* later tries keep a place in the queue */
+        rl_cmd_free(&r->cmd);
+        if ((rc = rl_build_sem_call(&r->cmd, a->client, w->kind, w->name, "acquire", r->permit_id, w->max, w->lease,
+                                    1))) {
+            finish(a, r, rc, NULL);
+            return;
+        }
+        w->queued = 1;
+    }
+    channel_ref(a, r);
+    int64_t left = w->until_ms - now, pause;
+    if (r->kind == REQ_ACQUIRE) {
+        pause = RL_WAITER_TTL_MS / 3; /* check in, or drop out of the queue */
+        if (next_in >= 0 && next_in + 1 < pause) pause = next_in + 1;
+    } else {
+        pause = next_in >= 0 ? next_in : left;
+        if (!w->armed && pause > 1000) pause = 1000; /* no wake-up may come: poll */
+    }
+    if (pause > left) pause = left;
+    if (w->woken || (!w->armed && channel_ready(w))) pause = 0;
+    r->retry_at_ms = now + pause;
+    w->sleeping = 1;
+    list_push(&a->sleepers, r);
+}
+
+/* rl_cancel's tags: sleeping waits complete now, tries in flight when they answer. */
+static void take_cancels(rl_async *a)
+{
+    pthread_mutex_lock(&a->mutex);
+    size_t n = a->cancel_count;
+    uint64_t *tags = n ? malloc(n * sizeof *tags) : NULL;
+    if (tags) memcpy(tags, a->cancels, n * sizeof *tags);
+    if (tags || !n) a->cancel_count = 0;
+    pthread_mutex_unlock(&a->mutex);
+    int any_sleeping = 0;
+    for (size_t i = 0; i < n && tags; i++)
+        for (areq *r = a->waits; r; r = r->wait->next)
+            if (r->tag == tags[i] && !r->wait->cancelled) {
+                r->wait->cancelled = 1;
+                any_sleeping |= r->wait->sleeping;
+            }
+    free(tags);
+    if (!any_sleeping) return;
+    areq_list still = {NULL, NULL};
+    areq *r;
+    while ((r = list_pop(&a->sleepers))) {
+        if (!r->wait->cancelled) {
+            list_push(&still, r);
+            continue;
+        }
+        r->wait->sleeping = 0;
+        rl_fail(RL_ERR_CANCELLED, "wait cancelled");
+        finish(a, r, RL_ERR_CANCELLED, NULL);
+    }
+    a->sleepers = still;
+}
+
 /* What the dialer finished: connections join, parked requests move on. */
 static void dials_done(rl_async *a)
 {
@@ -318,6 +673,9 @@ static void dials_done(rl_async *a)
                 fail_list(a, &ac->pending, rc, msg);
             }
             while ((r = list_pop(&ac->pending))) send_to(a, ac, r);
+            if (!rc && ac->sub)
+                for (achannel *ch = ac->channels; ch; ch = ch->next)
+                    if (ch->refs) sub_send(a, ac, ch, 1);
         }
         free(d);
         d = next;
@@ -330,13 +688,14 @@ static void handle_reply(rl_async *a, aconn *ac, areq *r, redisReply *reply)
 {
     char host[256];
     int slot = -1, port = 0;
-    if (r->kind > REQ_PUSH) {
+    if (r->kind > REQ_POP) {
         /* loaded (or not): a later NOSCRIPT (SCRIPT FLUSH) loads it again */
         if (r->kind == REQ_SCRIPT_LOAD) ac->loading &= ~(1u << r->cmd.script);
         rl_async_req_free(r);
         return;
     }
     if (r->abandoned) {
+        if (r->wait && reply->type == REDIS_REPLY_ARRAY) wait_late_reply(a, r, reply);
         rl_async_req_free(r);
         return;
     }
@@ -364,6 +723,8 @@ static void handle_reply(rl_async *a, aconn *ac, areq *r, redisReply *reply)
         if (reply->type == REDIS_REPLY_ERROR) {
             rl_fail(RL_ERR_REDIS, "%s", reply->str);
             finish(a, r, RL_ERR_REDIS, NULL);
+        } else if (r->wait) {
+            wait_reply(a, r, reply);
         } else {
             finish(a, r, RL_OK, reply);
         }
@@ -409,7 +770,7 @@ static void read_replies(rl_async *a, aconn *ac)
         }
         if (!reply) return;
         areq *r = list_pop(&ac->inflight);
-        if (r && r->kind <= REQ_PUSH && r->redirects > 0) ac->resent--;
+        if (r && r->kind <= REQ_POP && r->redirects > 0) ac->resent--;
         if (!r) {
             freeReplyObject(reply);
             rl_fail(RL_ERR_PROTOCOL, "a reply nobody asked for");
@@ -433,7 +794,7 @@ static void write_out(rl_async *a, aconn *ac)
     /* the rest when the socket takes more */
     int want_out = sdslen(ctx->obuf) > 0;
     if (want_out != ac->polling_out) {
-        struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.ptr = ac->node};
+        struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.ptr = ac};
         epoll_ctl(a->epoll_fd, EPOLL_CTL_MOD, ctx->fd, &ev);
         ac->polling_out = want_out;
     }
@@ -460,7 +821,7 @@ static int64_t expire(rl_async *a, int64_t now)
             continue;
         }
         for (areq *r = ac->inflight.head; r; r = r->next) {
-            if (r->kind > REQ_PUSH || r->abandoned) continue;
+            if (r->kind > REQ_POP || r->abandoned) continue;
             if (r->deadline_ms <= now) {
                 rl_fail(RL_ERR_TIMEOUT, "no reply within %d ms", a->client->options.command_timeout_ms);
                 complete(a, r, RL_ERR_TIMEOUT, NULL);
@@ -502,6 +863,32 @@ static int64_t expire(rl_async *a, int64_t now)
         }
     }
     a->waiting = still;
+    still.head = still.tail = NULL;
+    while ((r = list_pop(&a->sleepers))) {
+        if (r->retry_at_ms <= now) {
+            r->wait->sleeping = 0;
+            r->deadline_ms = now + a->client->options.command_timeout_ms;
+            r->redirects = 0;
+            r->pause_ms = 0;
+            int64_t deadline = r->deadline_ms;
+            dispatch(a, r);
+            NEXT(deadline);
+        } else {
+            NEXT(r->retry_at_ms);
+            list_push(&still, r);
+        }
+    }
+    a->sleepers = still;
+    /* subscriptions lost with their connection: connect again (the node's back-off paces it) */
+    for (int i = 0; i < a->nconns; i++) {
+        aconn *ac = a->conns[i];
+        if (!ac->sub || ac->conn || ac->connecting) continue;
+        for (achannel *ch = ac->channels; ch; ch = ch->next)
+            if (ch->refs) {
+                sub_dial(a, ac);
+                break;
+            }
+    }
     return next;
 #undef NEXT
 }
@@ -527,8 +914,10 @@ void *rl_async_io_thread(void *arg)
             pthread_join(a->dialer, NULL);
             rl_async_free_dials(a);
             const char *closed = "the client was closed";
+            a->stopping = 1;
             fail_list(a, &batch, RL_ERR_CLOSED, closed);
             fail_list(a, &a->waiting, RL_ERR_CLOSED, closed);
+            fail_list(a, &a->sleepers, RL_ERR_CLOSED, closed);
             fail_list(a, &a->unrouted, RL_ERR_CLOSED, closed);
             for (int i = 0; i < a->nconns; i++) {
                 fail_list(a, &a->conns[i]->pending, RL_ERR_CLOSED, closed);
@@ -539,17 +928,20 @@ void *rl_async_io_thread(void *arg)
         }
         dials_done(a);
         areq *r;
-        while ((r = list_pop(&batch))) dispatch(a, r);
+        while ((r = list_pop(&batch))) {
+            if (r->wait) wait_begin(a, r);
+            dispatch(a, r);
+        }
+        take_cancels(a);
+        int64_t now = rl_monotonic_ms();
+        int64_t next = expire(a, now);
+        int timeout = next < 0 ? 1000 : (int)(next - now < 0 ? 0 : next - now + 1);
         /* one write per server for everything queued meanwhile */
         for (int i = 0; i < a->nconns; i++)
             if (a->conns[i]->conn && sdslen(a->conns[i]->conn->ctx->obuf) > 0) write_out(a, a->conns[i]);
 
-        int64_t now = rl_monotonic_ms();
-        int64_t next = expire(a, now);
-        int timeout = next < 0 ? 1000 : (int)(next - now < 0 ? 0 : next - now + 1);
-
         pthread_mutex_lock(&a->mutex);
-        int idle = a->submitted.head == NULL && a->dial_done == NULL && !a->closing;
+        int idle = a->submitted.head == NULL && a->dial_done == NULL && !a->closing && !a->cancel_count;
         a->sleeping = idle;
         pthread_mutex_unlock(&a->mutex);
         int n = epoll_wait(a->epoll_fd, events, 64, idle ? timeout : 0);
@@ -563,9 +955,12 @@ void *rl_async_io_thread(void *arg)
                 }
                 continue;
             }
-            aconn *ac = conn_for(a, events[k].data.ptr);
-            if (!ac || !ac->conn) continue;
-            if (events[k].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) read_replies(a, ac);
+            aconn *ac = events[k].data.ptr;
+            if (!ac->conn) continue;
+            if (events[k].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+                if (ac->sub) read_wakeups(a, ac);
+                else read_replies(a, ac);
+            }
             if (ac->conn && (events[k].events & EPOLLOUT)) write_out(a, ac);
         }
     }

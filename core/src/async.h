@@ -5,11 +5,44 @@
 
 #include "internal.h"
 
-/* REQ_DECISION..REQ_PUSH complete the caller's request; the others are ours. */
-typedef enum { REQ_DECISION, REQ_ACQUIRE, REQ_DONE_FLAG, REQ_PUSH, REQ_ASKING, REQ_SCRIPT_LOAD } req_kind;
+/* REQ_DECISION..REQ_POP complete the caller's request; the others are ours. */
+typedef enum { REQ_DECISION, REQ_ACQUIRE, REQ_DONE_FLAG, REQ_PUSH, REQ_POP, REQ_ASKING, REQ_SCRIPT_LOAD } req_kind;
+
+struct aconn;
+
+/* One wake-up channel subscribed on a server's subscriber connection. */
+typedef struct achannel {
+    struct achannel *next;
+    char *name;
+    int refs;       /* waits that want it */
+    int unacked;    /* (un)subscribe commands sent and not yet confirmed */
+    int subscribed; /* what the last command sent asked for */
+} achannel;
+
+/* A semaphore / lock acquire or a queue pop: what its later tries, its
+ * wake-ups and its clean-up need. */
+typedef struct await {
+    struct areq *prev, *next; /* every unfinished one, on rl_async.waits */
+    const char *kind;         /* "semaphore", "lock", "delay_queue" */
+    char *name;
+    int64_t max, lease;       /* acquire */
+    int64_t until_ms;         /* the wait ends (monotonic) */
+    int linked;               /* on rl_async.waits */
+    int queued;               /* tries that keep a place in the semaphore's queue were sent */
+    char *channel;
+    struct aconn *sub;        /* holds a reference to chan on this subscriber */
+    achannel *chan;
+    int armed;                /* the try in flight was sent while subscribed */
+    int woken;                /* a wake-up came while a try was in flight */
+    int sleeping;             /* on rl_async.sleepers */
+    int cancelled;
+    rl_messages taken;        /* a pop's messages, until completed */
+} await;
 
 typedef struct areq {
     struct areq *next;
+    await *wait;          /* semaphore / lock acquire and queue pop */
+    int silent;           /* a clean-up of ours (leave, release, push back): nobody to complete */
     req_kind kind;
     rl_cmd cmd;
     uint64_t tag;
@@ -51,8 +84,10 @@ static inline areq *list_pop(areq_list *l)
     return r;
 }
 
-typedef struct {
+typedef struct aconn {
     rl_node *node;
+    int sub;             /* the server's subscriber connection (wake-ups), not commands */
+    achannel *channels;  /* sub: what it is (or should be) subscribed to */
     rl_conn *conn;       /* NULL: not connected */
     int polling_out;     /* EPOLLOUT registered: the socket took less than we had */
     areq_list inflight;  /* sent (or buffered), replies due in this order */
@@ -87,6 +122,11 @@ struct rl_async {
     aconn **conns; /* one per server, never moved */
     int nconns, cap_conns;
     areq_list waiting; /* to dispatch again at retry_at_ms */
+    areq_list sleepers; /* waits between tries: at retry_at_ms or when woken */
+    areq *waits;        /* every unfinished wait (await.prev / next) */
+    uint64_t *cancels;  /* tags rl_cancel asked for; guarded by mutex */
+    size_t cancel_count, cancel_cap;
+    int stopping;       /* the I/O thread completes everything: no clean-ups any more */
     areq_list unrouted; /* waiting for a discovery */
     int discovering;    /* a discovery is with the dialer */
     int64_t discover_after_ms;

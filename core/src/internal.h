@@ -270,7 +270,17 @@ int rl_build_queue_push(rl_cmd *cmd, rl_client *client, const char *queue, const
 int rl_check_sem_acquire(rl_client *client, const char *name, int64_t max, int64_t lease);
 int rl_check_permit_call(rl_client *client, const char *name, const char *id);
 int rl_check_queue_push(rl_client *client, const char *queue, const char *message, size_t len, int64_t delay_ms);
+int rl_build_queue_pop(rl_cmd *cmd, rl_client *client, const char *queue, size_t max);
+int rl_check_queue_pop(rl_client *client, const char *queue, size_t max, int64_t timeout_ms);
 int rl_new_permit_id(char *out);
+/* A waiter's (or, id NULL, a queue's) wake-up channel; malloc'd, NULL: no
+ * memory. kind: "semaphore", "lock", "delay_queue". */
+char *rl_wake_channel(const rl_client *client, const char *name, const char *kind, const char *id);
+/* A waiter checks in at least every RL_WAITER_TTL_MS / 3; one that stops
+ * (crashed) leaves the queue after RL_WAITER_TTL_MS so it cannot block those
+ * behind it. */
+#define RL_WAITER_TTL_MS 3000
+#define RL_QUEUE_POP_MAX 10000
 
 /* completions.c: posts one completion (the I/O thread) */
 void rl_completions_push(rl_completions *q, const rl_completion *c);

@@ -50,6 +50,22 @@ static void free_list(areq_list *l)
     while ((r = list_pop(l))) rl_async_req_free(r);
 }
 
+static void free_conns(rl_async *a)
+{
+    for (int i = 0; i < a->nconns; i++) {
+        aconn *ac = a->conns[i];
+        rl_conn_close(ac->conn);
+        for (achannel *ch = ac->channels, *next; ch; ch = next) {
+            next = ch->next;
+            free(ch->name);
+            free(ch);
+        }
+        free(ac);
+    }
+    free(a->conns);
+    free(a->cancels);
+}
+
 /* In a forked child: the parent's I/O threads did not come along. Close our
  * copies of their descriptors and free the memory; complete nothing (those
  * requests are the parent's) and touch no mutex (one may be held forever). */
@@ -58,13 +74,12 @@ static void async_forget(rl_async *a)
     free_list(&a->submitted);
     free_list(&a->waiting);
     free_list(&a->unrouted);
+    free_list(&a->sleepers);
     for (int i = 0; i < a->nconns; i++) {
         free_list(&a->conns[i]->inflight);
         free_list(&a->conns[i]->pending);
-        rl_conn_close(a->conns[i]->conn);
-        free(a->conns[i]);
     }
-    free(a->conns);
+    free_conns(a);
     rl_async_free_dials(a);
     close(a->wake_fd);
     close(a->epoll_fd);
@@ -85,11 +100,7 @@ void rl_async_stop(rl_client *c)
     pthread_mutex_unlock(&a->mutex);
     rl_async_wake(a);
     pthread_join(a->thread, NULL);
-    for (int i = 0; i < a->nconns; i++) {
-        rl_conn_close(a->conns[i]->conn);
-        free(a->conns[i]);
-    }
-    free(a->conns);
+    free_conns(a);
     close(a->wake_fd);
     close(a->epoll_fd);
     pthread_cond_destroy(&a->dial_wanted);
@@ -189,18 +200,36 @@ int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_ta
     return queue_request(c, r, RL_OK);
 }
 
+/* A request that may wait: its first try goes out now, the rest from the I/O thread. */
+static areq *new_wait(rl_client *c, req_kind kind, const char *what, const char *name, int64_t timeout, uint64_t tag,
+                      const rl_target *target)
+{
+    areq *r = new_request(kind, tag, target);
+    if (!r) return NULL;
+    if (!(r->wait = calloc(1, sizeof *r->wait)) || !(r->wait->name = strdup(name)) ||
+        (kind == REQ_ACQUIRE && rl_new_permit_id(r->permit_id)) ||
+        !(r->wait->channel = rl_wake_channel(c, name, what, kind == REQ_ACQUIRE ? r->permit_id : NULL))) {
+        rl_async_req_free(r);
+        return NULL;
+    }
+    r->wait->kind = what;
+    r->wait->until_ms = rl_monotonic_ms() + timeout;
+    return r;
+}
+
 static int submit_acquire(rl_client *c, const char *kind, const char *name, int64_t max, int64_t lease,
-                          uint64_t tag, const rl_target *target)
+                          int64_t timeout, uint64_t tag, const rl_target *target)
 {
     areq *r;
     int rc;
     rl_clear_error();
-    if ((rc = check_target(c, target)) || (rc = rl_check_sem_acquire(c, name, max, lease))) return rc;
-    if (!(r = new_request(REQ_ACQUIRE, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    if ((rc = rl_new_permit_id(r->permit_id))) {
-        rl_async_req_free(r);
+    if ((rc = check_target(c, target)) || (rc = rl_check_sem_acquire(c, name, max, lease)) ||
+        (rc = rl_check_range("timeout_ms", timeout, 0, RL_MAX_EXACT / 1000 / 4)))
         return rc;
-    }
+    if (!(r = new_wait(c, REQ_ACQUIRE, kind, name, timeout, tag, target)))
+        return rl_fail(RL_ERR_NOMEM, "out of memory");
+    r->wait->max = max;
+    r->wait->lease = lease;
     return queue_request(c, r, rl_build_sem_call(&r->cmd, c, kind, name, "acquire", r->permit_id, max, lease, 0));
 }
 
@@ -217,10 +246,10 @@ static int submit_flag(rl_client *c, const char *kind, const char *name, const c
     return queue_request(c, r, rl_build_sem_call(&r->cmd, c, kind, name, op, id, 1, lease, 0));
 }
 
-int rl_submit_semaphore_acquire(rl_client *c, const char *name, int64_t permits_max, int64_t lease_ms, uint64_t tag,
-                                const rl_target *target)
+int rl_submit_semaphore_acquire(rl_client *c, const char *name, int64_t permits_max, int64_t lease_ms,
+                                int64_t timeout_ms, uint64_t tag, const rl_target *target)
 {
-    return submit_acquire(c, "semaphore", name, permits_max, lease_ms, tag, target);
+    return submit_acquire(c, "semaphore", name, permits_max, lease_ms, timeout_ms, tag, target);
 }
 
 int rl_submit_semaphore_release(rl_client *c, const char *name, const char *permit_id, uint64_t tag,
@@ -236,9 +265,10 @@ int rl_submit_semaphore_refresh(rl_client *c, const char *name, const char *perm
     return submit_flag(c, "semaphore", name, "refresh", permit_id, lease_ms, tag, target);
 }
 
-int rl_submit_lock_acquire(rl_client *c, const char *name, int64_t lease_ms, uint64_t tag, const rl_target *target)
+int rl_submit_lock_acquire(rl_client *c, const char *name, int64_t lease_ms, int64_t timeout_ms, uint64_t tag,
+                           const rl_target *target)
 {
-    return submit_acquire(c, "lock", name, 1, lease_ms, tag, target);
+    return submit_acquire(c, "lock", name, 1, lease_ms, timeout_ms, tag, target);
 }
 
 int rl_submit_lock_release(rl_client *c, const char *name, const char *token, uint64_t tag, const rl_target *target)
@@ -263,4 +293,45 @@ int rl_submit_queue_push(rl_client *c, const char *queue, const char *message, s
         return rc;
     if (!(r = new_request(REQ_PUSH, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
     return queue_request(c, r, rl_build_queue_push(&r->cmd, c, queue, message, message_len, delay_ms));
+}
+
+int rl_submit_queue_pop(rl_client *c, const char *queue, size_t max, int64_t timeout_ms, uint64_t tag,
+                        const rl_target *target)
+{
+    areq *r;
+    int rc;
+    rl_clear_error();
+    if ((rc = check_target(c, target)) || (rc = rl_check_queue_pop(c, queue, max, timeout_ms))) return rc;
+    if (!(r = new_wait(c, REQ_POP, "delay_queue", queue, timeout_ms, tag, target)))
+        return rl_fail(RL_ERR_NOMEM, "out of memory");
+    return queue_request(c, r, rl_build_queue_pop(&r->cmd, c, queue, max));
+}
+
+int rl_cancel(rl_client *c, uint64_t tag)
+{
+    rl_clear_error();
+    if (!c) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
+    rl_async *a = __atomic_load_n(&c->async, __ATOMIC_ACQUIRE);
+    if (!a || a->generation != rl_fork_generation()) return RL_OK; /* nothing submitted here */
+    pthread_mutex_lock(&a->mutex);
+    if (a->closing) {
+        pthread_mutex_unlock(&a->mutex);
+        return RL_OK; /* every wait completes with RL_ERR_CLOSED */
+    }
+    if (a->cancel_count == a->cancel_cap) {
+        size_t cap = a->cancel_cap ? a->cancel_cap * 2 : 16;
+        uint64_t *grown = realloc(a->cancels, cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&a->mutex);
+            return rl_fail(RL_ERR_NOMEM, "out of memory");
+        }
+        a->cancels = grown;
+        a->cancel_cap = cap;
+    }
+    a->cancels[a->cancel_count++] = tag;
+    int sleeping = a->sleeping;
+    a->sleeping = 0;
+    pthread_mutex_unlock(&a->mutex);
+    if (sleeping) rl_async_wake(a);
+    return RL_OK;
 }

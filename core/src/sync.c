@@ -9,10 +9,6 @@
 #include "internal.h"
 
 #define RL_MAX_PERMITS 1000000
-/* A waiter checks in at least every WAITER_TTL / 3; one that stops (crashed)
- * leaves the queue after WAITER_TTL so it cannot block those behind it. */
-#define WAITER_TTL_MS 3000
-#define QUEUE_POP_MAX 10000
 
 size_t rl_script_count(void)
 {
@@ -119,7 +115,7 @@ typedef struct {
 
 /* Wake-up channels are named like keys, <prefix>:{<tag>}:<kind>:wake, with
  * ":<id>" for one waiter (and ":" alone for the prefix the script appends to). */
-static char *wake_channel(const rl_client *client, const char *name, const char *kind, const char *id)
+char *rl_wake_channel(const rl_client *client, const char *name, const char *kind, const char *id)
 {
     char suffix[64 + RL_PERMIT_ID_SIZE];
     snprintf(suffix, sizeof suffix, "%s:wake%s%s", kind, id ? ":" : "", id ? id : "");
@@ -133,7 +129,7 @@ int rl_build_sem_call(rl_cmd *cmd, rl_client *client, const char *kind, const ch
                       const char *id, int64_t max, int64_t lease, int enqueue)
 {
     char suffix[4][32];
-    char *channel = wake_channel(client, name, kind, "");
+    char *channel = rl_wake_channel(client, name, kind, "");
     rl_cmd_init(cmd);
     if (!channel) return rl_fail(RL_ERR_NOMEM, "out of memory");
     snprintf(suffix[0], sizeof suffix[0], "%s", kind);
@@ -147,7 +143,7 @@ int rl_build_sem_call(rl_cmd *cmd, rl_client *client, const char *kind, const ch
     rl_cmd_int(cmd, max);
     rl_cmd_int(cmd, lease);
     rl_cmd_int(cmd, enqueue);
-    rl_cmd_int(cmd, WAITER_TTL_MS);
+    rl_cmd_int(cmd, RL_WAITER_TTL_MS);
     rl_cmd_copy(cmd, channel, strlen(channel));
     rl_cmd_cstr(cmd, rl_publish_command(client));
     free(channel);
@@ -221,7 +217,7 @@ static int sem_acquire(rl_client *client, const char *kind, const char *name, in
 
     /* Subscribe before queueing: a release between our try and our wait
      * then still reaches us. */
-    if (!(channel = wake_channel(client, name, kind, out->id))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    if (!(channel = rl_wake_channel(client, name, kind, out->id))) return rl_fail(RL_ERR_NOMEM, "out of memory");
     /* no subscription (a failover under way): poll, every nap */
     if ((rc = subscribe(client, channel, &sub)) && rc != RL_ERR_CONNECTION && rc != RL_ERR_TIMEOUT &&
         rc != RL_ERR_REDIS)
@@ -231,7 +227,7 @@ static int sem_acquire(rl_client *client, const char *kind, const char *name, in
         if ((rc = sem_try(client, kind, name, out->id, max, lease, 1, &reply)) || reply.granted) break;
         int64_t left = deadline - rl_monotonic_ms();
         if (left <= 0) break;
-        int64_t pause = WAITER_TTL_MS / 3;
+        int64_t pause = RL_WAITER_TTL_MS / 3;
         if (reply.first_lease_end >= 0 && reply.first_lease_end + 1 < pause) pause = reply.first_lease_end + 1;
         if (left < pause) pause = left;
         if ((rc = nap(&sub, pause, wait))) break;
@@ -392,7 +388,7 @@ int rl_check_queue_push(rl_client *client, const char *queue, const char *messag
 int rl_build_queue_push(rl_cmd *cmd, rl_client *client, const char *queue, const char *message, size_t len,
                         int64_t delay_ms)
 {
-    char *channel = wake_channel(client, queue, "delay_queue", NULL);
+    char *channel = rl_wake_channel(client, queue, "delay_queue", NULL);
     rl_cmd_init(cmd);
     if (!channel) return rl_fail(RL_ERR_NOMEM, "out of memory");
     rl_cmd_script(cmd, RL_SCRIPT_DELAY_QUEUE, 1);
@@ -424,18 +420,31 @@ int rl_queue_push(rl_client *client, const char *queue, const char *message, siz
     return rc;
 }
 
+int rl_check_queue_pop(rl_client *client, const char *queue, size_t max, int64_t timeout_ms)
+{
+    int rc;
+    if ((rc = check_queue_call(client, queue)) || (rc = rl_check_range("max", (int64_t)max, 1, RL_QUEUE_POP_MAX)))
+        return rc;
+    return rl_check_range("timeout_ms", timeout_ms, 0, RL_MAX_EXACT / 1000 / 4);
+}
+
+int rl_build_queue_pop(rl_cmd *cmd, rl_client *client, const char *queue, size_t max)
+{
+    rl_cmd_init(cmd);
+    rl_cmd_script(cmd, RL_SCRIPT_DELAY_QUEUE, 1);
+    rl_cmd_key(cmd, client, queue, NULL, "delay_queue");
+    rl_cmd_cstr(cmd, "pop");
+    rl_cmd_int(cmd, (int64_t)max);
+    return cmd->failed ? rl_fail(RL_ERR_NOMEM, "out of memory building a command") : RL_OK;
+}
+
 /* One pop; *next_in = ms until the next message is due, -1 if none. */
 static int pop_once(rl_client *client, const char *queue, size_t max, rl_messages *out, int64_t *next_in)
 {
     rl_cmd cmd;
     redisReply *r;
-    int rc;
-    rl_cmd_init(&cmd);
-    rl_cmd_script(&cmd, RL_SCRIPT_DELAY_QUEUE, 1);
-    rl_cmd_key(&cmd, client, queue, NULL, "delay_queue");
-    rl_cmd_cstr(&cmd, "pop");
-    rl_cmd_int(&cmd, (int64_t)max);
-    rc = rl_run(client, &cmd, 1, &r);
+    int rc = rl_build_queue_pop(&cmd, client, queue, max);
+    if (!rc) rc = rl_run(client, &cmd, 1, &r);
     rl_cmd_free(&cmd);
     if (rc) return rc;
     rc = rl_decode_queue_pop(r, out, next_in);
@@ -473,7 +482,7 @@ int rl_queue_pop_ready(rl_client *client, const char *queue, size_t max, rl_mess
     int rc;
     if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
     memset(out, 0, sizeof *out);
-    if ((rc = check_queue_call(client, queue)) || (rc = rl_check_range("max", (int64_t)max, 1, QUEUE_POP_MAX)))
+    if ((rc = check_queue_call(client, queue)) || (rc = rl_check_range("max", (int64_t)max, 1, RL_QUEUE_POP_MAX)))
         return rc;
     return pop_once(client, queue, max, out, &next_in);
 }
@@ -486,12 +495,10 @@ int rl_queue_pop_wait(rl_client *client, const char *queue, size_t max, const rl
     int rc;
     if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
     memset(out, 0, sizeof *out);
-    if ((rc = check_queue_call(client, queue)) || (rc = rl_check_range("max", (int64_t)max, 1, QUEUE_POP_MAX)) ||
-        (rc = rl_check_range("timeout_ms", timeout, 0, RL_MAX_EXACT / 1000 / 4)))
-        return rc;
+    if ((rc = rl_check_queue_pop(client, queue, max, timeout))) return rc;
     deadline = rl_monotonic_ms() + timeout;
     if ((rc = pop_once(client, queue, max, out, &next_in)) || out->count || timeout == 0) return rc;
-    if (!(channel = wake_channel(client, queue, "delay_queue", NULL))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    if (!(channel = rl_wake_channel(client, queue, "delay_queue", NULL))) return rl_fail(RL_ERR_NOMEM, "out of memory");
     rc = subscribe(client, channel, &sub);
     free(channel);
     if (rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT || rc == RL_ERR_REDIS) rc = RL_OK; /* poll instead */

@@ -268,7 +268,7 @@ static void test_primitives(void)
     rl_completion all[8];
     CHECK_OK(rl_completions_open(&q));
     rl_target target = {NULL, NULL, q};
-    for (int i = 0; i < 3; i++) CHECK_OK(rl_submit_semaphore_acquire(c, "async-sem", 2, 10000, (uint64_t)i, &target));
+    for (int i = 0; i < 3; i++) CHECK_OK(rl_submit_semaphore_acquire(c, "async-sem", 2, 10000, 0, (uint64_t)i, &target));
     CHECK_EQ(drain(q, all, 3, 5000), 3);
     int granted = 0;
     char first[RL_PERMIT_ID_SIZE] = "";
@@ -294,8 +294,8 @@ static void test_primitives(void)
     CHECK_OK(rl_semaphore_holders(c, "async-sem", &holders));
     CHECK_EQ(holders, 1);
 
-    CHECK_OK(rl_submit_lock_acquire(c, "async-lock", 10000, 20, &target));
-    CHECK_OK(rl_submit_lock_acquire(c, "async-lock", 10000, 21, &target));
+    CHECK_OK(rl_submit_lock_acquire(c, "async-lock", 10000, 0, 20, &target));
+    CHECK_OK(rl_submit_lock_acquire(c, "async-lock", 10000, 0, 21, &target));
     CHECK_EQ(drain(q, all, 2, 5000), 2);
     CHECK_EQ(all[0].acquired + all[1].acquired, 1);
     rl_completion *held = all[0].acquired ? &all[0] : &all[1];
@@ -317,8 +317,8 @@ static void test_primitives(void)
     rl_messages_free(&m);
 
     /* bad arguments: refused at once */
-    CHECK_EQ(rl_submit_semaphore_acquire(c, "", 2, 1000, 0, &target), RL_ERR_INVALID);
-    CHECK_EQ(rl_submit_semaphore_acquire(c, "s", 0, 1000, 0, &target), RL_ERR_INVALID);
+    CHECK_EQ(rl_submit_semaphore_acquire(c, "", 2, 1000, 0, 0, &target), RL_ERR_INVALID);
+    CHECK_EQ(rl_submit_semaphore_acquire(c, "s", 0, 1000, 0, 0, &target), RL_ERR_INVALID);
     CHECK_EQ(rl_submit_semaphore_refresh(c, "s", "id", 0, 0, &target), RL_ERR_INVALID);
     CHECK_EQ(rl_submit_lock_release(c, "s", "", 0, &target), RL_ERR_INVALID);
     CHECK_EQ(rl_submit_queue_push(c, "q", "", 0, 0, 0, &target), RL_ERR_INVALID);

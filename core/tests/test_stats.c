@@ -189,7 +189,7 @@ static void test_async_sequence(void)
     broken.id = "broken";
     CHECK_OK(rl_submit(c, &broken, 10, &target));
     /* the primitives are not limiter decisions */
-    CHECK_OK(rl_submit_lock_acquire(c, "async-seq", 1000, 11, &target));
+    CHECK_OK(rl_submit_lock_acquire(c, "async-seq", 1000, 0, 11, &target));
     wait_done(&t, 7);
     EXPECT_COUNTS(c, "async-seq", 2, 3, 0, 1);
     rl_client_close(c);

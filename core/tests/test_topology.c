@@ -281,6 +281,41 @@ static void suite(const char *label, const char *url, const rl_options *o)
     CHECK_EQ(q.acquired, 1);
     CHECK(now_ms() - t < 500);
 
+    /* the same waits asynchronously: one subscriber connection per server
+     * (SSUBSCRIBE on the entity's shard in a cluster) wakes them */
+    CHECK_OK(rl_completions_open(&cq));
+    target.queue = cq;
+    CHECK_OK(rl_semaphore_acquire(c, sem, 1, 10000, &none, &p1));
+    CHECK(p1.acquired);
+    CHECK_OK(rl_submit_semaphore_acquire(c, sem, 1, 10000, 10000, 1, &target));
+    CHECK_OK(rl_submit_queue_pop(c, sem, 1, 10000, 2, &target));
+    sleep_ms(300);
+    CHECK_EQ(rl_completions_take(cq, done, 2), 0);
+    t = now_ms();
+    CHECK_OK(rl_semaphore_release(c, sem, p1.id, &released));
+    CHECK_OK(rl_queue_push(c, sem, "job-2", 5, 0, &added));
+    size_t got = 0;
+    while (got < 2 && now_ms() - t < 5000) {
+        struct pollfd pfd = {rl_completions_fd(cq), POLLIN, 0};
+        poll(&pfd, 1, 20);
+        got += rl_completions_take(cq, done + got, 2 - got);
+    }
+    CHECK_EQ(got, 2);
+    CHECK(now_ms() - t < 500);
+    for (size_t i = 0; i < got; i++) {
+        CHECK_EQ(done[i].status, RL_OK);
+        if (done[i].tag == 1) {
+            CHECK(done[i].acquired);
+            CHECK_OK(rl_semaphore_release(c, sem, done[i].permit_id, &released));
+        } else {
+            CHECK_EQ(done[i].messages.count, 1);
+            rl_messages_free(&done[i].messages);
+        }
+    }
+    rl_client_close(c);
+    rl_completions_close(cq);
+    c = NULL;
+
     rl_client_close(c);
     printf("  %s: %s (%s)\n", label, test_failures == before ? "ok" : "FAILED", url);
 }
