@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 root=$PWD
 scripts/deps.sh
 jobs=2
-step() { printf '\n==> %s\n' "$*"; }
+# each step says how long the run has taken so far
+step() { printf '\n==> %s  [%dm%02ds]\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 # build and install chatter goes to a log that is shown only when the command fails
 quietly() {
   local log
@@ -68,13 +69,13 @@ scripts/fuzz.sh 30
 
 step "C core under TSan (the async I/O thread, the pools)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DRL_SANITIZE=thread >/dev/null
-quietly cmake --build build-tsan -j $jobs --target test_async test_concurrency test_sync test_operations test_stats
-for t in async concurrency sync operations stats; do
+quietly cmake --build build-tsan -j $jobs --target test_async test_waits test_concurrency test_sync test_operations test_stats
+for t in async waits concurrency sync operations stats; do
   TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" build-tsan/core/tests/test_$t
 done
 
 step "C core under valgrind"
-for t in rate url limiters sync async operations stats; do
+for t in rate url limiters sync async waits operations stats; do
   valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
     build/core/tests/test_$t
 done

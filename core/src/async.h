@@ -142,6 +142,33 @@ void *rl_async_io_thread(void *arg);
 void *rl_async_dialer(void *arg);
 void rl_async_wake(rl_async *a);
 void rl_async_req_free(areq *r);
+/* the command connection to node, or (sub) its subscriber connection; NULL: no memory */
+aconn *rl_async_find_conn(rl_async *a, rl_node *node, int sub);
+/* hands connecting ac to the dialer */
+void rl_async_dial(rl_async *a, aconn *ac);
+void rl_async_want_discovery(rl_async *a);
+/* routes r and appends it to its server's output (or parks it) */
+void rl_async_dispatch(rl_async *a, areq *r);
+/* r is done: completed (unless it was already) and freed */
+void rl_async_finish(rl_async *a, areq *r, int status, const redisReply *reply);
+/* fails what is in flight on ac (it may have run: never sent again) */
+void rl_async_conn_drop(rl_async *a, aconn *ac, int status);
+
+/* waits.c: the I/O thread's side of the waits */
+void rl_wait_begin(rl_async *a, areq *r);
+/* a try's reply: complete, or sleep until a wake-up, a check-in or the end */
+void rl_wait_reply(rl_async *a, areq *r, const redisReply *reply);
+/* a reply for a wait that timed out: what it got goes back */
+void rl_wait_late_reply(rl_async *a, areq *r, const redisReply *reply);
+/* r completes with status: unlinked, unsubscribed, out of the queue */
+void rl_wait_ended(rl_async *a, areq *r, int status);
+/* the try being sent will hear of what happens after it */
+int rl_wait_armed(const await *w);
+void rl_wait_cancels(rl_async *a);
+int64_t rl_wait_expire(rl_async *a, int64_t now);
+void rl_wait_read(rl_async *a, aconn *ac);
+void rl_wait_sub_send(rl_async *a, aconn *ac, achannel *ch, int on);
+void rl_wait_sub_lost(rl_async *a, aconn *ac);
 /* Dials nobody will use any more (closing, or a forked child). */
 void rl_async_free_dials(rl_async *a);
 
