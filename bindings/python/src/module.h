@@ -122,7 +122,7 @@ PyObject *client_queue_pop_wait(ClientObject *self, PyObject *args, PyObject *kw
 PyObject *client_queue_size(ClientObject *self, PyObject *args);
 PyObject *client_queue_remove(ClientObject *self, PyObject *args);
 
-/* ---- Limiter and Result (limiter.c), for the asynchronous path (aio.c) ---------------- */
+/* ---- Limiter (limiter.c), Result (result.c), specs (spec.c), for aio.c too ------------- */
 
 PyObject *result_new(rl_state *st, const rl_result *r);
 /* Python's spelling of a limiter (Client.limiter's rate, algorithm, burst,
@@ -151,7 +151,7 @@ void client_release_queues(ClientObject *c);
 
 extern PyType_Spec client_spec;  /* client.c */
 extern PyType_Spec limiter_spec; /* limiter.c */
-extern PyType_Spec result_spec;  /* limiter.c */
+extern PyType_Spec result_spec;  /* result.c */
 extern PyType_Spec completions_spec; /* aio.c */
 
 #endif
