@@ -1,7 +1,10 @@
 /*
  * JNI glue between io.ratelimit.Native and the C core. Thin on purpose: it
  * copies arguments in, calls one rl_* function, and wraps the answer. All
- * validation, keys and defaults live in the core.
+ * validation, keys and defaults live in the core. This file: the library,
+ * the client, errors and the I/O thread's callback for decisions;
+ * limiter_jni.c: decisions and stored specs; primitives_jni.c: semaphore,
+ * lock and delay queue, blocking and asynchronous; stats_jni.c: metrics.
  *
  * Conventions:
  *   - strings arrive as UTF-8 byte[] (never modified UTF-8), so keys match
@@ -30,11 +33,8 @@
 
 static jclass g_native;      /* io.ratelimit.Native */
 jclass g_result;             /* io.ratelimit.Result */
-static jclass g_permit;      /* io.ratelimit.NativePermit */
-static jclass g_byte_array;  /* byte[] */
 static jmethodID g_exception;    /* static RuntimeException Native.exception(int, byte[]) */
 static jmethodID g_result_init;  /* Result(boolean, long, long, long, long, long, boolean, long, int) */
-static jmethodID g_permit_init;  /* NativePermit(String, long, long) */
 static jmethodID g_cancel;       /* boolean ClientHandle.cancelRequested() */
 static jmethodID g_complete;     /* void AsyncCalls.complete(long, int, boolean, long, long, long, long, long,
                                     boolean, long, int, byte[]) */
@@ -174,28 +174,6 @@ jobject new_result(JNIEnv *env, const rl_result *r)
                              (jlong)r->remaining, (jlong)r->retry_after_ms, (jlong)r->reset_after_ms,
                              (jlong)r->wait_ms, (jboolean)(r->fallback != 0), (jlong)r->granted,
                              (jint)r->rate_index);
-}
-
-static jobjectArray new_messages(JNIEnv *env, const rl_messages *m)
-{
-    if (m->count > INT32_MAX) {
-        throw_oom(env);
-        return NULL;
-    }
-    jobjectArray out = (*env)->NewObjectArray(env, (jsize)m->count, g_byte_array, NULL);
-    if (!out) return NULL;
-    for (size_t i = 0; i < m->count; i++) {
-        if (m->lens[i] > INT32_MAX) {
-            throw_oom(env);
-            return NULL;
-        }
-        jbyteArray b = (*env)->NewByteArray(env, (jsize)m->lens[i]);
-        if (!b) return NULL;
-        (*env)->SetByteArrayRegion(env, b, 0, (jsize)m->lens[i], (const jbyte *)m->items[i]);
-        (*env)->SetObjectArrayElement(env, out, (jsize)i, b);
-        (*env)->DeleteLocalRef(env, b);
-    }
-    return out;
 }
 
 /* ---- natives: library --------------------------------------------------------- */
@@ -380,184 +358,6 @@ done:
     return out;
 }
 
-/* ---- natives: semaphore and lock ---------------------------------------------------- */
-
-static jobject n_sem_acquire(JNIEnv *env, jclass cls, jlong handle, jobject cancel, jboolean lock, jbyteArray name,
-                             jlong max, jlong lease_ms, jlong timeout_ms)
-{
-    (void)cls;
-    char *cname;
-    rl_permit permit;
-    rl_wait wait;
-    cancel_ctx ctx;
-    int rc;
-    if (copy_bytes(env, name, &cname, NULL)) return NULL;
-    init_wait(&wait, &ctx, env, cancel, timeout_ms);
-    rc = lock ? rl_lock_acquire(client_of(handle), cname, lease_ms, &wait, &permit)
-              : rl_semaphore_acquire(client_of(handle), cname, max, lease_ms, &wait, &permit);
-    free(cname);
-    if (rc) {
-        throw_status(env, rc);
-        return NULL;
-    }
-    if (!permit.acquired) return NULL;
-    jstring id = (*env)->NewStringUTF(env, permit.id);
-    if (!id) return NULL;
-    jobject out = (*env)->NewObject(env, g_permit, g_permit_init, id, (jlong)permit.fencing_token,
-                                    (jlong)permit.lease_ms);
-    (*env)->DeleteLocalRef(env, id);
-    return out;
-}
-
-/* release (lease_ms < 0) or refresh/extend a permit */
-static jboolean sem_update(JNIEnv *env, jlong handle, jboolean lock, jbyteArray name, jbyteArray id, jlong lease_ms)
-{
-    char *cname, *cid;
-    int done = 0, rc;
-    if (copy_bytes(env, name, &cname, NULL)) return JNI_FALSE;
-    if (copy_bytes(env, id, &cid, NULL)) {
-        free(cname);
-        return JNI_FALSE;
-    }
-    rl_client *c = client_of(handle);
-    if (lease_ms == INT64_MIN)
-        rc = lock ? rl_lock_release(c, cname, cid, &done) : rl_semaphore_release(c, cname, cid, &done);
-    else
-        rc = lock ? rl_lock_extend(c, cname, cid, lease_ms, &done) : rl_semaphore_refresh(c, cname, cid, lease_ms, &done);
-    free(cname);
-    free(cid);
-    if (rc) {
-        throw_status(env, rc);
-        return JNI_FALSE;
-    }
-    return done ? JNI_TRUE : JNI_FALSE;
-}
-
-static jboolean n_sem_release(JNIEnv *env, jclass cls, jlong handle, jboolean lock, jbyteArray name, jbyteArray id)
-{
-    (void)cls;
-    return sem_update(env, handle, lock, name, id, INT64_MIN);
-}
-
-static jboolean n_sem_refresh(JNIEnv *env, jclass cls, jlong handle, jboolean lock, jbyteArray name, jbyteArray id,
-                              jlong lease_ms)
-{
-    (void)cls;
-    /* INT64_MIN is the release marker; the core rejects any lease below 1 anyway */
-    return sem_update(env, handle, lock, name, id, lease_ms == INT64_MIN ? -1 : lease_ms);
-}
-
-static jlong n_sem_available(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jlong max)
-{
-    (void)cls;
-    char *cname;
-    int64_t available = 0;
-    if (copy_bytes(env, name, &cname, NULL)) return 0;
-    int rc = rl_semaphore_available(client_of(handle), cname, max, &available);
-    free(cname);
-    if (rc) throw_status(env, rc);
-    return (jlong)available;
-}
-
-static jlong n_sem_holders(JNIEnv *env, jclass cls, jlong handle, jbyteArray name)
-{
-    (void)cls;
-    char *cname;
-    int64_t holders = 0;
-    if (copy_bytes(env, name, &cname, NULL)) return 0;
-    int rc = rl_semaphore_holders(client_of(handle), cname, &holders);
-    free(cname);
-    if (rc) throw_status(env, rc);
-    return (jlong)holders;
-}
-
-/* ---- natives: delay queue -------------------------------------------------------------- */
-
-static jboolean n_queue_push(JNIEnv *env, jclass cls, jlong handle, jbyteArray queue, jbyteArray message,
-                             jlong delay_ms)
-{
-    (void)cls;
-    char *cqueue, *cmsg;
-    size_t len;
-    int added = 0;
-    if (copy_bytes(env, queue, &cqueue, NULL)) return JNI_FALSE;
-    if (copy_bytes(env, message, &cmsg, &len)) {
-        free(cqueue);
-        return JNI_FALSE;
-    }
-    int rc = rl_queue_push(client_of(handle), cqueue, cmsg, len, delay_ms, &added);
-    free(cqueue);
-    free(cmsg);
-    if (rc) {
-        throw_status(env, rc);
-        return JNI_FALSE;
-    }
-    return added ? JNI_TRUE : JNI_FALSE;
-}
-
-/* cancel == null: pop_ready (no wait); else pop_wait with the timeout */
-static jobjectArray n_queue_pop(JNIEnv *env, jclass cls, jlong handle, jobject cancel, jbyteArray queue, jlong max,
-                                jlong timeout_ms)
-{
-    (void)cls;
-    char *cqueue;
-    rl_messages messages;
-    rl_wait wait;
-    cancel_ctx ctx;
-    int rc;
-    if (copy_bytes(env, queue, &cqueue, NULL)) return NULL;
-    /* negative max must reach the core's range check, not wrap to a huge size_t */
-    size_t cmax = max < 0 ? 0 : (size_t)max;
-    if (cancel) {
-        init_wait(&wait, &ctx, env, cancel, timeout_ms);
-        rc = rl_queue_pop_wait(client_of(handle), cqueue, cmax, &wait, &messages);
-    } else {
-        rc = rl_queue_pop_ready(client_of(handle), cqueue, cmax, &messages);
-    }
-    free(cqueue);
-    /* messages taken from Redis are delivered even when a later step failed:
-     * dropping them would lose them for good */
-    jobjectArray out = NULL;
-    if (messages.count > 0 || rc == RL_OK) out = new_messages(env, &messages);
-    rl_messages_free(&messages);
-    if (rc && messages.count == 0) throw_status(env, rc);
-    return out;
-}
-
-static jlong n_queue_size(JNIEnv *env, jclass cls, jlong handle, jbyteArray queue)
-{
-    (void)cls;
-    char *cqueue;
-    int64_t size = 0;
-    if (copy_bytes(env, queue, &cqueue, NULL)) return 0;
-    int rc = rl_queue_size(client_of(handle), cqueue, &size);
-    free(cqueue);
-    if (rc) throw_status(env, rc);
-    return (jlong)size;
-}
-
-static jboolean n_queue_remove(JNIEnv *env, jclass cls, jlong handle, jbyteArray queue, jbyteArray message)
-{
-    (void)cls;
-    char *cqueue, *cmsg;
-    size_t len;
-    int removed = 0;
-    if (copy_bytes(env, queue, &cqueue, NULL)) return JNI_FALSE;
-    if (copy_bytes(env, message, &cmsg, &len)) {
-        free(cqueue);
-        return JNI_FALSE;
-    }
-    int rc = rl_queue_remove(client_of(handle), cqueue, cmsg, len, &removed);
-    free(cqueue);
-    free(cmsg);
-    if (rc) {
-        throw_status(env, rc);
-        return JNI_FALSE;
-    }
-    return removed ? JNI_TRUE : JNI_FALSE;
-}
-
-
 /* ---- natives: asynchronous decisions ----------------------------------------------------- */
 
 /* rl_submit's target is a callback on the client's I/O thread; its ctx is a
@@ -578,7 +378,7 @@ static void detach_at_exit(void *vm)
 
 /* The calling thread's JNIEnv, attaching it the first time; NULL if the JVM
  * refuses (then the completion cannot be delivered). */
-static JNIEnv *io_env(void)
+JNIEnv *io_env(void)
 {
     JNIEnv *env = NULL;
     jint rc = (*g_vm)->GetEnv(g_vm, (void **)&env, RLJ_JNI_VERSION);
@@ -681,20 +481,11 @@ static const JNINativeMethod methods[] = {
     {"close", "(J)V", (void *)n_close},
     {"prefix", "(J)Ljava/lang/String;", (void *)n_prefix},
     {"key", "(J" B B "I)[B", (void *)n_key},
-    {"semAcquire", "(J" HANDLE "Z" B "JJJ)Lio/ratelimit/NativePermit;", (void *)n_sem_acquire},
-    {"semRelease", "(JZ" B B ")Z", (void *)n_sem_release},
-    {"semRefresh", "(JZ" B B "J)Z", (void *)n_sem_refresh},
-    {"semAvailable", "(J" B "J)J", (void *)n_sem_available},
-    {"semHolders", "(J" B ")J", (void *)n_sem_holders},
-    {"queuePush", "(J" B B "J)Z", (void *)n_queue_push},
-    {"queuePop", "(J" HANDLE B "JJ)[[B", (void *)n_queue_pop},
-    {"queueSize", "(J" B ")J", (void *)n_queue_size},
-    {"queueRemove", "(J" B B ")Z", (void *)n_queue_remove},
     {"asyncContext", "(Lio/ratelimit/AsyncCalls;)J", (void *)n_async_context},
     {"asyncContextFree", "(J)V", (void *)n_async_context_free},
 };
 
-static jclass global_class(JNIEnv *env, const char *name)
+jclass global_class(JNIEnv *env, const char *name)
 {
     jclass local = (*env)->FindClass(env, name);
     if (!local) return NULL;
@@ -717,20 +508,19 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved)
     if (rl_version_number() != RL_VERSION_NUMBER) return JNI_ERR;
     if (!(g_native = global_class(env, "io/ratelimit/Native")) ||
         !(g_result = global_class(env, "io/ratelimit/Result")) ||
-        !(g_permit = global_class(env, "io/ratelimit/NativePermit")) || !(g_byte_array = global_class(env, "[B")) ||
         !(handle = (*env)->FindClass(env, "io/ratelimit/ClientHandle")))
         return JNI_ERR;
     g_exception = (*env)->GetStaticMethodID(env, g_native, "exception", "(I[B)Ljava/lang/RuntimeException;");
     g_result_init = (*env)->GetMethodID(env, g_result, "<init>", "(ZJJJJJZJI)V");
-    g_permit_init = (*env)->GetMethodID(env, g_permit, "<init>", "(Ljava/lang/String;JJ)V");
     g_cancel = (*env)->GetMethodID(env, handle, "cancelRequested", "()Z");
     (*env)->DeleteLocalRef(env, handle);
     if (!(calls = (*env)->FindClass(env, "io/ratelimit/AsyncCalls"))) return JNI_ERR;
     g_complete = (*env)->GetMethodID(env, calls, "complete", "(JIZJJJJJZJI[B)V");
     (*env)->DeleteLocalRef(env, calls);
-    if (!g_exception || !g_result_init || !g_permit_init || !g_cancel || !g_complete) return JNI_ERR;
+    if (!g_exception || !g_result_init || !g_cancel || !g_complete) return JNI_ERR;
     if ((*env)->RegisterNatives(env, g_native, methods, (jint)(sizeof methods / sizeof methods[0])) != JNI_OK ||
-        register_limiter_natives(env, g_native) != JNI_OK || register_stats_natives(env, g_native) != JNI_OK)
+        register_limiter_natives(env, g_native) != JNI_OK || register_stats_natives(env, g_native) != JNI_OK ||
+        register_primitive_natives(env, g_native) != JNI_OK)
         return JNI_ERR;
     return RLJ_JNI_VERSION;
 }
@@ -740,9 +530,10 @@ JNIEXPORT void JNICALL JNI_OnUnload(JavaVM *vm, void *reserved)
     JNIEnv *env;
     (void)reserved;
     if ((*vm)->GetEnv(vm, (void **)&env, RLJ_JNI_VERSION) != JNI_OK) return;
-    jclass *refs[] = {&g_native, &g_result, &g_permit, &g_byte_array};
+    jclass *refs[] = {&g_native, &g_result};
     for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
         if (*refs[i]) (*env)->DeleteGlobalRef(env, *refs[i]);
         *refs[i] = NULL;
     }
+    free_primitive_refs(env);
 }

@@ -1,8 +1,9 @@
 /*
- * What the JNI files share: ratelimit_jni.c (library, client, primitives,
- * the asynchronous callback, registration) defines these; limiter_jni.c
- * (rate-limit decisions and stored specs) uses them. Everything here is
- * hidden in the library (-fvisibility=hidden, exports.map).
+ * What the JNI files share: ratelimit_jni.c (library, client, errors, the
+ * I/O thread's attachment, registration) defines these; limiter_jni.c
+ * (rate-limit decisions and stored specs), primitives_jni.c (semaphore,
+ * lock, delay queue) and stats_jni.c use them. Everything here is hidden in
+ * the library (-fvisibility=hidden, exports.map).
  */
 #ifndef RATELIMIT_JNI_H
 #define RATELIMIT_JNI_H
@@ -33,6 +34,9 @@ void free_bytes(char *p, char *buf);
 
 rl_client *client_of(jlong handle);
 
+/* A global reference to a class, or NULL with an exception pending. */
+jclass global_class(JNIEnv *env, const char *name);
+
 /* A blocking wait polling ClientHandle.cancelRequested() (handle may be NULL). */
 typedef struct {
     JNIEnv *env;
@@ -47,9 +51,17 @@ jobject new_result(JNIEnv *env, const rl_result *r);
  * ctx is the global reference from Native.asyncContext. */
 void on_complete(void *ctx, const rl_completion *c);
 
+/* The I/O thread's JNIEnv, attaching it to the JVM on its first completion
+ * (it stays attached until it ends); NULL if the JVM refuses. */
+JNIEnv *io_env(void);
+
 /* limiter_jni.c: binds its natives to io.ratelimit.Native; JNI_OK or not. */
 jint register_limiter_natives(JNIEnv *env, jclass native);
 /* stats_jni.c: the same for Native.stats (rl_client_stats). */
 jint register_stats_natives(JNIEnv *env, jclass native);
+/* primitives_jni.c: the semaphore, lock and queue natives, blocking and
+ * asynchronous; free_primitive_refs drops its global references (unload). */
+jint register_primitive_natives(JNIEnv *env, jclass native);
+void free_primitive_refs(JNIEnv *env);
 
 #endif

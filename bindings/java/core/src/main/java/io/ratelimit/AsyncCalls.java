@@ -5,20 +5,22 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * The asynchronous decisions of one client: the futures in flight, each under
- * a tag that goes down to {@code rl_submit} and comes back in the completion.
+ * The asynchronous calls of one client: the futures in flight, decisions
+ * ({@link Pending}) and semaphore, lock and queue calls ({@link AsyncOp}),
+ * each under a tag, unique per call, that goes down to {@code rl_submit*}
+ * (and {@code rl_cancel}) and comes back in the completion.
  *
  * <p>Why a map of tags and not a JNI global reference per future: nothing is
  * made or deleted in JNI per call (one global reference to this object per
  * client, deleted after the close); whatever the core might fail to complete
  * is still here when the client closes, and is failed then, so no future can
  * stay pending forever; and each entry keeps its {@link RateLimitClient}
- * strongly reachable while the decision is in flight, so the Cleaner never
+ * strongly reachable while the call is in flight, so the Cleaner never
  * closes a client under a caller that only holds the future.
  *
- * <p>{@link #complete} runs on the client's I/O thread (called from C) and
- * completes the future there, holding no lock: dependent stages registered
- * without an executor run on that thread.
+ * <p>{@link #complete} and {@link #completeOp} run on the client's I/O thread
+ * (called from C) and complete the future there, holding no lock: dependent
+ * stages registered without an executor run on that thread.
  */
 final class AsyncCalls {
     /** A future in flight; {@code owner} keeps the client reachable until it completes. */
@@ -31,7 +33,7 @@ final class AsyncCalls {
         }
     }
 
-    private final ConcurrentHashMap<Long, Pending> pending = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<Long, CompletableFuture<?>> pending = new ConcurrentHashMap<>();
     private final AtomicLong nextTag = new AtomicLong();
     /** The client's I/O thread, known from its first completion. */
     private volatile Thread ioThread;
@@ -43,10 +45,23 @@ final class AsyncCalls {
     }
 
     /** Registers a future before it is submitted (its completion may come before rl_submit returns). */
-    long register(Pending future) {
+    long register(CompletableFuture<?> future) {
         long tag = nextTag.incrementAndGet();
+        if (future instanceof AsyncOp) {
+            ((AsyncOp<?>) future).tag = tag;
+        }
         pending.put(tag, future);
         return tag;
+    }
+
+    /** A tag for a call nobody waits for (a give-back): its completion finds no future. */
+    long untrackedTag() {
+        return nextTag.incrementAndGet();
+    }
+
+    /** True while the call under {@code tag} has not completed. */
+    boolean isPending(long tag) {
+        return pending.containsKey(tag);
     }
 
     /** The submit failed: no completion will come for this tag. */
@@ -74,19 +89,17 @@ final class AsyncCalls {
         if (ioThread == null) {
             ioThread = Thread.currentThread();
         }
-        Pending future = pending.remove(tag);
-        if (future == null) {
+        CompletableFuture<?> f = pending.remove(tag);
+        if (!(f instanceof Pending)) {
             return;
         }
+        Pending future = (Pending) f;
         try {
             if (status == 0) {
                 future.complete(new Result(allowed, limit, remaining, retryAfterMs, resetAfterMs, waitMs, fallback,
                         granted, rateIndex));
-            } else if (status == Status.CLOSED.code()) {
-                future.completeExceptionally(ClientHandle.closed(null));
             } else {
-                String text = message != null ? Native.string(message) : Native.strerror(status);
-                future.completeExceptionally(RateLimitException.of(Status.fromCode(status), text));
+                future.completeExceptionally(failure(status, message));
             }
         } catch (Throwable t) {
             // a dependent stage threw an Error (CompletableFuture catches the
@@ -98,14 +111,50 @@ final class AsyncCalls {
     }
 
     /**
+     * Called from C on the I/O thread, once per submitted semaphore, lock or
+     * queue call (primitives_jni.c). Same rules as {@link #complete}; what the
+     * completion holds goes back when the future was given up meanwhile
+     * ({@link AsyncOp#completed}).
+     */
+    void completeOp(long tag, int status, boolean acquired, long fencingToken, String permitId, long value,
+            byte[][] messages, byte[] message) {
+        if (ioThread == null) {
+            ioThread = Thread.currentThread();
+        }
+        CompletableFuture<?> f = pending.remove(tag);
+        if (!(f instanceof AsyncOp)) {
+            return;
+        }
+        AsyncOp<?> op = (AsyncOp<?>) f;
+        try {
+            AsyncOp.Done d = AsyncOp.done(acquired, permitId, fencingToken, value, messages);
+            // messages taken before a failure are delivered, as the blocking pop does
+            op.completed(status == 0 || d.messages.length > 0 ? null : failure(status, message), d);
+        } catch (Throwable t) {
+            op.fail(t); // as in complete(): the I/O thread goes on
+        }
+    }
+
+    /** The exception of a failed completion: the blocking call's class and message. */
+    private static RuntimeException failure(int status, byte[] message) {
+        if (status == Status.CLOSED.code()) {
+            return ClientHandle.closed(null);
+        }
+        String text = message != null ? Native.string(message) : Native.strerror(status);
+        return RateLimitException.of(Status.fromCode(status), text);
+    }
+
+    /**
      * After rl_client_close returned: every completion has been delivered, so
      * this fails only what the core lost (nothing, unless the I/O thread could
      * not be attached). Safe to call more than once.
      */
     void failRemaining() {
         for (Long tag : pending.keySet()) {
-            Pending future = pending.remove(tag);
-            if (future != null) {
+            CompletableFuture<?> future = pending.remove(tag);
+            if (future instanceof AsyncOp) {
+                ((AsyncOp<?>) future).fail(ClientHandle.closed(null));
+            } else if (future != null) {
                 future.completeExceptionally(ClientHandle.closed(null));
             }
         }

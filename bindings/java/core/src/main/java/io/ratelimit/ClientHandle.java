@@ -30,6 +30,11 @@ final class ClientHandle implements Runnable {
         T run(long ptr);
     }
 
+    /** Submits one asynchronous call under {@code tag}; {@code context} is the callback's (AsyncCalls.ref). */
+    interface Submit {
+        void run(long ptr, long context, long tag);
+    }
+
     ClientHandle(long ptr) {
         this.ptr = ptr;
         this.async = new AsyncCalls();
@@ -76,33 +81,86 @@ final class ClientHandle implements Runnable {
      */
     CompletableFuture<Result> submit(Object owner, Decision d) {
         AsyncCalls.Pending future = new AsyncCalls.Pending(owner);
-        RuntimeException failure = null;
-        ReentrantReadWriteLock.ReadLock read = lock.readLock();
-        if (closing.get() || !read.tryLock()) {
-            failure = closed(null);
-        } else {
-            try {
-                if (closing.get()) {
-                    failure = closed(null);
-                } else {
-                    long tag = async.register(future);
-                    try {
-                        Native.submit(ptr, async.ref, tag, d.name, d.id, d.spec, d.permits, d.op, d.maxWaitMs,
-                                d.nowMs);
-                    } catch (RuntimeException e) {
-                        async.forget(tag); // refused: no completion follows
-                        failure = e;
-                    }
-                }
-            } finally {
-                read.unlock();
-            }
-        }
+        RuntimeException failure = submitTagged(future, (ptr, context, tag) -> Native.submit(ptr, context, tag,
+                d.name, d.id, d.spec, d.permits, d.op, d.maxWaitMs, d.nowMs));
         if (failure != null) {
             // nobody holds this future yet: no dependent stage runs here
             future.completeExceptionally(failure);
         }
         return future;
+    }
+
+    /** A semaphore, lock or queue call, as {@link #submit}: never blocks, never throws. */
+    <T> CompletableFuture<T> submitOp(AsyncOp<T> op, Submit s) {
+        RuntimeException failure = submitTagged(op, s);
+        if (failure != null) {
+            op.fail(failure); // not a withdrawal: nothing was queued
+        }
+        return op;
+    }
+
+    /** Registers {@code future} under a new tag and submits; the failure, or null when queued. */
+    private RuntimeException submitTagged(CompletableFuture<?> future, Submit s) {
+        ReentrantReadWriteLock.ReadLock read = lock.readLock();
+        if (closing.get() || !read.tryLock()) {
+            return closed(null);
+        }
+        try {
+            if (closing.get()) {
+                return closed(null);
+            }
+            long tag = async.register(future);
+            try {
+                s.run(ptr, async.ref, tag);
+                return null;
+            } catch (RuntimeException e) {
+                async.forget(tag); // refused: no completion follows
+                return e;
+            }
+        } finally {
+            read.unlock();
+        }
+    }
+
+    /**
+     * Withdraws the wait under {@code tag} (rl_cancel): it completes with
+     * CANCELLED holding nothing. Never blocks. Skipped while the client
+     * closes, which completes every wait with CLOSED anyway.
+     */
+    void cancelWait(long tag) {
+        if (!async.isPending(tag)) {
+            return; // completed: AsyncOp gives back what it held
+        }
+        ReentrantReadWriteLock.ReadLock read = lock.readLock();
+        if (closing.get() || !read.tryLock()) {
+            return;
+        }
+        try {
+            if (!closing.get()) {
+                Native.cancel(ptr, tag);
+            }
+        } catch (RuntimeException e) {
+            // no memory for the request: the wait runs to its timeout and its
+            // completion, finding the future done, gives back what it got
+        } finally {
+            read.unlock();
+        }
+    }
+
+    /**
+     * Gives back what a completion nobody takes holds (release a permit, push
+     * a message back), without waiting for it. Only from a completion on the
+     * I/O thread: the pointer stays valid without the lock there, since
+     * rl_client_close joins that thread before it frees the client, and a
+     * give-back must be sent even while the close is starting. Refused once
+     * the core closes: a permit then ends with its lease.
+     */
+    void giveBack(Submit s) {
+        try {
+            s.run(ptr, async.ref, async.untrackedTag());
+        } catch (RuntimeException e) {
+            // closing (or no memory): nothing more can be done from here
+        }
     }
 
     /** Polled from C during blocking waits, on the waiting thread. */

@@ -3,11 +3,13 @@ package io.ratelimit;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * Messages delivered after a delay; each message is its own id (pushing one
  * already queued changes nothing) and no two consumers ever get the same one.
- * Thread-safe.
+ * Thread-safe. The asynchronous calls follow {@link Semaphore}'s rules
+ * (threading, cancellation): a cancelled pop loses no message.
  */
 public final class DelayQueue {
     private final RateLimitClient client;
@@ -41,6 +43,50 @@ public final class DelayQueue {
         long ms = Native.millis("timeout", timeout);
         ClientHandle h = client.handle;
         return strings(client.call(ptr -> Native.queuePop(ptr, h, nameBytes, max, ms)));
+    }
+
+    /** {@link #push} without blocking. Cancelling the future does not stop the push. */
+    public CompletableFuture<Boolean> pushAsync(String message, Duration delay) {
+        byte[] bytes = Native.bytes(message);
+        long ms;
+        try {
+            ms = Native.millis("delay", delay);
+        } catch (RateLimitException e) {
+            return CompletableFuture.failedFuture(e);
+        }
+        return client.submitOp(AsyncOp.flag(client),
+                (ptr, context, tag) -> Native.queuePushAsync(ptr, context, tag, nameBytes, bytes, ms));
+    }
+
+    /** {@link #popReady} without blocking. */
+    public CompletableFuture<List<String>> popReadyAsync(int max) {
+        return popAsync(max, 0);
+    }
+
+    /**
+     * {@link #pop} without blocking: waits on the I/O thread, woken by a
+     * push; empty if nothing came within {@code timeout}. Cancel the future
+     * to withdraw: messages taken meanwhile go back to the queue, due at once.
+     */
+    public CompletableFuture<List<String>> popAsync(int max, Duration timeout) {
+        long ms;
+        try {
+            ms = Native.millis("timeout", timeout);
+        } catch (RateLimitException e) {
+            return CompletableFuture.failedFuture(e);
+        }
+        return popAsync(max, ms);
+    }
+
+    private CompletableFuture<List<String>> popAsync(int max, long timeoutMs) {
+        AsyncOp<List<String>> op = new AsyncOp<>(client, true, d -> strings(d.messages), d -> {
+            for (byte[] m : d.messages) {
+                client.handle.giveBack(
+                        (ptr, context, tag) -> Native.queuePushAsync(ptr, context, tag, nameBytes, m, 0));
+            }
+        });
+        return client.submitOp(op,
+                (ptr, context, tag) -> Native.queuePopAsync(ptr, context, tag, nameBytes, max, timeoutMs));
     }
 
     /** Messages queued, due or not. */

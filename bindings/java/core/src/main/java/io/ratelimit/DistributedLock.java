@@ -2,8 +2,13 @@ package io.ratelimit;
 
 import java.time.Duration;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 
-/** A distributed mutual-exclusion lock with owner and fencing tokens. Thread-safe. */
+/**
+ * A distributed mutual-exclusion lock with owner and fencing tokens.
+ * Thread-safe. The asynchronous calls follow {@link Semaphore}'s rules
+ * (threading, cancellation).
+ */
 public final class DistributedLock {
     private final RateLimitClient client;
     private final String name;
@@ -19,8 +24,12 @@ public final class DistributedLock {
 
     /** Waits up to {@code timeout}; throws {@link AcquireTimeoutException} if the lock stayed taken. */
     public Lock acquire(Duration timeout) {
-        return tryAcquire(timeout).orElseThrow(() -> new AcquireTimeoutException(
-                "lock '" + name + "' not acquired within " + timeout + " (held by another owner)"));
+        return tryAcquire(timeout).orElseThrow(() -> timedOut(timeout));
+    }
+
+    private AcquireTimeoutException timedOut(Duration timeout) {
+        return new AcquireTimeoutException(
+                "lock '" + name + "' not acquired within " + timeout + " (held by another owner)");
     }
 
     /** The lock if it is free now. */
@@ -35,6 +44,34 @@ public final class DistributedLock {
         ClientHandle h = client.handle;
         NativePermit p = client.call(ptr -> Native.semAcquire(ptr, h, true, nameBytes, 1, leaseMs, timeoutMs));
         return Optional.ofNullable(p).map(np -> new Lock(new Permit.Lease(client, true, name, nameBytes, np)));
+    }
+
+    /**
+     * {@link #acquire(Duration)} without blocking: the future fails with
+     * {@link AcquireTimeoutException} when the lock stayed taken for
+     * {@code timeout}.
+     */
+    public CompletableFuture<Lock> acquireAsync(Duration timeout) {
+        return Permit.Lease.acquireAsync(client, true, name, nameBytes, 1, lease, timeout, l -> {
+            if (l == null) {
+                throw timedOut(timeout);
+            }
+            return new Lock(l);
+        });
+    }
+
+    /** {@link #tryAcquire()} without blocking: one try, empty if the lock is taken. */
+    public CompletableFuture<Optional<Lock>> tryAcquireAsync() {
+        return tryAcquireAsync(Duration.ZERO);
+    }
+
+    /**
+     * {@link #tryAcquire(Duration)} without blocking: waits on the I/O thread;
+     * empty if the lock stayed taken. Cancel the future to withdraw.
+     */
+    public CompletableFuture<Optional<Lock>> tryAcquireAsync(Duration timeout) {
+        return Permit.Lease.acquireAsync(client, true, name, nameBytes, 1, lease, timeout,
+                l -> Optional.ofNullable(l).map(Lock::new));
     }
 
     public String name() {

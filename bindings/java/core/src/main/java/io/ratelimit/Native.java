@@ -186,6 +186,31 @@ final class Native {
      */
     static native void submit(long client, long context, long tag, byte[] name, byte[] id, long[] spec, long permits,
             int op, long maxWaitMs, long nowMs);
+
+    // ---- asynchronous primitives (primitives_jni.c; see AsyncOp) -----------------------
+
+    // Each completes with AsyncCalls.completeOp(tag, ...) on the I/O thread, or
+    // throws (like its blocking twin) when the core refuses it; then no
+    // completion follows.
+
+    /** rl_submit_semaphore_acquire / rl_submit_lock_acquire; timeoutMs 0: one try. */
+    static native void semAcquireAsync(long client, long context, long tag, boolean lock, byte[] name, long max,
+            long leaseMs, long timeoutMs);
+
+    static native void semReleaseAsync(long client, long context, long tag, boolean lock, byte[] name, byte[] id);
+
+    static native void semRefreshAsync(long client, long context, long tag, boolean lock, byte[] name, byte[] id,
+            long leaseMs);
+
+    static native void queuePushAsync(long client, long context, long tag, byte[] queue, byte[] message,
+            long delayMs);
+
+    /** timeoutMs 0: what is due now. */
+    static native void queuePopAsync(long client, long context, long tag, byte[] queue, long max, long timeoutMs);
+
+    /** rl_cancel: the wait under {@code tag} completes with CANCELLED and holds nothing. */
+    static native void cancel(long client, long tag);
+
     // ---- metrics (stats_jni.c) -------------------------------------------------------
 
     /**

@@ -1,14 +1,23 @@
 package io.ratelimit;
 
 import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Function;
 
-/** A held semaphore permit; {@link #close()} releases it (once). */
+/**
+ * A held semaphore permit; {@link #close()} releases it (once). Acquired
+ * blocking or asynchronously, it is the same permit: either release works.
+ */
 public final class Permit implements AutoCloseable {
     private final Lease lease;
 
     Permit(RateLimitClient client, boolean lock, String name, byte[] nameBytes, NativePermit permit) {
-        this.lease = new Lease(client, lock, name, nameBytes, permit);
+        this(new Lease(client, lock, name, nameBytes, permit));
+    }
+
+    Permit(Lease lease) {
+        this.lease = lease;
     }
 
     /** Unique permit id. */
@@ -26,9 +35,23 @@ public final class Permit implements AutoCloseable {
         return this.lease.refresh(lease);
     }
 
+    /** {@link #refresh} without blocking (see {@link Semaphore#tryAcquireAsync(Duration)} for the threading rule). */
+    public CompletableFuture<Boolean> refreshAsync(Duration lease) {
+        return this.lease.refreshAsync(lease);
+    }
+
     /** Gives the permit back; false if it had already expired or been released. */
     public boolean release() {
         return lease.release();
+    }
+
+    /**
+     * {@link #release} without blocking; false at once when this permit was
+     * released already (by either call). Cancelling the future does not stop
+     * the release.
+     */
+    public CompletableFuture<Boolean> releaseAsync() {
+        return lease.releaseAsync();
     }
 
     @Override
@@ -70,6 +93,53 @@ public final class Permit implements AutoCloseable {
             }
             byte[] id = Native.bytes(permit.id);
             return client.call(ptr -> Native.semRelease(ptr, lock, nameBytes, id));
+        }
+
+        CompletableFuture<Boolean> refreshAsync(Duration lease) {
+            long ms;
+            try {
+                ms = Native.millis("lease", lease);
+            } catch (RateLimitException e) {
+                return CompletableFuture.failedFuture(e);
+            }
+            byte[] id = Native.bytes(permit.id);
+            return client.submitOp(AsyncOp.flag(client),
+                    (ptr, context, tag) -> Native.semRefreshAsync(ptr, context, tag, lock, nameBytes, id, ms));
+        }
+
+        CompletableFuture<Boolean> releaseAsync() {
+            if (!released.compareAndSet(false, true)) {
+                return CompletableFuture.completedFuture(false);
+            }
+            byte[] id = Native.bytes(permit.id);
+            return client.submitOp(AsyncOp.flag(client),
+                    (ptr, context, tag) -> Native.semReleaseAsync(ptr, context, tag, lock, nameBytes, id));
+        }
+
+        /**
+         * A semaphore or lock acquire waiting on the I/O thread (timeout 0:
+         * one try); {@code outcome} turns the lease, or null when none was
+         * granted, into the caller's value. A grant nobody takes (the future
+         * was given up while it came) is released without waiting.
+         */
+        static <T> CompletableFuture<T> acquireAsync(RateLimitClient client, boolean lock, String name,
+                byte[] nameBytes, long max, Duration lease, Duration timeout, Function<Lease, T> outcome) {
+            long timeoutMs;
+            long leaseMs;
+            try {
+                timeoutMs = Native.millis("timeout", timeout);
+                leaseMs = Native.millis("lease", lease);
+            } catch (RateLimitException e) {
+                return CompletableFuture.failedFuture(e);
+            }
+            AsyncOp<T> op = new AsyncOp<>(client, true,
+                    d -> outcome.apply(!d.acquired ? null
+                            : new Lease(client, lock, name, nameBytes,
+                                    new NativePermit(d.permitId, d.fencingToken, leaseMs))),
+                    d -> client.handle.giveBack((ptr, context, tag) -> Native.semReleaseAsync(ptr, context, tag,
+                            lock, nameBytes, Native.bytes(d.permitId))));
+            return client.submitOp(op, (ptr, context, tag) -> Native.semAcquireAsync(ptr, context, tag, lock,
+                    nameBytes, max, leaseMs, timeoutMs));
         }
     }
 }

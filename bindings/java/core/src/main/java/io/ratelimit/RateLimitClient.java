@@ -251,7 +251,19 @@ public final class RateLimitClient implements AutoCloseable {
         }
     }
 
-    /** Asynchronous decisions of this client still in flight (for tests and metrics). */
+    /**
+     * Submits one semaphore, lock or queue call to the client's I/O thread;
+     * the future completes there. The op keeps this client reachable until then.
+     */
+    <T> CompletableFuture<T> submitOp(AsyncOp<T> op, ClientHandle.Submit submit) {
+        try {
+            return handle.submitOp(op, submit);
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+    }
+
+    /** Asynchronous calls of this client still in flight (for tests and metrics). */
     int asyncInFlight() {
         return handle.async.inFlight();
     }

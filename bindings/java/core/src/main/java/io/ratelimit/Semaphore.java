@@ -2,11 +2,42 @@ package io.ratelimit;
 
 import java.time.Duration;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * A fair (FIFO) distributed counting semaphore. Permits expire after the
  * lease unless refreshed, so a crashed holder cannot block the others for
  * good. Thread-safe.
+ *
+ * <h2>Asynchronous calls</h2>
+ * {@link #acquireAsync(Duration)}, {@link #tryAcquireAsync(Duration)},
+ * {@link Permit#releaseAsync()}, {@link Permit#refreshAsync(Duration)} (and
+ * the same on {@link DistributedLock}, {@link Lock} and {@link DelayQueue})
+ * give the blocking calls' answers without blocking, and without holding
+ * any thread while they wait: the client's I/O thread waits for every caller
+ * (woken by the release or push through Redis pub/sub, keeping its place in
+ * the semaphore's FIFO queue), as for {@link Limiter#acquireAsync(String, long)}.
+ * <ul>
+ * <li>They never throw: what the blocking call throws (same class, same
+ * message) fails the future; a permit not acquired in time is an empty
+ * {@code Optional}, or {@link AcquireTimeoutException} from
+ * {@code acquireAsync}. {@link RateLimitClient#close()} fails every call in
+ * flight with {@link ClientClosedException} before it returns.</li>
+ * <li><b>Threading</b>: futures complete on the I/O thread, so dependent
+ * stages added without an executor run on it: keep them short and never
+ * block in them (see {@link Limiter}); pass an executor for anything
+ * longer.</li>
+ * <li><b>Cancelling</b> a waiting acquire or pop ({@code cancel(true)},
+ * {@code orTimeout}, or completing it yourself) withdraws the wait: it
+ * leaves the queue, and a permit granted or messages taken while the reply
+ * was on its way are released or pushed back, so nothing is held for a
+ * future nobody reads. Cancel the future these methods return: a dependent
+ * stage's cancellation does not reach it. Cancelling a release, refresh or
+ * push only stops waiting for its answer.</li>
+ * <li>A permit acquired asynchronously is an ordinary {@link Permit}:
+ * {@code release()}, {@code releaseAsync()} and {@code close()} all work,
+ * once.</li>
+ * </ul>
  */
 public final class Semaphore {
     private final RateLimitClient client;
@@ -25,8 +56,12 @@ public final class Semaphore {
 
     /** Waits up to {@code timeout} for a permit; throws {@link AcquireTimeoutException} if none came. */
     public Permit acquire(Duration timeout) {
-        return tryAcquire(timeout).orElseThrow(() -> new AcquireTimeoutException(
-                "semaphore '" + name + "': no permit within " + timeout + " (all " + permits + " taken)"));
+        return tryAcquire(timeout).orElseThrow(() -> timedOut(timeout));
+    }
+
+    private AcquireTimeoutException timedOut(Duration timeout) {
+        return new AcquireTimeoutException(
+                "semaphore '" + name + "': no permit within " + timeout + " (all " + permits + " taken)");
     }
 
     /** A permit if one is free now. */
@@ -46,6 +81,35 @@ public final class Semaphore {
         NativePermit p = client.call(
                 ptr -> Native.semAcquire(ptr, h, false, nameBytes, permits, leaseMs, timeoutMs));
         return Optional.ofNullable(p).map(np -> new Permit(client, false, name, nameBytes, np));
+    }
+
+    /**
+     * {@link #acquire(Duration)} without blocking: the future fails with
+     * {@link AcquireTimeoutException} when no permit came within
+     * {@code timeout} (see the class comment).
+     */
+    public CompletableFuture<Permit> acquireAsync(Duration timeout) {
+        return Permit.Lease.acquireAsync(client, false, name, nameBytes, permits, lease, timeout, l -> {
+            if (l == null) {
+                throw timedOut(timeout);
+            }
+            return new Permit(l);
+        });
+    }
+
+    /** {@link #tryAcquire()} without blocking: one try, empty if no permit is free. */
+    public CompletableFuture<Optional<Permit>> tryAcquireAsync() {
+        return tryAcquireAsync(Duration.ZERO);
+    }
+
+    /**
+     * {@link #tryAcquire(Duration)} without blocking: waits on the I/O
+     * thread, queued fairly behind earlier waiters (blocking or not); empty
+     * if none came within {@code timeout}. Cancel the future to withdraw.
+     */
+    public CompletableFuture<Optional<Permit>> tryAcquireAsync(Duration timeout) {
+        return Permit.Lease.acquireAsync(client, false, name, nameBytes, permits, lease, timeout,
+                l -> Optional.ofNullable(l).map(Permit::new));
     }
 
     /** Permits free right now. */
