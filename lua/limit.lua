@@ -53,8 +53,12 @@ local function decide_all(n, o)
   end
   if not ok and o ~= PEEK then
     -- nothing is consumed: the rates that would admit report their state as it stays
+    -- (still as admitting: a peek of a reserve it would book can deny)
     for i = 1, #KEYS do
-      if replies[i][1] == 1 then replies[i] = decide(KEYS[i], now, rates[i], n, PEEK, max_wait, initial) end
+      if replies[i][1] == 1 then
+        local r = decide(KEYS[i], now, rates[i], n, PEEK, max_wait, initial)
+        replies[i] = {1, r[2], r[3], -1, r[5], 0}
+      end
     end
   end
   return replies, writes, ok
@@ -79,8 +83,12 @@ end
 
 if op == UP_TO then
   local probe, _, ok = decide_all(1, PEEK)
-  if not ok then return combine(probe, false, 0) end
-  for _, r in ipairs(probe) do permits = math.min(permits, r[3]) end
+  if ok then
+    for _, r in ipairs(probe) do permits = math.min(permits, r[3]) end
+  else
+    -- denied as an acquire of one, which (as any call) starts a new entity's refill
+    permits = 1
+  end
   op = ACQUIRE
 end
 local replies, writes, ok = decide_all(permits, op)

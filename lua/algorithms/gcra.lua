@@ -23,7 +23,12 @@ ALG.gcra = function(key, now, r, permits, op, max_wait, initial)
     tat, stored_interval = tonumber(t or stored), tonumber(i)
   end
   if tat and stored_interval and stored_interval ~= interval and tat > now then
-    tat = now + math.ceil((tat - now) / stored_interval * interval)
+    local booked = tat - now
+    if booked * interval < 9007199254740992 then -- 2^53: the product is exact, so is the rounding up
+      tat = now + math.ceil(booked * interval / stored_interval)
+    else
+      tat = now + math.ceil(booked / stored_interval * interval) -- within 1 us
+    end
   end
   local starts_short = false -- a new entity with fewer than burst available
   if not tat then

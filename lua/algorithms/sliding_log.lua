@@ -103,10 +103,24 @@ ALG.sliding_log = function(key, now_us, r, permits, op)
     expired = expired - gone
   end
 
+  -- the live member holding the k-th oldest live permit: the first whose
+  -- total reaches base + k (binary search on rank)
+  local function holding(k)
+    local base = newest[2] - count
+    local lo, hi = expired, redis.call('ZCARD', key) - 1 -- the newest qualifies
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if (entry(mid)[2] - base) % WRAP >= k then hi = mid else lo = mid + 1 end
+    end
+    return entry(lo)
+  end
+
   if op == REFUND then
     local left = math.min(permits, count)
+    local reset_after = 0 -- when the newest permit left slides out
+    if count - left > 0 then reset_after = holding(count - left)[1] + period - now end
     count = count - left
-    return {1, limit, math.max(0, limit - count), -1, count > 0 and newest[1] + period - now or 0, 0}, function()
+    return {1, limit, math.max(0, limit - count), -1, reset_after, 0}, function()
       while left > 0 do
         local e = entry(-1)
         redis.call('ZREM', key, e[5])
@@ -119,16 +133,8 @@ ALG.sliding_log = function(key, now_us, r, permits, op)
   end
 
   if count + permits > limit then
-    -- wait until `need` of the oldest live permits have slid out: the first
-    -- live member whose total reaches base + need (binary search on rank)
-    local need = count + permits - limit
-    local base = newest[2] - count
-    local lo, hi = expired, redis.call('ZCARD', key) - 1 -- the newest qualifies
-    while lo < hi do
-      local mid = math.floor((lo + hi) / 2)
-      if (entry(mid)[2] - base) % WRAP >= need then hi = mid else lo = mid + 1 end
-    end
-    return {0, limit, math.max(0, limit - count), entry(lo)[1] + period - now,
+    -- wait until the oldest live permits the request needs have slid out
+    return {0, limit, math.max(0, limit - count), holding(count + permits - limit)[1] + period - now,
             newest[1] + period - now, 0}
   end
   if op == PEEK then
