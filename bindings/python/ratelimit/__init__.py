@@ -414,8 +414,11 @@ class Semaphore:
             if got is not None:
                 return Permit(self, *got)
             if timeout is not None:
-                raise AcquireTimeout("semaphore %r: no permit within %s s (all %d taken)"
-                                     % (self.name, timeout, self.permits))
+                raise self._timed_out(timeout)
+
+    def _timed_out(self, timeout: Seconds) -> AcquireTimeout:
+        # shared with ratelimit.aio
+        return AcquireTimeout("semaphore %r: no permit within %s s (all %d taken)" % (self.name, timeout, self.permits))
 
     def try_acquire(self) -> Optional[Permit]:
         """A permit if one is free right now, else None (no waiting)."""
@@ -495,8 +498,11 @@ class Lock:
             if got is not None:
                 return HeldLock(self, *got)
             if timeout is not None:
-                raise AcquireTimeout("lock %r: not acquired within %s s (held by another owner)"
-                                     % (self.name, timeout))
+                raise self._timed_out(timeout)
+
+    def _timed_out(self, timeout: Seconds) -> AcquireTimeout:
+        # shared with ratelimit.aio
+        return AcquireTimeout("lock %r: not acquired within %s s (held by another owner)" % (self.name, timeout))
 
     def try_acquire(self) -> Optional[HeldLock]:
         """The lock if it is free right now, else None."""

@@ -8,36 +8,50 @@
     async with client.semaphore("db", permits=10, lease=30.0).acquire(timeout=5.0) as permit:
         ...
 
-Rate-limit decisions (AsyncLimiter.acquire without a timeout, peek,
-reserve, acquire_many, and the limit() decorator) run on the core's
-asynchronous path: no executor, no thread per call. Each one is submitted to
-the client's I/O thread (which pipelines everything submitted meanwhile into
-one write per server) and completes into a queue of this event loop's; the
-loop watches the queue's file descriptor (loop.add_reader, so uvloop works
-too) and resolves the futures of every completion that waits in one
-wake-up. Errors are the blocking calls' exceptions, results the same Result
-objects; on_redis_error holds per decision.
+Everything that talks to Redis runs on the core's asynchronous path: no
+executor, no thread per call. Rate-limit decisions (acquire, peek, reserve,
+acquire_many, the limit() decorator), the semaphore's and the lock's
+acquire, try_acquire, release, refresh and extend, and the delay queue's
+push, pop and pop_ready are submitted to the client's I/O thread (which
+pipelines everything submitted meanwhile into one write per server) and
+complete into a queue of this event loop's; the loop watches the queue's
+file descriptor (loop.add_reader, so uvloop works too) and resolves the
+futures of every completion that waits in one wake-up. Errors are the
+blocking calls' exceptions, results the same objects; on_redis_error holds
+per decision.
 
-Cancelling a task that awaits a decision stops the wait, not the decision:
-once submitted it may already have run in Redis, and then its permits stay
-consumed (as with redis-py, a cancelled command is not undone). Its
-completion is dropped when it arrives.
+Waits hold no thread either: a semaphore or lock acquire and a pop wait in
+the core, which tries again when a release or push is published (pub/sub)
+and keeps the waiter's place in the semaphore's FIFO queue. An
+AsyncLimiter.acquire with a timeout retries decisions, sleeping retry_after
+on the loop between them.
 
-Everything that waits in the core (acquire with a timeout, semaphore and
-lock acquires, DelayQueue.pop) and the remaining calls (reset, the
-semaphore, lock and delay-queue operations) still run the blocking C call in
-a thread pool, so the event loop is never blocked; waits stop promptly when
-their task is cancelled (the C wait polls a cancel flag).
+Cancelling a task (task.cancel(), asyncio.wait_for, asyncio.timeout) that
+waits for a permit, the lock or messages stops the wait in the core and
+gives back whatever it got: a permit granted meanwhile is released, the
+waiter leaves the semaphore's queue, messages taken meanwhile are pushed
+back (due at once). The task sees asyncio.CancelledError as usual.
+Cancelling a task that awaits one round trip (a decision, a release,
+refresh, extend or push) stops the wait, not the call: once submitted it may
+already have run in Redis, and then it stays done (as with redis-py, a
+cancelled command is not undone). Its completion is dropped when it arrives.
 
-Closing the AsyncClient closes the C client: every decision still in flight
-fails with ClientClosed.
+A few calls have no asynchronous form in the core and run the blocking call
+in an executor (the event loop's default one, or AsyncClient's executor=),
+each one round trip bounded by the command timeout: AsyncLimiter.reset,
+AsyncClient.configure / get_config / delete_config, AsyncSemaphore.available
+/ holders, AsyncDelayQueue.size / remove. AsyncClient.connect opens the
+client in the executor too.
+
+Closing the AsyncClient closes the C client: every call and wait still in
+flight fails with ClientClosed.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import functools
-import threading
+import itertools
 from typing import Any, Awaitable, Callable, Generator, Generic, Iterable, List, Optional, Tuple, TypeVar, Union
 
 import ratelimit as _sync
@@ -70,20 +84,40 @@ Text = Union[str, bytes]
 _TAKE = 1024
 
 _ACQUIRE, _PEEK, _RESERVE, _UP_TO, _REFUND = 0, 1, 2, 3, 4
+# Completions.submit_held's operations
+_SEM_RELEASE, _SEM_REFRESH, _LOCK_RELEASE, _LOCK_EXTEND = 0, 1, 2, 3
+
+_Completions = _ratelimit.Completions
+# what a cancelled wait got, given back: called with the completion's value
+GiveBack = Callable[[Any], None]
+
+# rl_cancel(client, tag) stops the client's waits with that tag, whichever
+# loop submitted them: each loop's tags start at its own multiple of this
+_TAGS_PER_LOOP = 1 << 40
+# The core drops a cancel that arrives while its I/O thread is between taking
+# submissions and taking cancels (the wait then runs to its end); asked again
+# after these pauses, until the wait completes, it gets through.
+_RECANCEL_FIRST, _RECANCEL_MAX = 0.02, 1.0
 
 
 class _LoopState:
     """One event loop's side of a client: a completion queue whose file
-    descriptor the loop watches, and the futures of the decisions in flight
-    by tag. Used only on its loop's thread."""
+    descriptor the loop watches, and the futures of the calls in flight by
+    tag. Used only on its loop's thread."""
 
-    __slots__ = ("loop", "queue", "futures", "next_tag", "closing", "fd")
+    __slots__ = ("loop", "client", "queue", "futures", "give_backs", "cancelled", "recancel_timer", "next_tag",
+                 "closing", "fd")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, client: _sync.Client, first_tag: int) -> None:
         self.loop = loop
+        self.client = client
         self.queue = _ratelimit.Completions()
-        self.futures: "dict[int, asyncio.Future[Result]]" = {}
-        self.next_tag = 0
+        self.futures: "dict[int, asyncio.Future[Any]]" = {}
+        # waits whose caller may cancel them: what to do with a late value
+        self.give_backs: "dict[int, GiveBack]" = {}
+        self.cancelled: "set[int]" = set()  # waits cancelled, their completion not yet here
+        self.recancel_timer: Optional[asyncio.TimerHandle] = None
+        self.next_tag = first_tag
         self.closing = False
         self.fd = self.queue.fileno()
         try:
@@ -100,22 +134,68 @@ class _LoopState:
         future = self.futures[tag] = self.loop.create_future()
         return tag, future
 
+    def start(self, submit: Callable[..., None], *args: Any) -> "Tuple[int, asyncio.Future[Any]]":
+        """A primitive: submit is one of Completions' submit_* (unbound)."""
+        tag = self.next_tag
+        submit(self.queue, tag, self.client, *args)  # raises: nothing was queued
+        self.next_tag = tag + 1
+        future = self.futures[tag] = self.loop.create_future()
+        return tag, future
+
+    def start_quietly(self, submit: Callable[..., None], *args: Any) -> None:
+        """A give-back nobody awaits: its completion is dropped. If it cannot
+        be queued (the client closed), the lease's end or the message's
+        loss is all that is left, as when a process dies."""
+        try:
+            submit(self.queue, self.next_tag, self.client, *args)
+        except (RateLimitError, MemoryError):
+            return
+        self.next_tag += 1
+
+    def cancel(self, tag: int) -> None:
+        """Stops the wait of tag (its completion still comes: drain gives
+        back what it got if the cancel came too late)."""
+        self.cancelled.add(tag)
+        self.send_cancel(tag)
+        if self.recancel_timer is None:
+            self.recancel_timer = self.loop.call_later(_RECANCEL_FIRST, self.recancel, _RECANCEL_FIRST)
+
+    def send_cancel(self, tag: int) -> None:
+        try:
+            self.queue.cancel(self.client, tag)
+        except (RateLimitError, MemoryError):
+            pass  # the wait runs to its end; drain gives back what it got
+
+    def recancel(self, pause: float) -> None:
+        self.recancel_timer = None
+        if not self.cancelled or self.loop.is_closed():
+            return
+        for tag in self.cancelled:
+            self.send_cancel(tag)
+        pause = min(pause * 2, _RECANCEL_MAX)
+        self.recancel_timer = self.loop.call_later(pause, self.recancel, pause)
+
     def drain(self) -> None:
         """The reader: resolve the futures of the completions waiting (up to
         _TAKE per wake-up; the descriptor stays readable while more wait, so
         other callbacks run in between)."""
-        futures = self.futures
+        futures, give_backs, cancelled = self.futures, self.give_backs, self.cancelled
         for tag, status, value in self.queue.take(_TAKE):
             future = futures.pop(tag, None)
+            give_back = give_backs.pop(tag, None) if give_backs else None
+            if cancelled:
+                cancelled.discard(tag)
             if future is None:
                 continue  # its task was cancelled: the completion is dropped
-            try:
-                if status:
-                    future.set_exception(value)  # type: ignore[arg-type]
-                else:
-                    future.set_result(value)  # type: ignore[arg-type]
-            except asyncio.InvalidStateError:
-                pass  # cancelled, its task not yet resumed
+            if future.done():
+                # cancelled by its task before the core saw rl_cancel (or
+                # before it was asked): what it got goes back
+                if give_back is not None and not status:
+                    give_back(value)
+            elif status:
+                future.set_exception(value)  # type: ignore[arg-type]
+            else:
+                future.set_result(value)
         if self.closing and not futures:
             self.teardown()
 
@@ -131,13 +211,18 @@ class _LoopState:
     def teardown(self) -> None:
         if not self.loop.is_closed():
             self.loop.remove_reader(self.fd)
+        if self.recancel_timer is not None:
+            self.recancel_timer.cancel()
+            self.recancel_timer = None
         self.futures.clear()
+        self.give_backs.clear()
+        self.cancelled.clear()
         self.queue.close()  # freed once the C client cannot post to it any more
 
 
 class _Runner:
-    """Runs blocking calls in an executor, with a cancel flag for waits, and
-    decisions on the asynchronous core, one _LoopState per event loop."""
+    """Runs calls on the asynchronous core, one _LoopState per event loop,
+    and the few without an asynchronous form in an executor."""
 
     def __init__(self, executor: Optional[concurrent.futures.Executor],
                  client: Optional[_sync.Client] = None) -> None:
@@ -145,6 +230,7 @@ class _Runner:
         self.client = client
         self.loops: "dict[asyncio.AbstractEventLoop, _LoopState]" = {}
         self.last: Optional[_LoopState] = None
+        self.loop_serial = itertools.count()  # next() is atomic: loops may run in several threads
 
     def state(self) -> _LoopState:
         loop = asyncio.get_running_loop()
@@ -158,7 +244,7 @@ class _Runner:
             for old in [s for s in self.loops.values() if s.loop.is_closed()]:
                 del self.loops[old.loop]  # an earlier asyncio.run()'s
                 old.teardown()
-            st = self.loops[loop] = _LoopState(loop)
+            st = self.loops[loop] = _LoopState(loop, self.client, next(self.loop_serial) * _TAGS_PER_LOOP)
         self.last = st
         return st
 
@@ -171,6 +257,27 @@ class _Runner:
         except asyncio.CancelledError:
             st.futures.pop(tag, None)
             raise
+
+    async def acquire_wait(self, limiter: _sync.Limiter, id: Text, permits: Any, timeout: Seconds,
+                           now: Any) -> Result:
+        """Limiter.acquire(timeout=...) as rl_acquire_wait runs it: decide,
+        sleep retry_after, never past the deadline; the last denial when
+        waiting cannot help."""
+        st = self.state()
+        timeout_ms = st.queue.timeout_ms(timeout)
+        if timeout_ms == 0:
+            return await self.decide(limiter, _ACQUIRE, id, permits, None, now)
+        if now is not None:
+            raise InvalidArgument("now cannot be combined with timeout (an explicit clock never advances)")
+        deadline = st.loop.time() + timeout_ms / 1000.0
+        while True:
+            result = await self.decide(limiter, _ACQUIRE, id, permits, None, None)
+            if result.allowed or result.fallback:
+                return result
+            pause = result.retry_after or 0.0
+            if pause > deadline - st.loop.time():
+                return result
+            await asyncio.sleep(max(pause, 0.001))
 
     async def decide_many(self, limiter: _sync.Limiter, requests: Any, now: Any) -> List[Result]:
         st = self.state()
@@ -197,6 +304,36 @@ class _Runner:
             raise
         return results
 
+    async def round_trip(self, submit: Callable[..., None], *args: Any) -> Any:
+        """A primitive that does not wait (release, refresh, extend, push):
+        cancelling its task drops the completion, as for a decision."""
+        st = self.state()
+        tag, future = st.start(submit, *args)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            st.futures.pop(tag, None)
+            raise
+
+    async def wait(self, submit: Callable[..., None], give_back: Callable[[_LoopState, Any], None],
+                   *args: Any) -> Any:
+        """A wait in the core (acquire, pop). Cancelled, it asks the core to
+        stop (rl_cancel: the core gives back what a try got meanwhile), and
+        what completed anyway goes back through give_back(state, value)."""
+        st = self.state()
+        tag, future = st.start(submit, *args)
+        st.give_backs[tag] = functools.partial(give_back, st)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if not future.done():
+                future.cancel()
+            if future.cancelled():  # drain gives back what still completes OK
+                st.cancel(tag)
+            elif future.exception() is None:  # completed just before the cancel reached the task
+                give_back(st, future.result())
+            raise
+
     def close(self) -> None:
         """The client was closed: every loop's state resolves what it still
         waits for (ClientClosed) and stops watching its queue."""
@@ -215,35 +352,19 @@ class _Runner:
                     st.teardown()
 
     async def call(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A blocking call without an asynchronous form, in the executor."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.executor, functools.partial(func, *args, **kwargs))
 
-    async def wait(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """func takes cancel=; cancelling the awaiting task sets the flag so
-        the thread stops waiting within ~100 ms instead of running on."""
-        flag = threading.Event()
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self.executor, functools.partial(func, *args, cancel=flag.is_set, **kwargs))
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            flag.set()
-            # let the thread finish so nothing it acquired leaks unseen
-            try:
-                result = await future
-            except BaseException:
-                raise asyncio.CancelledError() from None
-            await loop.run_in_executor(self.executor, _release_quietly, result)
-            raise
+
+def _release_permit(st: _LoopState, got: Optional[Tuple[str, int, float]], *, name: str, lock: bool) -> None:
+    if got is not None:
+        st.start_quietly(_Completions.submit_held, _LOCK_RELEASE if lock else _SEM_RELEASE, name, got[0], None)
 
 
-def _release_quietly(result: Any) -> None:
-    release = getattr(result, "release", None)
-    if callable(release):
-        try:
-            release()
-        except Exception:
-            pass
+def _push_back(st: _LoopState, messages: List[bytes], *, queue: str) -> None:
+    for message in messages:  # due at once, as the core pushes back
+        st.start_quietly(_Completions.submit_push, queue, message, 0)
 
 
 class _AwaitableContext(Generic[T]):
@@ -287,11 +408,12 @@ class AsyncLimiter:
     async def acquire(self, id: Text, permits: int = 1, *, timeout: Optional[Seconds] = None,
                       now: Optional[Seconds] = None) -> Result:
         """See Limiter.acquire. Without a timeout: one decision on the
-        asynchronous core. With one, the wait runs in the thread pool
-        without blocking the loop. Cancelling the task does not undo a
-        decision Redis already made (see the module's docstring)."""
+        asynchronous core. With one, decisions until one passes or waiting
+        cannot help, sleeping retry_after on the loop in between (no
+        thread). Cancelling the task does not undo a decision Redis already
+        made (see the module's docstring)."""
         if timeout:
-            return await self._run.wait(self.sync.acquire, id, permits, timeout=timeout, now=now)
+            return await self._run.acquire_wait(self.sync, id, permits, timeout, now)
         return await self._run.decide(self.sync, _ACQUIRE, id, permits, None, now)
 
     async def peek(self, id: Text, permits: int = 1, *, now: Optional[Seconds] = None) -> Result:
@@ -307,7 +429,7 @@ class AsyncLimiter:
         return await self._run.decide(self.sync, _REFUND, id, permits, None, now)
 
     async def reset(self, id: Text) -> None:
-        """See Limiter.reset (runs in the thread pool)."""
+        """See Limiter.reset (in the executor: no asynchronous form)."""
         await self._run.call(self.sync.reset, id)
 
     async def acquire_many(self, requests: Iterable[Union[Text, Tuple[Text, int]]], *,
@@ -356,6 +478,25 @@ class AsyncLimiter:
         return "<Async%s>" % repr(self.sync)[1:-1]
 
 
+async def _renew(held: Any, run: _Runner, op: int, lease: Optional[Seconds]) -> bool:
+    """Permit.refresh / HeldLock.extend on the asynchronous core."""
+    if lease is None:
+        lease = held._owner.lease
+    ok: bool = await run.round_trip(_Completions.submit_held, op, held._owner.name, held.id, lease)
+    if ok:
+        held.lease = float(lease)
+    return ok
+
+
+async def _release(held: Any, run: _Runner, op: int) -> bool:
+    """Permit.release / HeldLock.release on the asynchronous core: once."""
+    if held.released:
+        return False
+    held.released = True
+    released: bool = await run.round_trip(_Completions.submit_held, op, held._owner.name, held.id, None)
+    return released
+
+
 class AsyncPermit:
     """An async semaphore permit (see ratelimit.Permit)."""
 
@@ -369,11 +510,11 @@ class AsyncPermit:
 
     async def refresh(self, lease: Optional[Seconds] = None) -> bool:
         """See Permit.refresh."""
-        return await self._run.call(self.sync.refresh, lease)
+        return await _renew(self.sync, self._run, _SEM_REFRESH, lease)
 
     async def release(self) -> bool:
         """See Permit.release."""
-        return await self._run.call(self.sync.release)
+        return await _release(self.sync, self._run, _SEM_RELEASE)
 
     async def __aenter__(self) -> "AsyncPermit":
         return self
@@ -392,23 +533,36 @@ class AsyncSemaphore:
         self.sync = semaphore
         self._run = runner
 
+    async def _acquire(self, timeout: Seconds) -> Optional[AsyncPermit]:
+        sem = self.sync
+        got = await self._run.wait(_Completions.submit_acquire,
+                                   functools.partial(_release_permit, name=sem.name, lock=False),
+                                   sem.name, sem.permits, sem.lease, timeout)
+        return AsyncPermit(_sync.Permit(sem, *got), self._run) if got is not None else None
+
     def acquire(self, timeout: Optional[Seconds] = None) -> "_AwaitableContext[AsyncPermit]":
-        """Await a permit (raises AcquireTimeout), or `async with sem.acquire(...) as permit:`."""
+        """Await a permit (raises AcquireTimeout), or `async with sem.acquire(...) as permit:`.
+        The wait holds no thread; cancelling it leaves no permit and no
+        place in the queue behind."""
         async def go() -> AsyncPermit:
-            return AsyncPermit(await self._run.wait(self.sync.acquire, timeout), self._run)
+            while True:
+                permit = await self._acquire(_sync._FOREVER_SLICE if timeout is None else timeout)
+                if permit is not None:
+                    return permit
+                if timeout is not None:
+                    raise self.sync._timed_out(timeout)
         return _AwaitableContext(go())
 
     async def try_acquire(self) -> Optional[AsyncPermit]:
         """A permit if one is free right now, else None."""
-        permit = await self._run.call(self.sync.try_acquire)
-        return AsyncPermit(permit, self._run) if permit is not None else None
+        return await self._acquire(0)
 
     async def available(self) -> int:
-        """Permits free right now."""
+        """Permits free right now (in the executor: no asynchronous form)."""
         return await self._run.call(self.sync.available)
 
     async def holders(self) -> int:
-        """Live holders right now."""
+        """Live holders right now (in the executor: no asynchronous form)."""
         return await self._run.call(self.sync.holders)
 
 
@@ -425,11 +579,11 @@ class AsyncHeldLock:
 
     async def extend(self, lease: Optional[Seconds] = None) -> bool:
         """See HeldLock.extend."""
-        return await self._run.call(self.sync.extend, lease)
+        return await _renew(self.sync, self._run, _LOCK_EXTEND, lease)
 
     async def release(self) -> bool:
         """See HeldLock.release."""
-        return await self._run.call(self.sync.release)
+        return await _release(self.sync, self._run, _LOCK_RELEASE)
 
     async def __aenter__(self) -> "AsyncHeldLock":
         return self
@@ -445,16 +599,28 @@ class AsyncLock:
         self.sync = lock
         self._run = runner
 
+    async def _acquire(self, timeout: Seconds) -> Optional[AsyncHeldLock]:
+        lock = self.sync
+        got = await self._run.wait(_Completions.submit_acquire,
+                                   functools.partial(_release_permit, name=lock.name, lock=True),
+                                   lock.name, None, lock.lease, timeout)
+        return AsyncHeldLock(_sync.HeldLock(lock, *got), self._run) if got is not None else None
+
     def acquire(self, timeout: Optional[Seconds] = None) -> "_AwaitableContext[AsyncHeldLock]":
-        """Await the lock (raises AcquireTimeout), or `async with lock.acquire(...) as held:`."""
+        """Await the lock (raises AcquireTimeout), or `async with lock.acquire(...) as held:`.
+        The wait holds no thread; cancelling it leaves the lock not held."""
         async def go() -> AsyncHeldLock:
-            return AsyncHeldLock(await self._run.wait(self.sync.acquire, timeout), self._run)
+            while True:
+                held = await self._acquire(_sync._FOREVER_SLICE if timeout is None else timeout)
+                if held is not None:
+                    return held
+                if timeout is not None:
+                    raise self.sync._timed_out(timeout)
         return _AwaitableContext(go())
 
     async def try_acquire(self) -> Optional[AsyncHeldLock]:
         """The lock if it is free right now, else None."""
-        held = await self._run.call(self.sync.try_acquire)
-        return AsyncHeldLock(held, self._run) if held is not None else None
+        return await self._acquire(0)
 
 
 class AsyncDelayQueue:
@@ -466,22 +632,33 @@ class AsyncDelayQueue:
 
     async def push(self, message: Text, delay: Seconds = 0.0) -> bool:
         """See DelayQueue.push."""
-        return await self._run.call(self.sync.push, message, delay)
+        added: bool = await self._run.round_trip(_Completions.submit_push, self.sync.name, message, delay)
+        return added
+
+    async def _pop(self, max: int, timeout: Optional[Seconds]) -> List[bytes]:
+        got: List[bytes] = await self._run.wait(_Completions.submit_pop,
+                                                functools.partial(_push_back, queue=self.sync.name),
+                                                self.sync.name, max, timeout)
+        return got
 
     async def pop_ready(self, max: int = 1) -> List[Any]:
         """See DelayQueue.pop_ready."""
-        return await self._run.call(self.sync.pop_ready, max)
+        return self.sync._out(await self._pop(max, None))
 
     async def pop(self, max: int = 1, timeout: Optional[Seconds] = None) -> List[Any]:
-        """See DelayQueue.pop; waits without blocking the loop."""
-        return await self._run.wait(self.sync.pop, max, timeout)
+        """See DelayQueue.pop. The wait holds no thread; cancelling it loses
+        no message (what it took meanwhile is pushed back, due at once)."""
+        while True:
+            got = await self._pop(max, _sync._FOREVER_SLICE if timeout is None else timeout)
+            if got or timeout is not None:
+                return self.sync._out(got)
 
     async def size(self) -> int:
-        """See DelayQueue.size."""
+        """See DelayQueue.size (in the executor: no asynchronous form)."""
         return await self._run.call(self.sync.size)
 
     async def remove(self, message: Text) -> bool:
-        """See DelayQueue.remove."""
+        """See DelayQueue.remove (in the executor: no asynchronous form)."""
         return await self._run.call(self.sync.remove, message)
 
 
@@ -491,9 +668,10 @@ class AsyncClient:
 
     Prefer ``await AsyncClient.connect(url, ...)``, which connects in the
     executor; AsyncClient(url, ...) connects at once (blocking briefly).
-    executor: where blocking calls run (default: a pool of this client's
-    own, so long waits cannot starve the loop's default executor);
-    decisions never use it.
+    executor: where the few calls without an asynchronous form run (see
+    the module's docstring: one round trip each, never a wait); default:
+    the event loop's default executor. Decisions, acquires, pops and the
+    other primitives never use it.
 
     One client may serve several event loops (one after the other, or in
     different threads): each loop gets a completion queue of its own.
@@ -506,21 +684,11 @@ class AsyncClient:
                  ssl_certfile: Optional[_sync.FilePath] = None, ssl_keyfile: Optional[_sync.FilePath] = None,
                  ssl_cert_reqs: Union[str, int, None] = None, reconnect_max: Optional[Seconds] = None,
                  config_refresh: Optional[Seconds] = None, client_id: Optional[str] = None) -> None:
-        self._own_executor = executor is None
-        if executor is None:
-            executor = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="ratelimit")
         self.executor = executor
-        try:
-            self.sync = _sync.Client(url, prefix=prefix, timeout=timeout, connect_timeout=connect_timeout,
-                                     pool_size=pool_size, on_redis_error=on_redis_error,
-                                     ssl_ca_certs=ssl_ca_certs, ssl_certfile=ssl_certfile,
-                                     ssl_keyfile=ssl_keyfile, ssl_cert_reqs=ssl_cert_reqs,
-                                     reconnect_max=reconnect_max, config_refresh=config_refresh,
-                                     client_id=client_id)
-        except BaseException:
-            if self._own_executor:
-                executor.shutdown(wait=False)
-            raise
+        self.sync = _sync.Client(url, prefix=prefix, timeout=timeout, connect_timeout=connect_timeout,
+                                 pool_size=pool_size, on_redis_error=on_redis_error, ssl_ca_certs=ssl_ca_certs,
+                                 ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_cert_reqs=ssl_cert_reqs,
+                                 reconnect_max=reconnect_max, config_refresh=config_refresh, client_id=client_id)
         self._run = _Runner(executor, self.sync)
 
     @classmethod
@@ -535,7 +703,7 @@ class AsyncClient:
         """Make an AsyncClient without blocking the event loop (the options
         are Client's)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, functools.partial(
+        return await loop.run_in_executor(executor, functools.partial(
             cls, url, executor=executor, prefix=prefix, timeout=timeout, connect_timeout=connect_timeout,
             pool_size=pool_size, on_redis_error=on_redis_error, ssl_ca_certs=ssl_ca_certs,
             ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_cert_reqs=ssl_cert_reqs,
@@ -568,16 +736,16 @@ class AsyncClient:
     async def configure(self, name: str, rate: _sync.Rate, *, algorithm: str = "gcra",
                         burst: Union[int, List[Optional[int]], None] = None, initial_tokens: Optional[int] = None,
                         per_client: bool = False, if_absent: bool = False) -> bool:
-        """See Client.configure (runs in the thread pool)."""
+        """See Client.configure (in the executor: no asynchronous form)."""
         return await self._run.call(self.sync.configure, name, rate, algorithm=algorithm, burst=burst,
                                     initial_tokens=initial_tokens, per_client=per_client, if_absent=if_absent)
 
     async def get_config(self, name: str) -> Optional[_sync.LimiterConfig]:
-        """See Client.get_config (runs in the thread pool)."""
+        """See Client.get_config (in the executor: no asynchronous form)."""
         return await self._run.call(self.sync.get_config, name)
 
     async def delete_config(self, name: str) -> bool:
-        """See Client.delete_config (runs in the thread pool)."""
+        """See Client.delete_config (in the executor: no asynchronous form)."""
         return await self._run.call(self.sync.delete_config, name)
 
     def semaphore(self, name: str, permits: int, lease: Seconds) -> AsyncSemaphore:
@@ -593,13 +761,11 @@ class AsyncClient:
         return AsyncDelayQueue(self.sync.delay_queue(name, decode=decode), self._run)
 
     async def close(self) -> None:
-        """Close the connections (and this client's own executor). Decisions
-        still in flight fail with ClientClosed; the event loops stop watching
-        this client's completion queues."""
+        """Close the connections. Calls and waits still in flight fail with
+        ClientClosed; the event loops stop watching this client's completion
+        queues. An executor= passed in stays the caller's to shut down."""
         self.sync.close()
         self._run.close()
-        if self._own_executor:
-            self.executor.shutdown(wait=False)
 
     async def __aenter__(self) -> "AsyncClient":
         return self

@@ -2,9 +2,12 @@
  * loop (ratelimit.aio keeps one per loop and client).
  *
  * submit() queues a decision with rl_submit (non-blocking: it builds the
- * command and hands it to the client's I/O thread) under an integer tag;
- * the queue's eventfd (fileno()) becomes readable when completions wait;
- * take() turns them into (tag, status, Result or exception) tuples, one
+ * command and hands it to the client's I/O thread) under an integer tag,
+ * submit_acquire / _held / _push / _pop a semaphore, lock or queue call
+ * (rl_submit_semaphore_acquire...: acquires and pops wait in the core,
+ * cancel() stops them); the queue's eventfd (fileno()) becomes readable
+ * when completions wait; take() turns them into (tag, status, value)
+ * tuples, value being what the blocking call returns or raises, one
  * wake-up of the loop for many completions. Everything here runs with the
  * GIL held: each call is a few microseconds and never waits.
  *
@@ -25,6 +28,10 @@ typedef struct {
     int closed;
     rl_completion *buf; /* take()'s scratch space */
     size_t bufcap;
+    /* primitives in flight, {tag: (kind, lease seconds or None)}: take()
+     * turns their completions into what the blocking call returns; a tag
+     * not here is a decision. NULL until the first primitive. */
+    PyObject *kinds;
 } CompletionsObject;
 
 static void queue_free(CompletionsObject *self)
@@ -36,6 +43,7 @@ static void queue_free(CompletionsObject *self)
     PyMem_Free(self->buf);
     self->buf = NULL;
     self->bufcap = 0;
+    Py_CLEAR(self->kinds);
 }
 
 /* One client lets go of the queue. */
@@ -280,11 +288,294 @@ done:
     return out;
 }
 
+/* ---- the primitives ------------------------------------------------------------------ */
+
+/* What a primitive's completion becomes in take() (a decision's is a Result). */
+enum { KIND_ACQUIRE = 1, KIND_DONE_FLAG, KIND_POP };
+
+/* One call of rl_submit_semaphore_* / _lock_* / _queue_*: the strings are
+ * borrowed from the keep objects of the caller. */
+typedef enum { P_SEM_ACQUIRE, P_LOCK_ACQUIRE, P_SEM_RELEASE, P_SEM_REFRESH, P_LOCK_RELEASE, P_LOCK_EXTEND, P_PUSH,
+               P_POP } prim_op;
+
+typedef struct {
+    prim_op op;
+    const char *name, *id; /* id: permit id, owner token or message */
+    Py_ssize_t id_len;
+    int64_t permits, ms, timeout_ms; /* ms: lease or delay */
+} prim_call;
+
+static int prim_submit(rl_client *rl, const prim_call *p, uint64_t tag, const rl_target *t)
+{
+    switch (p->op) {
+    case P_SEM_ACQUIRE:
+        return rl_submit_semaphore_acquire(rl, p->name, p->permits, p->ms, p->timeout_ms, tag, t);
+    case P_LOCK_ACQUIRE: return rl_submit_lock_acquire(rl, p->name, p->ms, p->timeout_ms, tag, t);
+    case P_SEM_RELEASE: return rl_submit_semaphore_release(rl, p->name, p->id, tag, t);
+    case P_SEM_REFRESH: return rl_submit_semaphore_refresh(rl, p->name, p->id, p->ms, tag, t);
+    case P_LOCK_RELEASE: return rl_submit_lock_release(rl, p->name, p->id, tag, t);
+    case P_LOCK_EXTEND: return rl_submit_lock_extend(rl, p->name, p->id, p->ms, tag, t);
+    case P_PUSH: return rl_submit_queue_push(rl, p->name, p->id, (size_t)p->id_len, p->ms, tag, t);
+    case P_POP: return rl_submit_queue_pop(rl, p->name, (size_t)p->permits, p->timeout_ms, tag, t);
+    }
+    return RL_ERR_INVALID;
+}
+
+/* Queues p under tag for client; its completion comes out of take() as
+ * kind (a permit with lease_ms). None, or NULL with an exception. */
+static PyObject *submit_primitive(rl_state *st, CompletionsObject *self, PyObject *client, const prim_call *p,
+                                  uint64_t tag, int kind, int64_t lease_ms)
+{
+    PyObject *key, *entry, *type, *value, *tb;
+    char err[ERRBUF];
+    int rc;
+    if (!PyObject_TypeCheck(client, st->ClientType)) {
+        PyErr_Format(PyExc_TypeError, "client must be a ratelimit.Client, not %.100s", Py_TYPE(client)->tp_name);
+        return NULL;
+    }
+    if (!self->kinds && !(self->kinds = PyDict_New())) return NULL;
+    if (!(key = PyLong_FromUnsignedLongLong(tag))) return NULL;
+    if (kind == KIND_ACQUIRE) entry = Py_BuildValue("(iN)", kind, ms_to_seconds(lease_ms));
+    else entry = Py_BuildValue("(iO)", kind, Py_None);
+    /* known before the completion can be taken */
+    rc = entry ? PyDict_SetItem(self->kinds, key, entry) : -1;
+    Py_XDECREF(entry);
+    if (rc < 0) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    ClientObject *c = (ClientObject *)client;
+    rl_client *rl = client_enter(st, c);
+    if (rl) {
+        rl_target target = {NULL, NULL, self->q};
+        rc = client_hold_queue(c, self) < 0 ? RL_ERR_NOMEM : prim_submit(rl, p, tag, &target);
+        if (rc) save_errmsg(err, rc);
+        client_leave(c);
+    }
+    if (!rl || rc) { /* nothing was queued */
+        PyErr_Fetch(&type, &value, &tb);
+        if (PyDict_DelItem(self->kinds, key) < 0) PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        Py_DECREF(key);
+        if (rl && !PyErr_Occurred()) raise_code(st, rc, err);
+        return NULL;
+    }
+    Py_DECREF(key);
+    self->pending++;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(completions_submit_acquire_doc,
+"submit_acquire(tag, client, name, permits, lease, timeout)\n--\n\n"
+"Queue Client._semaphore_acquire(name, permits, lease, timeout), or with\n"
+"permits None Client._lock_acquire(name, lease, timeout), waiting (up to\n"
+"timeout seconds) in the core, holding no thread. Its completion comes out\n"
+"of take() as (id, fencing_token, lease) or None, as the blocking call\n"
+"returns. cancel(client, tag) stops the wait.");
+
+static PyObject *completions_submit_acquire(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    rl_state *st = STATE(self);
+    prim_call p = {P_SEM_ACQUIRE, NULL, NULL, 0, 1, 0, 0};
+    PyObject *keep = NULL, *out;
+    uint64_t tag;
+
+    if (!st || submit_prologue(st, self, "submit_acquire", args, nargs, 6, &tag) < 0) return NULL;
+    /* converted in the blocking call's order, so the same argument is blamed */
+    if (args[3] == Py_None) p.op = P_LOCK_ACQUIRE;
+    else if (conv_int64(st, args[3], "permits", &p.permits) < 0) return NULL;
+    if (conv_seconds(st, args[4], "lease", &p.ms) < 0) return NULL;
+    if (args[5] != Py_None && conv_seconds(st, args[5], "timeout", &p.timeout_ms) < 0) return NULL;
+    if (conv_text(st, args[2], "name", 0, &keep, &p.name, NULL) < 0) return NULL;
+    out = submit_primitive(st, self, args[1], &p, tag, KIND_ACQUIRE, p.ms);
+    Py_DECREF(keep);
+    return out;
+}
+
+PyDoc_STRVAR(completions_submit_held_doc,
+"submit_held(tag, client, op, name, id, lease)\n--\n\n"
+"Queue, for a held permit or lock, op 0: Client._semaphore_release(name,\n"
+"id), 1: _semaphore_refresh(name, id, lease), 2: _lock_release(name, id),\n"
+"3: _lock_extend(name, id, lease) (lease None for a release). Its completion\n"
+"comes out of take() as the blocking call's bool.");
+
+static PyObject *completions_submit_held(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const prim_op ops[] = {P_SEM_RELEASE, P_SEM_REFRESH, P_LOCK_RELEASE, P_LOCK_EXTEND};
+    rl_state *st = STATE(self);
+    prim_call p = {P_SEM_RELEASE, NULL, NULL, 0, 1, 0, 0};
+    PyObject *keep_name = NULL, *keep_id = NULL, *out;
+    uint64_t tag;
+    long op;
+
+    if (!st || submit_prologue(st, self, "submit_held", args, nargs, 6, &tag) < 0) return NULL;
+    if ((op = PyLong_AsLong(args[2])) == -1 && PyErr_Occurred()) return NULL;
+    if (op < 0 || op > 3) return raise_fmt(st, RL_ERR_INVALID, "unknown operation %ld", op);
+    p.op = ops[op];
+    int lock = p.op == P_LOCK_RELEASE || p.op == P_LOCK_EXTEND;
+    if ((op & 1) && conv_seconds(st, args[5], "lease", &p.ms) < 0) return NULL;
+    if (conv_text(st, args[3], "name", 0, &keep_name, &p.name, NULL) < 0) return NULL;
+    if (conv_text(st, args[4], lock ? "token" : "permit id", 0, &keep_id, &p.id, NULL) < 0) {
+        Py_DECREF(keep_name);
+        return NULL;
+    }
+    out = submit_primitive(st, self, args[1], &p, tag, KIND_DONE_FLAG, 0);
+    Py_DECREF(keep_name);
+    Py_DECREF(keep_id);
+    return out;
+}
+
+PyDoc_STRVAR(completions_submit_push_doc,
+"submit_push(tag, client, queue, message, delay)\n--\n\n"
+"Queue Client._queue_push(queue, message, delay); its completion comes out\n"
+"of take() as the blocking call's bool.");
+
+static PyObject *completions_submit_push(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    rl_state *st = STATE(self);
+    prim_call p = {P_PUSH, NULL, NULL, 0, 1, 0, 0};
+    PyObject *keep_q = NULL, *keep_m = NULL, *out;
+    uint64_t tag;
+
+    if (!st || submit_prologue(st, self, "submit_push", args, nargs, 5, &tag) < 0) return NULL;
+    if (conv_seconds(st, args[4], "delay", &p.ms) < 0) return NULL;
+    if (conv_text(st, args[2], "queue", 0, &keep_q, &p.name, NULL) < 0) return NULL;
+    if (conv_text(st, args[3], "message", 1, &keep_m, &p.id, &p.id_len) < 0) {
+        Py_DECREF(keep_q);
+        return NULL;
+    }
+    out = submit_primitive(st, self, args[1], &p, tag, KIND_DONE_FLAG, 0);
+    Py_DECREF(keep_q);
+    Py_DECREF(keep_m);
+    return out;
+}
+
+PyDoc_STRVAR(completions_submit_pop_doc,
+"submit_pop(tag, client, queue, max, timeout)\n--\n\n"
+"Queue Client._queue_pop_wait(queue, max, timeout) (timeout None:\n"
+"_queue_pop_ready), waiting in the core, holding no thread. Its completion\n"
+"comes out of take() as a list of bytes ([] when the wait timed out);\n"
+"messages taken before an error are handed over, as the blocking call does.\n"
+"cancel(client, tag) stops the wait (messages taken meanwhile go back).");
+
+static PyObject *completions_submit_pop(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    rl_state *st = STATE(self);
+    prim_call p = {P_POP, NULL, NULL, 0, 1, 0, 0};
+    PyObject *keep = NULL, *out;
+    uint64_t tag;
+
+    if (!st || submit_prologue(st, self, "submit_pop", args, nargs, 5, &tag) < 0) return NULL;
+    if (conv_int64(st, args[3], "max", &p.permits) < 0) return NULL;
+    if (p.permits < 0) p.permits = 0; /* size_t in the core: let it say "max must be in 1.." */
+    if (args[4] != Py_None && conv_seconds(st, args[4], "timeout", &p.timeout_ms) < 0) return NULL;
+    if (conv_text(st, args[2], "queue", 0, &keep, &p.name, NULL) < 0) return NULL;
+    out = submit_primitive(st, self, args[1], &p, tag, KIND_POP, 0);
+    Py_DECREF(keep);
+    return out;
+}
+
+PyDoc_STRVAR(completions_cancel_doc,
+"cancel(client, tag)\n--\n\n"
+"Stop client's wait submitted under tag (submit_acquire, submit_pop): its\n"
+"completion then has status ERR_CANCELLED, and what the core got for it\n"
+"meanwhile goes back (a permit is released, messages are pushed back). A\n"
+"wait that completed already (its completion not yet taken) is not undone.\n"
+"Never blocks; a no-op on a closed client (closing completes every wait).");
+
+static PyObject *completions_cancel(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    rl_state *st = STATE(self);
+    if (!st) return NULL;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "cancel() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(args[0], st->ClientType)) {
+        PyErr_Format(PyExc_TypeError, "client must be a ratelimit.Client, not %.100s", Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    unsigned long long tag = PyLong_AsUnsignedLongLong(args[1]);
+    if (tag == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    /* not client_enter: a client closing after its last call completes the
+     * waits itself, and until then rl is valid (close_now clears it first) */
+    rl_client *rl = ((ClientObject *)args[0])->rl;
+    int rc = rl ? rl_cancel(rl, (uint64_t)tag) : RL_OK;
+    if (rc) return raise_code(st, rc, rl_errmsg());
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(completions_timeout_ms_doc,
+"timeout_ms(seconds)\n--\n\n"
+"seconds as whole milliseconds, refused (TypeError, InvalidArgument) as a\n"
+"blocking call refuses its timeout.");
+
+static PyObject *completions_timeout_ms(CompletionsObject *self, PyObject *seconds)
+{
+    rl_state *st = STATE(self);
+    int64_t ms;
+    if (!st || conv_seconds(st, seconds, "timeout", &ms) < 0) return NULL;
+    return PyLong_FromLongLong(ms);
+}
+
+/* ---- taking completions ------------------------------------------------------------------ */
+
+/* A primitive's completion as the blocking call returns it; *status 0 for
+ * a pop that got messages before failing (they are handed over). */
+static PyObject *primitive_value(rl_state *st, int kind, PyObject *lease, rl_completion *c, int *status)
+{
+    if (kind == KIND_POP && c->messages.count) *status = RL_OK;
+    if (*status != RL_OK) return make_exception(st, *status, c->error[0] ? c->error : rl_strerror(*status));
+    switch (kind) {
+    case KIND_ACQUIRE:
+        if (!c->acquired) Py_RETURN_NONE;
+        return Py_BuildValue("(sLO)", c->permit_id, (long long)c->fencing_token, lease);
+    case KIND_DONE_FLAG: return PyBool_FromLong(c->value == 1);
+    default: {
+        rl_messages *m = &c->messages;
+        PyObject *list = PyList_New((Py_ssize_t)m->count);
+        for (size_t i = 0; list && i < m->count; i++) {
+            PyObject *b = PyBytes_FromStringAndSize(m->items[i], (Py_ssize_t)m->lens[i]);
+            if (!b) Py_CLEAR(list);
+            else PyList_SET_ITEM(list, (Py_ssize_t)i, b);
+        }
+        return list;
+    }
+    }
+}
+
+/* (tag, status, value) for c, its kind looked up (and forgotten) in kinds. */
+static PyObject *completion_item(rl_state *st, CompletionsObject *self, rl_completion *c)
+{
+    PyObject *entry = NULL, *value;
+    int status = c->status;
+    if (self->kinds && PyDict_GET_SIZE(self->kinds)) {
+        PyObject *key = PyLong_FromUnsignedLongLong(c->tag);
+        if (!key) return NULL;
+        entry = PyDict_GetItemWithError(self->kinds, key);
+        Py_XINCREF(entry);
+        if (entry && PyDict_DelItem(self->kinds, key) < 0) Py_CLEAR(entry);
+        Py_DECREF(key);
+        if (!entry && PyErr_Occurred()) return NULL;
+    }
+    if (entry) {
+        value = primitive_value(st, (int)PyLong_AsLong(PyTuple_GET_ITEM(entry, 0)), PyTuple_GET_ITEM(entry, 1), c,
+                                &status);
+        Py_DECREF(entry);
+    } else if (status == RL_OK) {
+        value = result_new(st, &c->result);
+    } else {
+        value = make_exception(st, status, c->error[0] ? c->error : rl_strerror(status));
+    }
+    return value ? Py_BuildValue("(KiN)", (unsigned long long)c->tag, status, value) : NULL;
+}
+
 PyDoc_STRVAR(completions_take_doc,
 "take(max=1024)\n--\n\n"
 "Up to max completions that wait, as a list of (tag, status, value):\n"
-"status 0 and a Result, or the status (ERR_*) and the exception the\n"
-"blocking call would raise. Never blocks; [] when none waits.");
+"status 0 and what the blocking call returns (a Result for a decision), or\n"
+"the status (ERR_*) and the exception the blocking call would raise. Never\n"
+"blocks; [] when none waits.");
 
 static PyObject *completions_take(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -310,22 +601,13 @@ static PyObject *completions_take(CompletionsObject *self, PyObject *const *args
     }
     size_t n = rl_completions_take(self->q, self->buf, (size_t)max);
     self->pending -= (Py_ssize_t)n;
+    /* on a MemoryError the rest is lost: their futures would hang, but so does everything after one */
     PyObject *out = PyList_New((Py_ssize_t)n);
-    if (!out) return NULL; /* taken and lost: their futures would hang, but so does everything after a MemoryError */
     for (size_t i = 0; i < n; i++) {
-        const rl_completion *c = &self->buf[i];
-        PyObject *value;
-        if (c->status == RL_OK) {
-            value = result_new(st, &c->result);
-        } else {
-            value = make_exception(st, c->status, c->error[0] ? c->error : rl_strerror(c->status));
-        }
-        PyObject *item = value ? Py_BuildValue("(KiN)", (unsigned long long)c->tag, c->status, value) : NULL;
-        if (!item) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, item);
+        PyObject *item = out ? completion_item(st, self, &self->buf[i]) : NULL;
+        rl_messages_free(&self->buf[i].messages); /* ours since taken */
+        if (!item) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, (Py_ssize_t)i, item);
     }
     return out;
 }
@@ -363,6 +645,13 @@ static PyMethodDef completions_methods[] = {
     {"fileno", (PyCFunction)completions_fileno, METH_NOARGS, completions_fileno_doc},
     {"submit", (PyCFunction)(void (*)(void))completions_submit, METH_FASTCALL, completions_submit_doc},
     {"submit_many", (PyCFunction)(void (*)(void))completions_submit_many, METH_FASTCALL, completions_submit_many_doc},
+    {"submit_acquire", (PyCFunction)(void (*)(void))completions_submit_acquire, METH_FASTCALL,
+     completions_submit_acquire_doc},
+    {"submit_held", (PyCFunction)(void (*)(void))completions_submit_held, METH_FASTCALL, completions_submit_held_doc},
+    {"submit_push", (PyCFunction)(void (*)(void))completions_submit_push, METH_FASTCALL, completions_submit_push_doc},
+    {"submit_pop", (PyCFunction)(void (*)(void))completions_submit_pop, METH_FASTCALL, completions_submit_pop_doc},
+    {"cancel", (PyCFunction)(void (*)(void))completions_cancel, METH_FASTCALL, completions_cancel_doc},
+    {"timeout_ms", (PyCFunction)completions_timeout_ms, METH_O, completions_timeout_ms_doc},
     {"take", (PyCFunction)(void (*)(void))completions_take, METH_FASTCALL, completions_take_doc},
     {"close", (PyCFunction)completions_close, METH_NOARGS, completions_close_doc},
     {NULL}};
@@ -377,9 +666,10 @@ static PyGetSetDef completions_getset[] = {
 
 PyDoc_STRVAR(completions_doc,
 "Completions()\n--\n\n"
-"A completion queue for asynchronous decisions (used by ratelimit.aio, one\n"
-"per event loop and client): submit() queues a decision, fileno() becomes\n"
-"readable while completions wait, take() returns them.");
+"A completion queue for asynchronous calls (used by ratelimit.aio, one per\n"
+"event loop and client): submit() queues a decision, submit_acquire(),\n"
+"submit_held(), submit_push() and submit_pop() a primitive, fileno()\n"
+"becomes readable while completions wait, take() returns them.");
 
 static PyType_Slot completions_slots[] = {
     {Py_tp_new, completions_new},

@@ -3,7 +3,7 @@
  * Modelled on CPython's Modules/_sqlite: multi-phase init, heap types, and
  * the exception classes in module state, one file per concept of the core:
  * errors.c, client.c, limiter.c (with Result), sync.c (semaphore, lock,
- * delay queue), aio.c (completion queues for asynchronous decisions),
+ * delay queue), aio.c (completion queues for asynchronous calls),
  * util.c (argument conversion, cancellation), and this one (module state,
  * module functions, init). */
 #include "module.h"
