@@ -60,7 +60,7 @@ public final class DelayQueue {
 
     /** {@link #popReady} without blocking. */
     public CompletableFuture<List<String>> popReadyAsync(int max) {
-        return popAsync(max, 0);
+        return submitPop(max, 0);
     }
 
     /**
@@ -75,10 +75,11 @@ public final class DelayQueue {
         } catch (RateLimitException e) {
             return CompletableFuture.failedFuture(e);
         }
-        return popAsync(max, ms);
+        return submitPop(max, ms);
     }
 
-    private CompletableFuture<List<String>> popAsync(int max, long timeoutMs) {
+    /** A pop waiting on the I/O thread; messages nobody takes (given up meanwhile) go back, due at once. */
+    private CompletableFuture<List<String>> submitPop(int max, long timeoutMs) {
         AsyncOp<List<String>> op = new AsyncOp<>(client, true, d -> strings(d.messages), d -> {
             for (byte[] m : d.messages) {
                 client.handle.giveBack(

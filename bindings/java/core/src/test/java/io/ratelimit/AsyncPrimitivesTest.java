@@ -166,12 +166,17 @@ class AsyncPrimitivesTest extends RedisTestBase {
     @Test
     void completionsRunOnTheIoThread() throws Exception {
         Semaphore sem = client.semaphore("ap-thread", 1, Duration.ofSeconds(60));
-        String name = sem.tryAcquireAsync(Duration.ofSeconds(5))
+        Permit held = sem.acquire(Duration.ZERO);
+        // the dependent is registered while the acquire surely waits
+        CompletableFuture<String> name = sem.tryAcquireAsync(Duration.ofSeconds(20))
                 .thenApply(p -> {
                     p.orElseThrow().releaseAsync(); // calling again from there: queued, not blocking
                     return Thread.currentThread().getName();
-                }).get(HANG, TimeUnit.SECONDS);
-        assertTrue(name.startsWith("ratelimit-io-"), name);
+                });
+        Thread.sleep(100);
+        assertFalse(name.isDone());
+        assertTrue(held.release());
+        assertTrue(name.get(HANG, TimeUnit.SECONDS).startsWith("ratelimit-io-"), name.get());
         waitFor(() -> sem.available() == 1, "released from the I/O thread");
     }
 
