@@ -132,8 +132,9 @@ def test_waiters_are_served_in_arrival_order(server, raw):
 
 @pytest.mark.parametrize("loop_kind", LOOPS)
 def test_a_waiter_is_woken_by_the_release(server, raw, loop_kind):
-    # waits check in with Redis once a second; woken well before that, every
-    # time, means the release's publish woke them
+    # a waiter checks in with Redis a second after its last try; released
+    # 0.3 to 0.6 s after it queued, it is woken by the publish or not before
+    # 0.4 s
     async def main():
         async with aio.AsyncClient(server.url) as client:
             sem = client.semaphore("wake", permits=1, lease=30.0)
@@ -150,7 +151,7 @@ def test_a_waiter_is_woken_by_the_release(server, raw, loop_kind):
                     got = await waiter
                     latencies.append(time.monotonic() - released)
                     assert await got.release()
-            assert max(latencies) < 0.2, latencies
+            assert max(latencies) < 0.3, latencies  # polling would take 0.4 s at least
     run(main(), loop_kind)
 
 
@@ -168,7 +169,7 @@ def test_a_pop_is_woken_by_the_push(server, raw, loop_kind):
                 assert await q.push("m%d" % k)
                 assert await pop == ["m%d" % k]
                 latencies.append(time.monotonic() - pushed)
-            assert max(latencies) < 0.2, latencies
+            assert max(latencies) < 0.3, latencies  # polling would take 0.4 s at least
             # a message due later wakes the pop when it is due
             pop = asyncio.ensure_future(q.pop(timeout=5.0))
             await asyncio.sleep(0.1)
@@ -582,6 +583,42 @@ def test_a_wait_in_one_loop_is_not_cancelled_from_another(server, raw):
     run(main())
     t.join(10)
     assert result == [True]
+
+
+def _forked_child(client, out):
+    async def use():
+        sem = client.semaphore("forked-sem", permits=1, lease=30.0)
+        async with sem.acquire(timeout=5.0) as permit:
+            holders = await sem.holders()  # in the new loop's default executor
+        q = client.delay_queue("forked-q")
+        pop = asyncio.ensure_future(q.pop(timeout=5.0))
+        await asyncio.sleep(0.1)
+        await q.push("from-child")
+        limited = await client.limiter("forked-lim", "1/s", algorithm="gcra").acquire("u", timeout=5.0)
+        return permit.fencing_token > 0, holders, await pop, bool(limited)
+    out.put(asyncio.run(asyncio.wait_for(use(), 30)))
+
+
+def test_a_forked_child_waits_too(server, raw):
+    # nothing of the parent's executor or threads is needed: the child's
+    # waits run on its own I/O thread and its loop's default executor
+    import multiprocessing
+    client = aio.AsyncClient(server.url)
+
+    async def warm():
+        sem = client.semaphore("forked-sem", permits=1, lease=30.0)
+        await (await sem.acquire(timeout=1.0)).release()
+        assert await sem.holders() == 0
+        assert await client.limiter("forked-lim", "1/s", algorithm="gcra").acquire("u")
+    run(warm())
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    proc = ctx.Process(target=_forked_child, args=(client, out))
+    proc.start()
+    assert out.get(timeout=60) == (True, 1, ["from-child"], True)
+    proc.join(30)
+    assert proc.exitcode == 0
+    run(client.close())
 
 
 def test_completions_primitives_low_level(server, raw):
