@@ -92,7 +92,11 @@ class Book:
             p.persist(k)
         out = p.execute()
         sec, us = out[0]
-        return sec * 1000 + us // 1000, dict(zip(keys, out[1:1 + len(keys)]))
+        expiry = dict(zip(keys, out[1:1 + len(keys)]))
+        for k, persisted in zip(keys, out[1 + len(keys):]):
+            if expiry[k] >= 0 and not persisted:
+                expiry[k] = -2  # it expired between the two: as good as gone
+        return sec * 1000 + us // 1000, expiry
 
     def restore(self, dumps: Dict[str, Optional[bytes]]):
         p = self.r.pipeline(transaction=False)

@@ -598,7 +598,7 @@ class Model:
             return
         if refund and alg is SlidingLog and k in self.keys:
             # a refund takes members back and sets no new TTL
-            self.keys[k] = Stored(state, self.keys[k].expires, index, alg.name, view["rate"])
+            self.keys[k] = dataclasses.replace(self.keys[k], state=state)
             written.pop(k, None)
             return
         ttl = alg.ttl(view)

@@ -21,6 +21,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 import harness  # noqa: E402
+from admissions import Admissions  # noqa: E402
 import limiter_model as m  # noqa: E402
 
 T0 = 1_700_000_000_000
@@ -108,11 +109,14 @@ def annotate(seq):
 
 
 def run_sequence(book, call, seq, label):
-    """Replays an annotated sequence through a binding (check_step raises on a difference)."""
+    """Replays an annotated sequence through a binding (run_step raises on a
+    difference) and holds its admissions to the invariant."""
     book.flush()
     specs = [m.Spec.from_json(s) for s in seq["specs"]]
+    admitted = Admissions(seq["algorithm"])
     for i, step in enumerate(seq["steps"]):
-        harness.run_step(book, call, specs[step["spec"]], step, step, f"{label} step {i}")
+        result = harness.run_step(book, call, specs[step["spec"]], step, step, f"{label} step {i}")
+        admitted.record(specs[step["spec"]], step, result)
 
 
 def redis_server():

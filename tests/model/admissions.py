@@ -1,0 +1,168 @@
+"""The admission invariant, independent of the model: from the requests and
+the results alone, count the permits each rate admitted and hold them to
+what docs/semantics.md promises for the algorithm.
+
+  fixed_window    at most limit per window; a window opens at the first
+                  permit taken after the previous one closed (it keeps its
+                  start across a rate change and ends at start + period, or
+                  when its key's TTL, set at the last write, runs out)
+  sliding_log     at most limit live permits in any interval of period
+                  (with the edge and the clock-going-back rules; the log is
+                  gone once its TTL, set at the last admission, runs out)
+  sliding_window  at most limit per aligned window (the estimate weighs
+                  the previous one in on top)
+  token_bucket    at most burst + d x limit / period in any d ms (counted at
+                  the time a reserve booked)
+  gcra            at most burst + d / emission interval in any d ms (same)
+  leaky_bucket    at most capacity + d x capacity / period poured in any d ms
+
+Refunds give permits back: a refund inside an interval counts against what
+was admitted in it (as much as it asked for; clamped to what the window
+holds where the docs say so). The buckets and sliding_window count per
+stretch of calls under one rate (state carried over a change is at most
+full, so it can only make them stricter); a reset starts everything over."""
+from fractions import Fraction
+
+
+class FixedWindow:
+    def __init__(self):
+        self.start = self.net = self.key_end = None
+
+    def admit(self, t, rate, n, latest):
+        if self.start is None or t >= self.start + rate.period or latest > self.key_end:
+            self.start, self.net = t, 0
+        self.net += n
+        self.key_end = self.start + rate.period  # the TTL of this write
+        assert self.net <= rate.limit, f"{self.net} permits in the window opened at {self.start}, limit {rate.limit}"
+
+    def refund(self, t, rate, n, latest):
+        if self.start is None:
+            return
+        if t >= self.start + rate.period or latest > self.key_end:
+            self.start = None  # the window had closed: the refund deletes it
+            return
+        self.net = max(0, self.net - n)
+        self.key_end = self.start + rate.period
+        if self.net == 0:
+            self.start = None
+
+
+class SlidingLog:
+    def __init__(self):
+        self.calls, self.edge, self.key_end = [], None, None  # calls: [logged time, permits]
+
+    def live(self, t, rate):
+        cut = t - rate.period if self.edge is None else max(t - rate.period, self.edge)
+        return [c for c in self.calls if c[0] > cut]
+
+    def admit(self, t, rate, n, latest):
+        if self.key_end is not None and latest > self.key_end:
+            self.calls, self.edge = [], None
+        at = max([t] + [c[0] for c in self.calls])  # a clock that went back logs at the newest time
+        self.edge = t - rate.period if self.edge is None else max(self.edge, t - rate.period)
+        self.calls.append([at, n])
+        self.key_end = at + rate.period
+        live = sum(c[1] for c in self.live(t, rate))
+        assert live <= rate.limit, f"{live} permits live at {t} within {rate.period} ms, limit {rate.limit}"
+
+    def refund(self, t, rate, n, latest):
+        if self.key_end is not None and latest > self.key_end:
+            self.calls, self.edge = [], None
+        for c in reversed(self.live(t, rate)):  # the newest permits go back
+            back = min(n, c[1])
+            c[1] -= back
+            n -= back
+        self.calls = [c for c in self.calls if c[1] > 0]
+
+
+class SlidingWindow:
+    def __init__(self):
+        self.net = {}  # aligned window -> permits
+
+    def admit(self, t, rate, n, latest):
+        w = t // rate.period
+        self.net[w] = self.net.get(w, 0) + n
+        assert self.net[w] <= rate.limit, f"{self.net[w]} permits in window {w * rate.period}, limit {rate.limit}"
+
+    def refund(self, t, rate, n, latest):
+        w = t // rate.period
+        self.net[w] = max(0, self.net.get(w, 0) - n)  # the current window first
+
+
+class Bucket:
+    """Permits admitted (+) and given back (-), each at a time known to lie
+    in [lo, hi]; every interval that holds the newest admission is held to
+    its bound, counting the admissions that certainly lie inside it and the
+    refunds that may."""
+
+    def __init__(self, algorithm):
+        self.algorithm, self.events = algorithm, []  # (lo, hi, permits)
+
+    def bound(self, rate, d):
+        """The most permits any d ms may admit."""
+        if self.algorithm == "gcra":
+            interval = -(-rate.period * 1000 // rate.limit)
+            return rate.capacity("gcra") + (d * 1000) // interval
+        if self.algorithm == "token_bucket":
+            return rate.capacity("token_bucket") + Fraction(d * rate.limit, rate.period)
+        return rate.limit + Fraction(d * rate.limit, rate.period)
+
+    def admit(self, t, rate, n, wait=0, rates=1):
+        lo = hi = t
+        if wait and self.algorithm != "leaky_bucket":
+            # a reserve counts when its slot comes: wait_ms is rounded up to
+            # a whole ms, and with several rates it is the longest one
+            lo, hi = (t + wait - 1, t + wait) if rates == 1 else (t, t + wait)
+        self.events.append((lo, hi, n))
+        starts = sorted({e[0] for e in self.events if e[0] <= lo})
+        ends = sorted({e[1] for e in self.events if e[1] >= hi})
+        for a in starts:
+            for b in ends:
+                # an admission when it lies inside; a refund whenever it may (it can give back a slot booked ahead)
+                total = sum(k for s, e, k in self.events if ((a <= s and e <= b) if k > 0 else (s <= b and e >= a)))
+                assert total <= self.bound(rate, b - a), \
+                    f"{total} permits in [{a}, {b}], at most {self.bound(rate, b - a)}"
+
+    def refund(self, t, rate, n, latest):
+        self.events.append((t, max([t] + [e[1] for e in self.events]), -n))
+
+
+class Admissions:
+    """Feed every step and its result; raises AssertionError on a breach."""
+
+    def __init__(self, algorithm):
+        self.algorithm = algorithm
+        self.trackers = {}  # (id, rate index) -> (rate, tracker)
+        self.latest = 0  # keys expire on the latest time seen (Redis's clock never goes back)
+
+    def tracker(self, id, index, rate):
+        key = (id, index)
+        kept = self.algorithm in ("fixed_window", "sliding_log")  # their state is counted across a change
+        if key not in self.trackers or (not kept and self.trackers[key][0] != rate):
+            new = {"fixed_window": FixedWindow, "sliding_log": SlidingLog,
+                   "sliding_window": SlidingWindow}.get(self.algorithm)
+            self.trackers[key] = (rate, new() if new else Bucket(self.algorithm))
+        self.trackers[key] = (rate, self.trackers[key][1])
+        return self.trackers[key][1]
+
+    def record(self, spec, step, result):
+        op, id, t = step["op"], step["id"], step["now_ms"]
+        self.latest = max(self.latest, t)
+        if op == "reset":
+            for index in range(len(spec.rates)):
+                self.trackers.pop((id, index), None)
+            return
+        if not isinstance(result, dict) or not result["allowed"] or op == "peek":
+            return
+        for index, rate in enumerate(spec.rates):
+            tr = self.tracker(id, index, rate)
+            where = f"{self.algorithm} rate {index} ({rate.limit}/{rate.period} ms) id {id} at {t}"
+            try:
+                if op == "refund":
+                    tr.refund(t, rate, result["granted"], self.latest)
+                elif isinstance(tr, Bucket):
+                    tr.admit(t, rate, result["granted"], result["wait_ms"], len(spec.rates))
+                else:
+                    tr.admit(t, rate, result["granted"], self.latest)
+            except AssertionError as e:
+                raise AssertionError(f"admission invariant: {where}: {e}") from None
