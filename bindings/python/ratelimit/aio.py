@@ -214,6 +214,8 @@ class _LoopState:
         if self.recancel_timer is not None:
             self.recancel_timer.cancel()
             self.recancel_timer = None
+        for tag in self.cancelled:  # once more: the loop may have closed before its timer ran
+            self.send_cancel(tag)
         self.futures.clear()
         self.give_backs.clear()
         self.cancelled.clear()
