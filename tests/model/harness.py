@@ -114,7 +114,7 @@ def run_step(book: Book, call: Call, spec: m.Spec, step: Dict[str, Any], want: D
     """Runs one step through a binding and checks it against `want`
     (expect()'s output). Returns the actual result."""
     keys = list(want["keys"])
-    dumps, t0 = book.before(want["expire"], keys)
+    dumps, t0 = book.before(want.get("expire", []), keys)
     for attempt in range(RACE_RETRIES):
         actual = call(spec, step)
         t1, expiry = book.after(keys)

@@ -94,18 +94,36 @@ def random_sequence(rng: random.Random, algorithm: str, length: int):
                 step["permits"] = rng.randint(1, 2 * capacity + 1)
             elif rng.random() < 0.02:
                 step["permits"] = capacity + 1  # refused: more than it can hold
-            step["max_wait_ms"] = rng.choice([0, rng.randint(1, 2 * spec.rates[0].period)]) if op == "reserve" else 0
+            if op == "reserve":
+                step["max_wait_ms"] = rng.choice([0, rng.randint(1, 2 * spec.rates[0].period)])
         steps.append(step)
     return {"algorithm": algorithm, "specs": [s.to_json() for s in specs], "steps": steps}
 
 
 def annotate(seq):
-    """Adds the model's expectations to every step."""
+    """Adds the model's expectations to every step, in the file's compact
+    form: "expect" [allowed 0/1, limit, remaining, retry_after_ms,
+    reset_after_ms, wait_ms, granted, rate_index], "keys" the state of the
+    step's id's keys for rates 1..3 (TTL ms, "kept" or "absent")."""
     model = m.Model(harness.PREFIX, harness.NAME)
     specs = [m.Spec.from_json(s) for s in seq["specs"]]
     for step in seq["steps"]:
-        step.update(harness.expect(model, specs[step["spec"]], step))
+        want = harness.expect(model, specs[step["spec"]], step)
+        if "expect" in want:
+            want["expect"] = [int(v) for v in want["expect"].values()]
+        want["keys"] = list(want["keys"].values())
+        if not want["expire"]:
+            del want["expire"]
+        step.update(want)
     return seq
+
+
+def expanded(algorithm, step):
+    """A compact step as harness.run_step takes it."""
+    out = dict(step, keys=dict(zip(harness.id_keys(algorithm, step["id"]), step["keys"])))
+    if "expect" in step:
+        out["expect"] = dict(zip(harness.FIELDS, [bool(step["expect"][0])] + step["expect"][1:]))
+    return out
 
 
 def run_sequence(book, call, seq, label):
@@ -115,7 +133,8 @@ def run_sequence(book, call, seq, label):
     specs = [m.Spec.from_json(s) for s in seq["specs"]]
     admitted = Admissions(seq["algorithm"])
     for i, step in enumerate(seq["steps"]):
-        result = harness.run_step(book, call, specs[step["spec"]], step, step, f"{label} step {i}")
+        want = expanded(seq["algorithm"], step)
+        result = harness.run_step(book, call, specs[step["spec"]], want, want, f"{label} step {i}")
         admitted.record(specs[step["spec"]], step, result)
 
 
@@ -138,7 +157,7 @@ def redis_server():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=12)
-    ap.add_argument("--per-algorithm", type=int, default=25)
+    ap.add_argument("--per-algorithm", type=int, default=16)
     ap.add_argument("--steps", type=int, default=40)
     args = ap.parse_args()
     rng = random.Random(args.seed)
@@ -158,12 +177,27 @@ def main():
         shutil.rmtree(d, ignore_errors=True)
     doc = {"about": "Random request sequences with the results the reference model (tests/model/limiter_model.py) "
                     "and the Python binding agree on; ModelReplayTest replays them through Java. Steps as "
-                    "tests/model/harness.py describes; keys expire on the explicit clock: delete the keys of "
-                    "'expire' before a step, PERSIST every key after it. Regenerate: "
-                    "python tests/model/make_sequences.py > tests/model/sequences.json",
+                    "tests/model/harness.py describes, compact: expect = [allowed 0/1, limit, remaining, "
+                    "retry_after_ms, reset_after_ms, wait_ms, granted, rate_index], keys = the step's id's keys "
+                    "for rates 1..3 (prefix:{name:id}:algorithm, then :2, :3): TTL ms, 'kept' or 'absent'. "
+                    "Keys expire on the explicit clock: delete the keys of 'expire' before a step, PERSIST "
+                    "them after it. Regenerate: python tests/model/make_sequences.py > tests/model/sequences.json",
            "prefix": harness.PREFIX, "name": harness.NAME, "seed": args.seed, "sequences": sequences}
-    json.dump(doc, sys.stdout, separators=(",", ":"))
-    sys.stdout.write("\n")
+    sys.stdout.write(dumps(doc))
+
+
+def dumps(doc):
+    """JSON with one step per line, so that a change reads as a diff."""
+    def j(v):
+        return json.dumps(v, separators=(",", ":"))
+    head = {k: v for k, v in doc.items() if k != "sequences"}
+    out = [j(head)[:-1] + ',"sequences":[']
+    for i, seq in enumerate(doc["sequences"]):
+        out.append('{"algorithm":%s,"specs":%s,"steps":[' % (j(seq["algorithm"]), j(seq["specs"])))
+        out.append(",\n".join(j(step) for step in seq["steps"]))
+        out.append("]}" + ("," if i + 1 < len(doc["sequences"]) else ""))
+    out.append("]}")
+    return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":

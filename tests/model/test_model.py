@@ -1,0 +1,213 @@
+"""Model-checked semantics (issue 12): Hypothesis drives random sequences of
+acquire / peek / reserve / acquire-up-to / refund / reset, rate changes and
+time jumps (explicit `now`) through the real library on real Redis and
+through the reference model (limiter_model.py) side by side. Every result
+field and every key's TTL must agree, and the admissions must keep the
+invariant of admissions.py (checked from the results alone).
+
+With RL_JAR set (tests/run.sh sets it) the same steps also run through the
+Java binding (ModelWorker.java) on a redis-server of its own, and must give
+the same answers.
+
+Budget: RL_MODEL_EXAMPLES examples of up to RL_MODEL_STEPS steps (default
+120 x 40, about 30-60 s); a long run:
+    RL_MODEL_EXAMPLES=20000 build/venv/bin/python -m pytest -q tests/model"""
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+import harness  # noqa: E402
+import limiter_model as m  # noqa: E402
+from admissions import Admissions  # noqa: E402
+
+HERE = pathlib.Path(__file__).parent
+T0 = 1_700_000_000_000
+EXAMPLES = int(os.environ.get("RL_MODEL_EXAMPLES", "120"))
+STEPS = int(os.environ.get("RL_MODEL_STEPS", "40"))
+PERIODS = [1, 2, 7, 10, 100, 250, 999, 1000, 1001, 3000, 60000]
+LIMITS = [1, 2, 3, 5, 10, 16, 100, 1000]
+
+
+class Server:
+    """A throwaway redis-server on a free loopback port."""
+
+    def __init__(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.dir = tempfile.mkdtemp(prefix="rl-model-")
+        self.proc = subprocess.Popen([shutil.which("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
+                                      "--save", "", "--appendonly", "no", "--dir", self.dir],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("redis-server did not start")
+                time.sleep(0.02)
+        self.url = f"redis://127.0.0.1:{self.port}"
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def bindings():
+    """[(name, Book, call)]: Python always, Java when RL_JAR names the jar."""
+    servers, out, closers = [], [], []
+    try:
+        servers.append(Server())
+        python = harness.PythonLimiters(servers[-1].url)
+        closers.append(python.close)
+        out.append(("python", harness.Book(servers[-1].port), python))
+        jar = os.environ.get("RL_JAR")
+        if jar:
+            assert pathlib.Path(jar).is_file(), f"RL_JAR={jar} is not a file"
+            servers.append(Server())
+            java = harness.JavaLimiters(servers[-1].url, jar)
+            closers.append(java.close)
+            out.append(("java", harness.Book(servers[-1].port), java))
+        yield out
+    finally:
+        for close in closers:
+            close()
+        for s in servers:
+            s.stop()
+
+
+# ---- what Hypothesis draws -----------------------------------------------------------------
+
+
+def rates(algorithm):
+    limit = st.one_of(st.sampled_from(LIMITS), st.integers(1, 50))
+    period = st.one_of(st.sampled_from(PERIODS), st.integers(1, 5000))
+
+    @st.composite
+    def rate(draw):
+        lim = draw(limit)
+        burst = 0
+        if algorithm in ("token_bucket", "gcra") and draw(st.booleans()):
+            burst = draw(st.integers(1, 2 * lim + 1))
+        return m.Rate(lim, draw(period), burst)
+    return rate()
+
+
+@st.composite
+def specs(draw, algorithm):
+    rs = tuple(draw(st.lists(rates(algorithm), min_size=1, max_size=3)))
+    initial = None
+    if algorithm in m.BUCKETS and draw(st.integers(0, 9)) < 4:
+        initial = draw(st.integers(0, max(r.capacity(algorithm) for r in rs) + 1))
+    return m.Spec(algorithm, rs, initial)
+
+
+class LimiterMachine(RuleBasedStateMachine):
+    """One limiter name, two ids, one algorithm per example."""
+    bindings = []
+
+    @initialize(algorithm=st.sampled_from(m.ALGORITHMS), data=st.data())
+    def start(self, algorithm, data):
+        self.algorithm = algorithm
+        self.spec = data.draw(specs(algorithm), label="spec")
+        self.now = T0 + data.draw(st.integers(0, 10 ** 6), label="start")  # windows aligned differently
+        self.model = m.Model(harness.PREFIX, harness.NAME)
+        self.admissions = Admissions(algorithm)
+        self.steps = []
+        for _, book, _ in self.bindings:
+            book.flush()
+
+    def run(self, step):
+        step["now_ms"] = self.now
+        want = harness.expect(self.model, self.spec, step)
+        where = f"step {len(self.steps)} of {self.algorithm}, spec {self.spec}"
+        self.steps.append((self.spec, step))
+        result = None
+        for name, book, call in self.bindings:
+            result = harness.run_step(book, call, self.spec, step, want, f"{name}: {where}")
+        self.admissions.record(self.spec, step, result)
+
+    @rule(data=st.data())
+    def time_passes(self, data):
+        period = data.draw(st.sampled_from([r.period for r in self.spec.rates]), label="period of")
+        self.now += data.draw(st.one_of(
+            st.just(0), st.integers(1, 3), st.integers(1, period),
+            st.integers(-2, 2).map(lambda d: max(0, period + d)),  # around a window edge
+            st.integers(period, 3 * period)), label="ms")
+
+    @precondition(lambda self: self.algorithm == "sliding_log")
+    @rule(back=st.integers(1, 5000))
+    def clock_goes_back(self, back):
+        """docs: sliding_log logs such a call at its newest call's time."""
+        self.now = max(T0, self.now - back)
+
+    @rule(data=st.data())
+    def rate_changes(self, data):
+        # rules are drawn evenly: a change only one time in four keeps it rarer than requests
+        if data.draw(st.integers(0, 3), label="change") == 0:
+            self.spec = data.draw(specs(self.algorithm), label="new spec")
+
+    @rule(op=st.sampled_from(["acquire", "acquire", "peek", "acquire_up_to", "refund", "reserve"]),
+          id=st.sampled_from(["a", "b"]), data=st.data())
+    def request(self, op, id, data):
+        if op == "reserve" and self.algorithm not in m.BUCKETS and data.draw(st.integers(0, 9), label="keep") > 0:
+            op = "acquire"  # mostly; sometimes the refused reserve
+        capacity = self.spec.capacity()
+        if op == "acquire_up_to":
+            permits = data.draw(st.integers(1, 2 * capacity + 1), label="permits")
+        else:
+            permits = data.draw(st.one_of(st.integers(1, capacity), st.integers(1, min(3, capacity)),
+                                          st.just(capacity + 1)), label="permits")  # +1: refused
+        max_wait = 0
+        if op == "reserve":
+            max_wait = data.draw(st.one_of(st.just(0), st.integers(1, 2 * self.spec.rates[0].period)), label="max_wait")
+        self.run({"op": op, "id": id, "permits": permits, "max_wait_ms": max_wait})
+
+    @rule(id=st.sampled_from(["a", "b"]), data=st.data())
+    def reset(self, id, data):
+        if data.draw(st.integers(0, 3), label="reset") == 0:
+            self.run({"op": "reset", "id": id})
+
+
+def test_limiters_match_the_model(bindings):
+    LimiterMachine.bindings = bindings
+    run_state_machine_as_test(LimiterMachine, settings=settings(
+        max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, database=None,
+        suppress_health_check=list(HealthCheck)))
+
+
+def test_recorded_sequences_replay(bindings):
+    """sequences.json (what ModelReplayTest replays through Java) still holds
+    for the model and for every binding here: regenerate it with
+    make_sequences.py when the semantics change on purpose."""
+    import make_sequences
+    doc = json.loads((HERE / "sequences.json").read_text())
+    assert (doc["prefix"], doc["name"]) == (harness.PREFIX, harness.NAME)
+    steps = 0
+    for i, seq in enumerate(doc["sequences"]):
+        expected = json.loads(json.dumps(seq))
+        for step in expected["steps"]:
+            for k in ("expire", "expect", "expect_error", "keys"):
+                step.pop(k, None)
+        assert make_sequences.annotate(expected) == seq, f"sequence {i}: the model no longer says what was recorded"
+        for name, book, call in bindings:
+            make_sequences.run_sequence(book, call, seq, f"{name}: sequence {i} ({seq['algorithm']})")
+        steps += len(seq["steps"])
+    assert {s["algorithm"] for s in doc["sequences"]} == set(m.ALGORITHMS)
+    assert steps >= 3000
