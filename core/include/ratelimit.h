@@ -407,8 +407,10 @@ RL_API int rl_submit(rl_client *client, const rl_request *request, uint64_t tag,
  *
  * rl_cancel ends waits early: each wait with that tag completes with
  * RL_ERR_CANCELLED and holds nothing (a permit granted meanwhile is
- * released; messages taken meanwhile are pushed back, due at once).
- * Decisions and the other calls are one round trip each and not cancelled. */
+ * released; messages taken meanwhile are pushed back, due at once). Tags
+ * name waits per client, whatever their targets: give each wait you may
+ * cancel a tag of its own. Decisions and the other calls are one round trip
+ * each and not cancelled. */
 RL_API int rl_submit_semaphore_acquire(rl_client *client, const char *name, int64_t permits_max, int64_t lease_ms,
                                        int64_t timeout_ms, uint64_t tag, const rl_target *target);
 RL_API int rl_submit_semaphore_release(rl_client *client, const char *name, const char *permit_id, uint64_t tag,

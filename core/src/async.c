@@ -555,9 +555,15 @@ void *rl_async_io_thread(void *arg)
         pthread_mutex_lock(&a->mutex);
         batch = a->submitted;
         a->submitted.head = a->submitted.tail = NULL;
+        /* with the submissions: a cancel always finds its wait begun */
+        uint64_t *cancels = a->cancels;
+        size_t cancel_count = a->cancel_count;
+        a->cancels = NULL;
+        a->cancel_count = a->cancel_cap = 0;
         closing = a->closing;
         pthread_mutex_unlock(&a->mutex);
         if (closing) {
+            free(cancels);
             pthread_mutex_lock(&a->mutex);
             pthread_cond_broadcast(&a->dial_wanted);
             pthread_mutex_unlock(&a->mutex);
@@ -582,7 +588,7 @@ void *rl_async_io_thread(void *arg)
             if (r->wait) rl_wait_begin(a, r);
             rl_async_dispatch(a, r);
         }
-        rl_wait_cancels(a);
+        rl_wait_cancels(a, cancels, cancel_count);
         int64_t now = rl_monotonic_ms();
         int64_t next = expire(a, now);
         int timeout = next < 0 ? 1000 : (int)(next - now < 0 ? 0 : next - now + 1);

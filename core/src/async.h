@@ -164,7 +164,7 @@ void rl_wait_late_reply(rl_async *a, areq *r, const redisReply *reply);
 void rl_wait_ended(rl_async *a, areq *r, int status);
 /* the try being sent will hear of what happens after it */
 int rl_wait_armed(const await *w);
-void rl_wait_cancels(rl_async *a);
+void rl_wait_cancels(rl_async *a, uint64_t *tags, size_t n);
 int64_t rl_wait_expire(rl_async *a, int64_t now);
 void rl_wait_read(rl_async *a, aconn *ac);
 void rl_wait_sub_send(rl_async *a, aconn *ac, achannel *ch, int on);

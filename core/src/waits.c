@@ -286,22 +286,24 @@ void rl_wait_reply(rl_async *a, areq *r, const redisReply *reply)
     list_push(&a->sleepers, r);
 }
 
-/* rl_cancel's tags: sleeping waits complete now, tries in flight when they answer. */
-void rl_wait_cancels(rl_async *a)
+static int tag_order(const void *x, const void *y)
 {
-    pthread_mutex_lock(&a->mutex);
-    size_t n = a->cancel_count;
-    uint64_t *tags = n ? malloc(n * sizeof *tags) : NULL;
-    if (tags) memcpy(tags, a->cancels, n * sizeof *tags);
-    if (tags || !n) a->cancel_count = 0;
-    pthread_mutex_unlock(&a->mutex);
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* rl_cancel's tags (taken with the submissions they follow, so none is
+ * missed): sleeping waits complete now, tries in flight when they answer.
+ * Frees tags. */
+void rl_wait_cancels(rl_async *a, uint64_t *tags, size_t n)
+{
     int any_sleeping = 0;
-    for (size_t i = 0; i < n && tags; i++)
-        for (areq *r = a->waits; r; r = r->wait->next)
-            if (r->tag == tags[i] && !r->wait->cancelled) {
-                r->wait->cancelled = 1;
-                any_sleeping |= r->wait->sleeping;
-            }
+    if (n) qsort(tags, n, sizeof *tags, tag_order);
+    for (areq *r = a->waits; r && n; r = r->wait->next)
+        if (!r->wait->cancelled && bsearch(&r->tag, tags, n, sizeof *tags, tag_order)) {
+            r->wait->cancelled = 1;
+            any_sleeping |= r->wait->sleeping;
+        }
     free(tags);
     if (!any_sleeping) return;
     areq_list still = {NULL, NULL};

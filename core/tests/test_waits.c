@@ -199,6 +199,39 @@ static void test_cancel(void)
     rl_completions_close(q);
 }
 
+/* A cancel right behind its submit is never lost, however the I/O thread
+ * takes them: every wait completes cancelled, long before its timeout. */
+static void test_cancel_storm(void)
+{
+    enum { N = 2000 };
+    rl_client *c = patient_client();
+    rl_completions *q;
+    rl_permit held;
+    rl_wait no_wait = {0, NULL, NULL};
+    CHECK_OK(rl_completions_open(&q));
+    rl_target target = {NULL, NULL, q};
+    CHECK_OK(rl_lock_acquire(c, "w-storm", 60000, &no_wait, &held));
+    for (uint64_t i = 0; i < N; i++) {
+        CHECK_OK(rl_submit_lock_acquire(c, "w-storm", 60000, 30000, i, &target));
+        CHECK_OK(rl_cancel(c, i));
+    }
+    rl_completion *all = calloc(N, sizeof *all);
+    size_t got = 0;
+    int64_t end = now_ms() + 20000;
+    while (got < N && now_ms() < end) {
+        struct pollfd pfd = {rl_completions_fd(q), POLLIN, 0};
+        poll(&pfd, 1, 50);
+        got += rl_completions_take(q, all + got, N - got);
+    }
+    CHECK_EQ(got, N);
+    int cancelled = 0;
+    for (size_t i = 0; i < got; i++) cancelled += all[i].status == RL_ERR_CANCELLED;
+    CHECK_EQ(cancelled, N);
+    free(all);
+    rl_client_close(c);
+    rl_completions_close(q);
+}
+
 static void test_pop(void)
 {
     rl_client *c = patient_client();
@@ -343,6 +376,7 @@ int main(void)
     test_times_out();
     test_fifo_never_above_max();
     test_cancel();
+    test_cancel_storm();
     test_pop();
     test_subscriber_killed();
     test_close_with_waits();
