@@ -522,7 +522,10 @@ public class SoakWorker {
             if (ours.isEmpty()) break;
             Thread.sleep(50); // I/O threads end with their client's close; give them a moment
         }
-        System.out.printf("%s fds=%d heap=%d threads=%d %s%n", tag, fds(), heapAfterGc(), Thread.activeCount(),
+        long heap = heapAfterGc();
+        long rss = Files.readAllLines(Path.of("/proc/self/status")).stream().filter(l -> l.startsWith("VmRSS:"))
+                .mapToLong(l -> Long.parseLong(l.replaceAll("[^0-9]", ""))).findFirst().orElse(-1);
+        System.out.printf("%s fds=%d heap=%d rss_kb=%d threads=%d %s%n", tag, fds(), heap, rss, Thread.activeCount(),
                 String.join(",", ours));
         System.out.flush();
     }

@@ -54,6 +54,7 @@ RSS_TOL_PY_KB = 8 * 1024
 RSS_TOL_JAVA_KB = 16 * 1024
 FD_TOL = 8           # sampled at random instants: clients of churn threads come and go
 BLOCKS_TOL = 2000    # Python allocated blocks, quiescent end vs start
+MALLOC_TOL = 1 << 20  # Python process: glibc's bytes in use (the C core, the extension), same points
 HEAP_TOL = 1 << 20   # Java heap after GC, quiescent end vs start
 # Redis keeps its key and pub/sub channel tables at their high-water mark
 # (5,000 keys expired leave about 110 KB, the same after every round): the
@@ -629,7 +630,7 @@ def main():
             failures.append("%s open fds grew by %.0f after warm-up (tolerance %d)" % (w.name, fds[2], FD_TOL))
         if not q0 or not q1 or q0["fds"] != q1["fds"]:
             failures.append("%s: fds at quiescent points %s -> %s" % (w.name, q0.get("fds"), q1.get("fds")))
-        q1_line = [line.split()[4:] for _, line in w.lines if line.startswith("Q1 ")]
+        q1_line = [line.split()[5:] for _, line in w.lines if line.startswith("Q1 ")]
         if q1_line and q1_line[0]:
             failures.append("%s: threads left at the end: %s" % (w.name, " ".join(q1_line[0])))
         post = [v for t, v in s if t >= w.q0_at + WARMUP * seconds]
@@ -640,6 +641,10 @@ def main():
     if blocks[1] - blocks[0] > BLOCKS_TOL:
         failures.append("python: %d more allocated blocks at the end (tolerance %d)" % (blocks[1] - blocks[0],
                                                                                         BLOCKS_TOL))
+    mallocs = [int(py.field(q).get("malloc", -1)) for q in ("Q0", "Q1")]
+    if mallocs[0] >= 0 and mallocs[1] - mallocs[0] > MALLOC_TOL:
+        failures.append("python: malloc'd bytes in use %d above the start (tolerance %d)" % (
+            mallocs[1] - mallocs[0], MALLOC_TOL))
     heaps = [int(java.field(q).get("heap", 0)) for q in ("Q0", "Q1")]
     if heaps[1] - heaps[0] > HEAP_TOL:
         failures.append("java: heap after GC %d B above its start (tolerance %d)" % (heaps[1] - heaps[0], HEAP_TOL))
@@ -669,6 +674,7 @@ def main():
     row("fds quiescent start / end", lambda c: "%s / %s" % (c["q0"].get("fds"), c["q1"].get("fds")))
     print("%-36s %16s %16s" % ("blocks / heap after GC, start / end", "%d / %d" % tuple(blocks),
                                "%s / %s" % (mb(heaps[0] / 1024), mb(heaps[1] / 1024))))
+    print("%-36s %16s" % ("malloc in use, start / end", "%s / %s" % (mb(mallocs[0] / 1024), mb(mallocs[1] / 1024))))
     if heap:
         print("%-36s %16s %16s" % ("heap after GC min..max (samples)", "",
                                    "%s..%s" % (mb(min(heap) / 1024), mb(max(heap) / 1024))))

@@ -24,6 +24,7 @@ Redis failure or a denial, a thread that did not stop, a failed child.
 """
 import asyncio
 import collections
+import ctypes
 import gc
 import itertools
 import os
@@ -562,17 +563,34 @@ def fork_thread(main, checked, seed):
 
 # ---- the run ------------------------------------------------------------------------
 
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def malloc_in_use():
+    """Bytes malloc has handed out and not had back, over every arena
+    (glibc's mallinfo2): native memory, whatever RSS fragmentation says."""
+    try:
+        f = ctypes.CDLL(None).mallinfo2
+    except AttributeError:
+        return -1  # not glibc >= 2.33
+    f.restype = _Mallinfo2
+    m = f()
+    return m.uordblks + m.hblkhd
+
+
 def quiescent(tag):
-    """fds, allocated blocks and threads with nothing open: the same
-    before and after the run unless something leaked."""
+    """fds, allocated blocks, malloc'd bytes and threads with nothing open:
+    the same before and after the run unless something leaked."""
     deadline = time.monotonic() + 10
     while threading.active_count() > 1 and time.monotonic() < deadline:
         time.sleep(0.05)  # executor threads told to stop (shutdown(wait=False)) end on their own
     gc.collect()
     fds = len(os.listdir("/proc/self/fd")) - 1  # listdir's own
     names = sorted(t.name for t in threading.enumerate() if t is not threading.main_thread())
-    print("%s fds=%d blocks=%d threads=%d %s" % (tag, fds, sys.getallocatedblocks(), threading.active_count(),
-                                                 ",".join(names)), flush=True)
+    print("%s fds=%d blocks=%d malloc=%d threads=%d %s" % (
+        tag, fds, sys.getallocatedblocks(), malloc_in_use(), threading.active_count(), ",".join(names)), flush=True)
 
 
 def warm_up(rng):
