@@ -261,8 +261,9 @@ int rl_submit_semaphore_release(rl_client *c, const char *name, const char *perm
 int rl_submit_semaphore_refresh(rl_client *c, const char *name, const char *permit_id, int64_t lease_ms,
                                 uint64_t tag, const rl_target *target)
 {
-    if (lease_ms == 0) return rl_fail(RL_ERR_INVALID, "lease_ms must be in 1..%lld", (long long)(RL_MAX_EXACT / 4000));
-    return submit_flag(c, "semaphore", name, "refresh", permit_id, lease_ms, tag, target);
+    rl_clear_error();
+    int rc = rl_check_range("lease_ms", lease_ms, 1, RL_MAX_EXACT / 1000 / 4);
+    return rc ? rc : submit_flag(c, "semaphore", name, "refresh", permit_id, lease_ms, tag, target);
 }
 
 int rl_submit_lock_acquire(rl_client *c, const char *name, int64_t lease_ms, int64_t timeout_ms, uint64_t tag,
@@ -279,8 +280,9 @@ int rl_submit_lock_release(rl_client *c, const char *name, const char *token, ui
 int rl_submit_lock_extend(rl_client *c, const char *name, const char *token, int64_t lease_ms, uint64_t tag,
                           const rl_target *target)
 {
-    if (lease_ms == 0) return rl_fail(RL_ERR_INVALID, "lease_ms must be in 1..%lld", (long long)(RL_MAX_EXACT / 4000));
-    return submit_flag(c, "lock", name, "refresh", token, lease_ms, tag, target);
+    rl_clear_error();
+    int rc = rl_check_range("lease_ms", lease_ms, 1, RL_MAX_EXACT / 1000 / 4);
+    return rc ? rc : submit_flag(c, "lock", name, "refresh", token, lease_ms, tag, target);
 }
 
 int rl_submit_queue_push(rl_client *c, const char *queue, const char *message, size_t message_len, int64_t delay_ms,

@@ -94,10 +94,6 @@ GiveBack = Callable[[Any], None]
 # rl_cancel(client, tag) stops the client's waits with that tag, whichever
 # loop submitted them: each loop's tags start at its own multiple of this
 _TAGS_PER_LOOP = 1 << 40
-# The core drops a cancel that arrives while its I/O thread is between taking
-# submissions and taking cancels (the wait then runs to its end); asked again
-# after these pauses, until the wait completes, it gets through.
-_RECANCEL_FIRST, _RECANCEL_MAX = 0.02, 1.0
 
 
 class _LoopState:
@@ -105,8 +101,7 @@ class _LoopState:
     descriptor the loop watches, and the futures of the calls in flight by
     tag. Used only on its loop's thread."""
 
-    __slots__ = ("loop", "client", "queue", "futures", "give_backs", "cancelled", "recancel_timer", "next_tag",
-                 "closing", "fd")
+    __slots__ = ("loop", "client", "queue", "futures", "give_backs", "next_tag", "closing", "fd")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, client: _sync.Client, first_tag: int) -> None:
         self.loop = loop
@@ -115,8 +110,6 @@ class _LoopState:
         self.futures: "dict[int, asyncio.Future[Any]]" = {}
         # waits whose caller may cancel them: what to do with a late value
         self.give_backs: "dict[int, GiveBack]" = {}
-        self.cancelled: "set[int]" = set()  # waits cancelled, their completion not yet here
-        self.recancel_timer: Optional[asyncio.TimerHandle] = None
         self.next_tag = first_tag
         self.closing = False
         self.fd = self.queue.fileno()
@@ -155,36 +148,19 @@ class _LoopState:
     def cancel(self, tag: int) -> None:
         """Stops the wait of tag (its completion still comes: drain gives
         back what it got if the cancel came too late)."""
-        self.cancelled.add(tag)
-        self.send_cancel(tag)
-        if self.recancel_timer is None:
-            self.recancel_timer = self.loop.call_later(_RECANCEL_FIRST, self.recancel, _RECANCEL_FIRST)
-
-    def send_cancel(self, tag: int) -> None:
         try:
             self.queue.cancel(self.client, tag)
         except (RateLimitError, MemoryError):
             pass  # the wait runs to its end; drain gives back what it got
 
-    def recancel(self, pause: float) -> None:
-        self.recancel_timer = None
-        if not self.cancelled or self.loop.is_closed():
-            return
-        for tag in self.cancelled:
-            self.send_cancel(tag)
-        pause = min(pause * 2, _RECANCEL_MAX)
-        self.recancel_timer = self.loop.call_later(pause, self.recancel, pause)
-
     def drain(self) -> None:
         """The reader: resolve the futures of the completions waiting (up to
         _TAKE per wake-up; the descriptor stays readable while more wait, so
         other callbacks run in between)."""
-        futures, give_backs, cancelled = self.futures, self.give_backs, self.cancelled
+        futures, give_backs = self.futures, self.give_backs
         for tag, status, value in self.queue.take(_TAKE):
             future = futures.pop(tag, None)
             give_back = give_backs.pop(tag, None) if give_backs else None
-            if cancelled:
-                cancelled.discard(tag)
             if future is None:
                 continue  # its task was cancelled: the completion is dropped
             if future.done():
@@ -211,14 +187,8 @@ class _LoopState:
     def teardown(self) -> None:
         if not self.loop.is_closed():
             self.loop.remove_reader(self.fd)
-        if self.recancel_timer is not None:
-            self.recancel_timer.cancel()
-            self.recancel_timer = None
-        for tag in self.cancelled:  # once more: the loop may have closed before its timer ran
-            self.send_cancel(tag)
         self.futures.clear()
         self.give_backs.clear()
-        self.cancelled.clear()
         self.queue.close()  # freed once the C client cannot post to it any more
 
 

@@ -27,7 +27,6 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -333,8 +332,6 @@ class AsyncPrimitivesTest extends RedisTestBase {
     }
 
     @Test
-    @Disabled("core: rl_submit_semaphore_refresh / rl_submit_lock_extend refuse lease_ms 0 with a plain message, "
-            + "not rl_check_range, so rl_errrange() is empty and the Java message differs from the blocking call's")
     void refreshWithAZeroLeaseSameMessageAsTheBlockingCall() throws Exception {
         Permit p = client.semaphore("ap-errors-zero-lease", 1, Duration.ofSeconds(60)).acquire(Duration.ZERO);
         sameFailure(() -> p.refresh(Duration.ZERO), () -> p.refreshAsync(Duration.ZERO));
