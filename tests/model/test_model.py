@@ -9,9 +9,10 @@ With RL_JAR set (tests/run.sh sets it) the same steps also run through the
 Java binding (ModelWorker.java) on a redis-server of its own, and must give
 the same answers.
 
-Budget: RL_MODEL_EXAMPLES examples of up to RL_MODEL_STEPS steps (default
-120 x 40, about 30-60 s); a long run:
+Budget: RL_MODEL_EXAMPLES examples per algorithm of up to RL_MODEL_STEPS
+steps (default 40 x 60, about 30-40 s in all); a long run:
     RL_MODEL_EXAMPLES=20000 build/venv/bin/python -m pytest -q tests/model"""
+import collections
 import json
 import os
 import pathlib
@@ -34,9 +35,10 @@ from admissions import Admissions  # noqa: E402
 
 HERE = pathlib.Path(__file__).parent
 T0 = 1_700_000_000_000
-EXAMPLES = int(os.environ.get("RL_MODEL_EXAMPLES", "120"))
-STEPS = int(os.environ.get("RL_MODEL_STEPS", "40"))
+EXAMPLES = int(os.environ.get("RL_MODEL_EXAMPLES", "40"))  # per algorithm
+STEPS = int(os.environ.get("RL_MODEL_STEPS", "60"))
 PERIODS = [1, 2, 7, 10, 100, 250, 999, 1000, 1001, 3000, 60000]
+RAN = collections.Counter()  # what the examples did: each kind must have happened
 LIMITS = [1, 2, 3, 5, 10, 16, 100, 1000]
 
 
@@ -119,12 +121,12 @@ def specs(draw, algorithm):
 
 
 class LimiterMachine(RuleBasedStateMachine):
-    """One limiter name, two ids, one algorithm per example."""
-    bindings = []
+    """One limiter name of one algorithm, two ids."""
+    bindings, algorithm = [], None
 
-    @initialize(algorithm=st.sampled_from(m.ALGORITHMS), data=st.data())
-    def start(self, algorithm, data):
-        self.algorithm = algorithm
+    @initialize(data=st.data())
+    def start(self, data):
+        algorithm = self.algorithm
         self.spec = data.draw(specs(algorithm), label="spec")
         self.now = T0 + data.draw(st.integers(0, 10 ** 6), label="start")  # windows aligned differently
         self.model = m.Model(harness.PREFIX, harness.NAME)
@@ -142,6 +144,9 @@ class LimiterMachine(RuleBasedStateMachine):
         for name, book, call in self.bindings:
             result = harness.run_step(book, call, self.spec, step, want, f"{name}: {where}")
         self.admissions.record(self.spec, step, result)
+        outcome = "invalid" if result == "invalid" else "done" if result is None else \
+            "allowed" if result["allowed"] else "denied"
+        RAN[(self.algorithm, step["op"], outcome)] += 1
 
     @rule(data=st.data())
     def time_passes(self, data):
@@ -185,11 +190,17 @@ class LimiterMachine(RuleBasedStateMachine):
             self.run({"op": "reset", "id": id})
 
 
-def test_limiters_match_the_model(bindings):
-    LimiterMachine.bindings = bindings
+@pytest.mark.parametrize("algorithm", m.ALGORITHMS)
+def test_limiters_match_the_model(bindings, algorithm):
+    LimiterMachine.bindings, LimiterMachine.algorithm = bindings, algorithm
     run_state_machine_as_test(LimiterMachine, settings=settings(
         max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, database=None,
         suppress_health_check=list(HealthCheck)))
+    ran = {k[1:]: n for k, n in RAN.items() if k[0] == algorithm}
+    for op in ("acquire", "peek", "acquire_up_to") + (("reserve",) if algorithm in m.BUCKETS else ()):
+        for outcome in ("allowed", "denied"):
+            assert ran.get((op, outcome)), f"no {op} was {outcome}: {ran}"
+    assert ran.get(("refund", "allowed")) and ran.get(("reset", "done")) and ran.get(("acquire", "invalid")), ran
 
 
 def test_recorded_sequences_replay(bindings):
