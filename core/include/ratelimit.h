@@ -428,6 +428,17 @@ RL_API int rl_submit_queue_push(rl_client *client, const char *queue, const char
 /* Takes up to max due messages; timeout_ms 0 is rl_queue_pop_ready. */
 RL_API int rl_submit_queue_pop(rl_client *client, const char *queue, size_t max, int64_t timeout_ms, uint64_t tag,
                                const rl_target *target);
+/* The rest of the API as one round trip each; the completion's value is
+ * the keys deleted (reset: spec NULL = the stored one), the live holders
+ * (permits_max 0) or the permits available out of permits_max, the queue's
+ * size, or 1 when the message was removed. */
+RL_API int rl_submit_reset(rl_client *client, const char *name, const char *id, const rl_spec *spec, uint64_t tag,
+                           const rl_target *target);
+RL_API int rl_submit_semaphore_info(rl_client *client, const char *name, int64_t permits_max, uint64_t tag,
+                                    const rl_target *target);
+RL_API int rl_submit_queue_size(rl_client *client, const char *queue, uint64_t tag, const rl_target *target);
+RL_API int rl_submit_queue_remove(rl_client *client, const char *queue, const char *message, size_t message_len,
+                                  uint64_t tag, const rl_target *target);
 /* Asks every wait submitted with tag to stop (see above); RL_OK also when
  * none is waiting (it completed already). Thread-safe; never blocks. */
 RL_API int rl_cancel(rl_client *client, uint64_t tag);

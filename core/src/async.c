@@ -62,6 +62,13 @@ static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
         case REQ_PUSH:
             c.status = rl_decode_integer(reply, "delay_queue push", &c.value);
             break;
+        case REQ_COUNT:
+            c.status = rl_decode_integer(reply, "count", &c.value);
+            break;
+        case REQ_INFO: /* permits: the permits_max to count available permits out of, 0: holders */
+            c.status = rl_reply_int(reply, 0, &c.value);
+            if (!c.status && r->permits) c.value = r->permits > c.value ? r->permits - c.value : 0;
+            break;
         case REQ_POP:
             break;
         default:

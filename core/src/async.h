@@ -6,7 +6,17 @@
 #include "internal.h"
 
 /* REQ_DECISION..REQ_POP complete the caller's request; the others are ours. */
-typedef enum { REQ_DECISION, REQ_ACQUIRE, REQ_DONE_FLAG, REQ_PUSH, REQ_POP, REQ_ASKING, REQ_SCRIPT_LOAD } req_kind;
+typedef enum {
+    REQ_DECISION,
+    REQ_ACQUIRE,
+    REQ_DONE_FLAG, /* {done} from the semaphore script */
+    REQ_PUSH,
+    REQ_COUNT,     /* an integer reply: DEL, ZCARD, ZREM */
+    REQ_INFO,      /* semaphore info: holders, or available out of permits */
+    REQ_POP,
+    REQ_ASKING,
+    REQ_SCRIPT_LOAD
+} req_kind;
 
 struct aconn;
 

@@ -159,6 +159,10 @@ redisReply *rl_command(rl_conn *conn, int argc, const char **argv, const size_t 
 /* Writes the output buffer / reads one reply, never raising SIGPIPE. */
 int rl_conn_flush(rl_conn *conn);
 int rl_conn_read(rl_conn *conn, void **reply);
+/* The same, the whole reply by read_by_ms (rl_monotonic_ms), timeout_ms
+ * being the socket's own (command_timeout_ms): the socket's timeout bounds
+ * each read, so a reply trickling in would otherwise never time out. */
+int rl_conn_read_by(rl_conn *conn, void **reply, int64_t read_by_ms, int timeout_ms);
 /* Non-blocking connections (the I/O thread): write what fits now; read what came. */
 int rl_conn_flush_some(rl_conn *conn);
 int rl_conn_buffer_read(rl_conn *conn);
@@ -256,6 +260,9 @@ int rl_validate_request(const rl_request *req);
 int rl_resolve_stored(rl_client *client, const rl_request *req, rl_request *out);
 void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *req);
 int rl_decode_result(const redisReply *r, rl_result *out);
+/* DEL of every key of (name, id) under spec (NULL: the stored one, read
+ * now if not cached) */
+int rl_build_reset(rl_cmd *cmd, rl_client *client, const char *name, const char *id, const rl_spec *spec);
 /* Redis unreachable, the on_error policy decides (capacity: rl_spec_capacity) */
 void rl_fallback_result(const rl_client *client, int64_t capacity, int64_t permits, rl_result *out);
 int64_t rl_spec_capacity(const rl_spec *spec);
@@ -271,6 +278,9 @@ int rl_check_sem_acquire(rl_client *client, const char *name, int64_t max, int64
 int rl_check_permit_call(rl_client *client, const char *name, const char *id);
 int rl_check_queue_push(rl_client *client, const char *queue, const char *message, size_t len, int64_t delay_ms);
 int rl_build_queue_pop(rl_cmd *cmd, rl_client *client, const char *queue, size_t max);
+/* ZCARD / ZREM on a queue (message NULL for ZCARD), after its checks */
+int rl_build_queue_call(rl_cmd *cmd, rl_client *client, const char *queue, const char *message, size_t len);
+int rl_check_semaphore_info(rl_client *client, const char *name, int64_t permits_max);
 int rl_check_queue_pop(rl_client *client, const char *queue, size_t max, int64_t timeout_ms);
 int rl_new_permit_id(char *out);
 /* A waiter's (or, id NULL, a queue's) wake-up channel; malloc'd, NULL: no

@@ -407,14 +407,11 @@ int rl_peek(rl_client *client, const char *name, const char *id, const rl_spec *
     return single(client, name, id, spec, permits, RL_OP_PEEK, out);
 }
 
-int rl_reset(rl_client *client, const char *name, const char *id, const rl_spec *spec)
+int rl_build_reset(rl_cmd *cmd, rl_client *client, const char *name, const char *id, const rl_spec *spec)
 {
-    rl_cmd cmd;
-    redisReply *reply;
     rl_spec stored;
     int rc;
-
-    rl_clear_error();
+    rl_cmd_init(cmd);
     if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
     if ((rc = rl_check_name("name", name)) || (rc = rl_check_id(id))) return rc;
     if (!spec) {
@@ -423,9 +420,22 @@ int rl_reset(rl_client *client, const char *name, const char *id, const rl_spec 
     }
     /* the keys are all a reset needs (the JNI reset passes no rate) */
     if ((rc = check_shape(spec))) return rc;
-    rl_cmd_init(&cmd);
-    rl_cmd_cstr(&cmd, "DEL");
-    push_keys(&cmd, client, name, id, spec);
+    rl_cmd_cstr(cmd, "DEL");
+    push_keys(cmd, client, name, id, spec);
+    return cmd->failed ? rl_fail(RL_ERR_NOMEM, "out of memory building a command") : RL_OK;
+}
+
+int rl_reset(rl_client *client, const char *name, const char *id, const rl_spec *spec)
+{
+    rl_cmd cmd;
+    redisReply *reply;
+    int rc;
+
+    rl_clear_error();
+    if ((rc = rl_build_reset(&cmd, client, name, id, spec))) {
+        rl_cmd_free(&cmd);
+        return rc;
+    }
     rc = rl_run(client, &cmd, 1, &reply);
     if (rc == RL_OK) freeReplyObject(reply);
     rl_cmd_free(&cmd);

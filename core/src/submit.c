@@ -337,3 +337,55 @@ int rl_cancel(rl_client *c, uint64_t tag)
     if (sleeping) rl_async_wake(a);
     return RL_OK;
 }
+
+/* One round trip whose completion is a number (value); the caller builds
+ * its command into r->cmd. */
+static areq *count_request(rl_client *c, req_kind kind, uint64_t tag, const rl_target *target, int *rc)
+{
+    areq *r = NULL;
+    rl_clear_error();
+    if (!(*rc = check_target(c, target)) && !(r = new_request(kind, tag, target)))
+        *rc = rl_fail(RL_ERR_NOMEM, "out of memory");
+    return r;
+}
+
+int rl_submit_reset(rl_client *c, const char *name, const char *id, const rl_spec *spec, uint64_t tag,
+                    const rl_target *target)
+{
+    int rc;
+    areq *r = count_request(c, REQ_COUNT, tag, target, &rc);
+    return r ? queue_request(c, r, rl_build_reset(&r->cmd, c, name, id, spec)) : rc;
+}
+
+int rl_submit_semaphore_info(rl_client *c, const char *name, int64_t permits_max, uint64_t tag,
+                             const rl_target *target)
+{
+    int rc;
+    areq *r = count_request(c, REQ_INFO, tag, target, &rc);
+    if (!r) return rc;
+    if ((rc = rl_check_semaphore_info(c, name, permits_max))) {
+        rl_async_req_free(r);
+        return rc;
+    }
+    r->permits = permits_max;
+    return queue_request(c, r, rl_build_sem_call(&r->cmd, c, "semaphore", name, "info", NULL, 1, 1, 0));
+}
+
+int rl_submit_queue_size(rl_client *c, const char *queue, uint64_t tag, const rl_target *target)
+{
+    int rc;
+    areq *r = count_request(c, REQ_COUNT, tag, target, &rc);
+    return r ? queue_request(c, r, rl_build_queue_call(&r->cmd, c, queue, NULL, 0)) : rc;
+}
+
+int rl_submit_queue_remove(rl_client *c, const char *queue, const char *message, size_t message_len, uint64_t tag,
+                           const rl_target *target)
+{
+    int rc;
+    areq *r = count_request(c, REQ_COUNT, tag, target, &rc);
+    if (r && !message) {
+        rl_async_req_free(r);
+        return rl_fail(RL_ERR_INVALID, "message must not be empty");
+    }
+    return r ? queue_request(c, r, rl_build_queue_call(&r->cmd, c, queue, message, message_len)) : rc;
+}

@@ -294,8 +294,7 @@ static int sem_info(rl_client *client, const char *name, int64_t *holders, int64
     redisReply *r;
     int rc;
     rl_clear_error();
-    if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
-    if ((rc = rl_check_name("name", name))) return rc;
+    if ((rc = rl_check_semaphore_info(client, name, 0))) return rc;
     if ((rc = sem_call(client, "semaphore", name, "info", NULL, 1, 1, 0, &r))) return rc;
     if (!(rc = rl_reply_int(r, 0, holders))) rc = rl_reply_int(r, 1, waiters);
     freeReplyObject(r);
@@ -513,6 +512,24 @@ int rl_queue_pop_wait(rl_client *client, const char *queue, size_t max, const rl
     }
     rl_conn_close(sub);
     return rc;
+}
+
+int rl_build_queue_call(rl_cmd *cmd, rl_client *client, const char *queue, const char *message, size_t len)
+{
+    int rc;
+    rl_cmd_init(cmd);
+    if ((rc = check_queue_call(client, queue)) || (message && (rc = check_message(message, len)))) return rc;
+    queue_cmd(cmd, client, queue, message ? "ZREM" : "ZCARD");
+    if (message) rl_cmd_str(cmd, message, len);
+    return cmd->failed ? rl_fail(RL_ERR_NOMEM, "out of memory building a command") : RL_OK;
+}
+
+int rl_check_semaphore_info(rl_client *client, const char *name, int64_t permits_max)
+{
+    rl_clear_error();
+    if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
+    int rc = rl_check_name("name", name);
+    return rc || !permits_max ? rc : rl_check_range("permits", permits_max, 1, RL_MAX_PERMITS);
 }
 
 int rl_queue_size(rl_client *client, const char *queue, int64_t *size)

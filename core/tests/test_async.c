@@ -316,7 +316,33 @@ static void test_primitives(void)
     if (m.count == 1) CHECK(m.lens[0] == 5 && !memcmp(m.items[0], "job\0x", 5));
     rl_messages_free(&m);
 
+    /* the rest: one round trip each, a number back */
+    CHECK_OK(rl_submit_semaphore_info(c, "async-sem", 0, 40, &target));   /* holders */
+    CHECK_OK(rl_submit_semaphore_info(c, "async-sem", 5, 41, &target));   /* available of 5 */
+    CHECK_OK(rl_submit_queue_push(c, "async-q", "m", 1, 0, 42, &target));
+    CHECK_OK(rl_submit_queue_size(c, "async-q", 43, &target));
+    CHECK_OK(rl_submit_queue_remove(c, "async-q", "m", 1, 44, &target));
+    CHECK_OK(rl_submit_queue_remove(c, "async-q", "m", 1, 45, &target));
+    rl_spec spec = {.algorithm = RL_GCRA, .limit = 10, .period_ms = 1000};
+    rl_result res;
+    CHECK_OK(rl_acquire(c, "async-reset", "u", &spec, 1, &res));
+    CHECK_OK(rl_submit_reset(c, "async-reset", "u", &spec, 46, &target));
+    CHECK_EQ(drain(q, all, 7, 5000), 7);
+    for (int i = 0; i < 7; i++) {
+        CHECK_EQ(all[i].status, RL_OK);
+        int64_t want[] = {1, 4, 1, 1, 1, 0, 1}; /* tags 40..46 */
+        if (all[i].tag >= 40 && all[i].tag <= 46) CHECK_EQ(all[i].value, want[all[i].tag - 40]);
+    }
+    CHECK_OK(rl_peek(c, "async-reset", "u", &spec, 1, &res));
+    CHECK_EQ(res.remaining, 10);
+
     /* bad arguments: refused at once */
+    CHECK_EQ(rl_submit_semaphore_info(c, "", 0, 0, &target), RL_ERR_INVALID);
+    CHECK_EQ(rl_submit_semaphore_info(c, "s", -1, 0, &target), RL_ERR_INVALID);
+    CHECK_EQ(rl_submit_queue_size(c, "", 0, &target), RL_ERR_INVALID);
+    CHECK_EQ(rl_submit_queue_remove(c, "q", NULL, 0, 0, &target), RL_ERR_INVALID);
+    CHECK_EQ(rl_submit_reset(c, "n", "", &spec, 0, &target), RL_ERR_INVALID);
+    CHECK_EQ(rl_submit_reset(c, "never-stored", "u", NULL, 0, &target), RL_ERR_INVALID);
     CHECK_EQ(rl_submit_semaphore_acquire(c, "", 2, 1000, 0, 0, &target), RL_ERR_INVALID);
     CHECK_EQ(rl_submit_semaphore_acquire(c, "s", 0, 1000, 0, 0, &target), RL_ERR_INVALID);
     CHECK_EQ(rl_submit_semaphore_refresh(c, "s", "id", 0, 0, &target), RL_ERR_INVALID);
