@@ -36,12 +36,11 @@ refresh, extend or push) stops the wait, not the call: once submitted it may
 already have run in Redis, and then it stays done (as with redis-py, a
 cancelled command is not undone). Its completion is dropped when it arrives.
 
-A few calls have no asynchronous form in the core and run the blocking call
-in an executor (the event loop's default one, or AsyncClient's executor=),
-each one round trip bounded by the command timeout: AsyncLimiter.reset,
-AsyncClient.configure / get_config / delete_config, AsyncSemaphore.available
-/ holders, AsyncDelayQueue.size / remove. AsyncClient.connect opens the
-client in the executor too.
+Only the stored-spec calls (AsyncClient.configure / get_config /
+delete_config, start-up and admin calls) run the blocking call in an
+executor (the event loop's default one, or AsyncClient's executor=), each
+one round trip bounded by the command timeout; AsyncClient.connect opens
+the client there too.
 
 Closing the AsyncClient closes the C client: every call and wait still in
 flight fails with ClientClosed.
@@ -401,8 +400,8 @@ class AsyncLimiter:
         return await self._run.decide(self.sync, _REFUND, id, permits, None, now)
 
     async def reset(self, id: Text) -> None:
-        """See Limiter.reset (in the executor: no asynchronous form)."""
-        await self._run.call(self.sync.reset, id)
+        """See Limiter.reset."""
+        await self._run.round_trip(_Completions.submit_reset, self.sync, id)
 
     async def acquire_many(self, requests: Iterable[Union[Text, Tuple[Text, int]]], *,
                            now: Optional[Seconds] = None) -> List[Result]:
@@ -530,12 +529,15 @@ class AsyncSemaphore:
         return await self._acquire(0)
 
     async def available(self) -> int:
-        """Permits free right now (in the executor: no asynchronous form)."""
-        return await self._run.call(self.sync.available)
+        """Permits free right now."""
+        available: int = await self._run.round_trip(_Completions.submit_count, 1, self.sync.name,
+                                                    self.sync.permits)
+        return available
 
     async def holders(self) -> int:
-        """Live holders right now (in the executor: no asynchronous form)."""
-        return await self._run.call(self.sync.holders)
+        """Live holders right now."""
+        holders: int = await self._run.round_trip(_Completions.submit_count, 0, self.sync.name, None)
+        return holders
 
 
 class AsyncHeldLock:
@@ -626,12 +628,14 @@ class AsyncDelayQueue:
                 return self.sync._out(got)
 
     async def size(self) -> int:
-        """See DelayQueue.size (in the executor: no asynchronous form)."""
-        return await self._run.call(self.sync.size)
+        """See DelayQueue.size."""
+        size: int = await self._run.round_trip(_Completions.submit_count, 2, self.sync.name, None)
+        return size
 
     async def remove(self, message: Text) -> bool:
-        """See DelayQueue.remove (in the executor: no asynchronous form)."""
-        return await self._run.call(self.sync.remove, message)
+        """See DelayQueue.remove."""
+        removed: bool = await self._run.round_trip(_Completions.submit_count, 3, self.sync.name, message)
+        return removed
 
 
 class AsyncClient:

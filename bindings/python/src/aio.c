@@ -291,18 +291,19 @@ done:
 /* ---- the primitives ------------------------------------------------------------------ */
 
 /* What a primitive's completion becomes in take() (a decision's is a Result). */
-enum { KIND_ACQUIRE = 1, KIND_DONE_FLAG, KIND_POP };
+enum { KIND_ACQUIRE = 1, KIND_DONE_FLAG, KIND_POP, KIND_COUNT, KIND_NONE };
 
 /* One call of rl_submit_semaphore_* / _lock_* / _queue_*: the strings are
  * borrowed from the keep objects of the caller. */
 typedef enum { P_SEM_ACQUIRE, P_LOCK_ACQUIRE, P_SEM_RELEASE, P_SEM_REFRESH, P_LOCK_RELEASE, P_LOCK_EXTEND, P_PUSH,
-               P_POP } prim_op;
+               P_POP, P_SEM_INFO, P_QUEUE_SIZE, P_QUEUE_REMOVE, P_RESET } prim_op;
 
 typedef struct {
     prim_op op;
     const char *name, *id; /* id: permit id, owner token or message */
     Py_ssize_t id_len;
     int64_t permits, ms, timeout_ms; /* ms: lease or delay */
+    const rl_spec *spec;             /* P_RESET: NULL = the stored one */
 } prim_call;
 
 static int prim_submit(rl_client *rl, const prim_call *p, uint64_t tag, const rl_target *t)
@@ -317,6 +318,10 @@ static int prim_submit(rl_client *rl, const prim_call *p, uint64_t tag, const rl
     case P_LOCK_EXTEND: return rl_submit_lock_extend(rl, p->name, p->id, p->ms, tag, t);
     case P_PUSH: return rl_submit_queue_push(rl, p->name, p->id, (size_t)p->id_len, p->ms, tag, t);
     case P_POP: return rl_submit_queue_pop(rl, p->name, (size_t)p->permits, p->timeout_ms, tag, t);
+    case P_SEM_INFO: return rl_submit_semaphore_info(rl, p->name, p->permits, tag, t);
+    case P_QUEUE_SIZE: return rl_submit_queue_size(rl, p->name, tag, t);
+    case P_QUEUE_REMOVE: return rl_submit_queue_remove(rl, p->name, p->id, (size_t)p->id_len, tag, t);
+    case P_RESET: return rl_submit_reset(rl, p->name, p->id, p->spec, tag, t);
     }
     return RL_ERR_INVALID;
 }
@@ -450,6 +455,67 @@ static PyObject *completions_submit_push(CompletionsObject *self, PyObject *cons
     return out;
 }
 
+PyDoc_STRVAR(completions_submit_count_doc,
+"submit_count(tag, client, op, name, arg)\n--\n\n"
+"Queue op 0: Client._semaphore_holders(name), 1: _semaphore_available(name,\n"
+"arg), 2: _queue_size(name), 3: _queue_remove(name, arg). Its completion\n"
+"comes out of take() as the blocking call's int (remove: bool).");
+
+static PyObject *completions_submit_count(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const prim_op ops[] = {P_SEM_INFO, P_SEM_INFO, P_QUEUE_SIZE, P_QUEUE_REMOVE};
+    rl_state *st = STATE(self);
+    prim_call p = {P_SEM_INFO, NULL, NULL, 0, 0, 0, 0, NULL};
+    PyObject *keep_name = NULL, *keep_arg = NULL, *out;
+    uint64_t tag;
+    long op;
+
+    if (!st || submit_prologue(st, self, "submit_count", args, nargs, 5, &tag) < 0) return NULL;
+    if ((op = PyLong_AsLong(args[2])) == -1 && PyErr_Occurred()) return NULL;
+    if (op < 0 || op > 3) return raise_fmt(st, RL_ERR_INVALID, "unknown operation %ld", op);
+    p.op = ops[op];
+    if (op == 1 && conv_int64(st, args[4], "permits", &p.permits) < 0) return NULL;
+    if (op == 1 && p.permits == 0) return raise_fmt(st, RL_ERR_INVALID, "permits must be at least 1");
+    if (conv_text(st, args[3], op >= 2 ? "queue" : "name", 0, &keep_name, &p.name, NULL) < 0) return NULL;
+    if (op == 3 && conv_text(st, args[4], "message", 1, &keep_arg, &p.id, &p.id_len) < 0) {
+        Py_DECREF(keep_name);
+        return NULL;
+    }
+    out = submit_primitive(st, self, args[1], &p, tag, op == 3 ? KIND_DONE_FLAG : KIND_COUNT, 0);
+    Py_DECREF(keep_name);
+    Py_XDECREF(keep_arg);
+    return out;
+}
+
+PyDoc_STRVAR(completions_submit_reset_doc,
+"submit_reset(tag, client, limiter, id)\n--\n\n"
+"Queue limiter.reset(id) (client: the limiter's, as for the other submit_*\n"
+"calls); its completion comes out of take() as None.");
+
+static PyObject *completions_submit_reset(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    rl_state *st = STATE(self);
+    prim_call p = {P_RESET, NULL, NULL, 0, 0, 0, 0, NULL};
+    rl_request req;
+    ClientObject *client;
+    PyObject *keep = NULL, *out;
+    uint64_t tag;
+
+    if (!st || submit_prologue(st, self, "submit_reset", args, nargs, 4, &tag) < 0) return NULL;
+    if (limiter_request(st, args[2], args[3], NULL, NULL, NULL, RL_OP_ACQUIRE, &req, &keep, &client) < 0)
+        return NULL;
+    if ((PyObject *)client != args[1]) {
+        Py_XDECREF(keep);
+        return raise_fmt(st, RL_ERR_INVALID, "the limiter belongs to another client");
+    }
+    p.name = req.name;
+    p.id = req.id;
+    p.spec = req.stored_spec ? NULL : &req.spec;
+    out = submit_primitive(st, self, (PyObject *)client, &p, tag, KIND_NONE, 0);
+    Py_XDECREF(keep);
+    return out;
+}
+
 PyDoc_STRVAR(completions_submit_pop_doc,
 "submit_pop(tag, client, queue, max, timeout)\n--\n\n"
 "Queue Client._queue_pop_wait(queue, max, timeout) (timeout None:\n"
@@ -531,6 +597,8 @@ static PyObject *primitive_value(rl_state *st, int kind, PyObject *lease, rl_com
         if (!c->acquired) Py_RETURN_NONE;
         return Py_BuildValue("(sLO)", c->permit_id, (long long)c->fencing_token, lease);
     case KIND_DONE_FLAG: return PyBool_FromLong(c->value == 1);
+    case KIND_COUNT: return PyLong_FromLongLong((long long)c->value);
+    case KIND_NONE: Py_RETURN_NONE;
     default: {
         rl_messages *m = &c->messages;
         PyObject *list = PyList_New((Py_ssize_t)m->count);
@@ -649,6 +717,8 @@ static PyMethodDef completions_methods[] = {
      completions_submit_acquire_doc},
     {"submit_held", (PyCFunction)(void (*)(void))completions_submit_held, METH_FASTCALL, completions_submit_held_doc},
     {"submit_push", (PyCFunction)(void (*)(void))completions_submit_push, METH_FASTCALL, completions_submit_push_doc},
+    {"submit_count", (PyCFunction)(void (*)(void))completions_submit_count, METH_FASTCALL, completions_submit_count_doc},
+    {"submit_reset", (PyCFunction)(void (*)(void))completions_submit_reset, METH_FASTCALL, completions_submit_reset_doc},
     {"submit_pop", (PyCFunction)(void (*)(void))completions_submit_pop, METH_FASTCALL, completions_submit_pop_doc},
     {"cancel", (PyCFunction)(void (*)(void))completions_cancel, METH_FASTCALL, completions_cancel_doc},
     {"timeout_ms", (PyCFunction)completions_timeout_ms, METH_O, completions_timeout_ms_doc},

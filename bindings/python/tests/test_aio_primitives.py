@@ -665,3 +665,33 @@ def test_completions_primitives_low_level(server, raw):
     assert q.pending == 0
     q.close()
     assert q.freed
+
+
+@pytest.mark.parametrize("loop_kind", LOOPS)
+def test_reset_counts_and_remove_run_on_the_core_without_a_thread(server, raw, loop_kind):
+    """reset, available / holders, size / remove: one round trip each on the
+    asynchronous core (no executor thread ever starts), the blocking answers."""
+    async def main():
+        async with aio.AsyncClient(server.url) as client:
+            before = threading.active_count()
+            lim = client.limiter("rt-reset", "2/minute")
+            assert (await lim.acquire("u")).allowed and (await lim.acquire("u")).allowed
+            assert not (await lim.acquire("u")).allowed
+            await lim.reset("u")
+            assert (await lim.acquire("u")).remaining == 1
+            sem = client.semaphore("rt-sem", permits=3, lease=30.0)
+            held = await sem.acquire(timeout=1.0)
+            assert (await sem.holders(), await sem.available()) == (1, 2)
+            assert (client.sync.semaphore("rt-sem", 3, 30.0).holders(),
+                    client.sync.semaphore("rt-sem", 3, 30.0).available()) == (1, 2)
+            await held.release()
+            assert (await sem.holders(), await sem.available()) == (0, 3)
+            q = client.delay_queue("rt-q")
+            assert await q.push("a") and await q.push("b", delay=60.0)
+            assert await q.size() == 2
+            assert await q.remove("b") is True and await q.remove("b") is False
+            assert await q.size() == 1 == raw.zcard("rl:{rt-q}:delay_queue")
+            with pytest.raises(ratelimit.InvalidArgument):
+                await q.remove("")
+            assert threading.active_count() == before
+    run(main(), loop_kind)
