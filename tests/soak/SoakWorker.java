@@ -383,13 +383,77 @@ public class SoakWorker {
 
     // ---- asynchronous decisions ---------------------------------------------------------
 
-    /** One asynchronous decision; the permit of `inflight` comes back when it completes. */
-    static CompletableFuture<?> asyncOp(List<Named> ch, List<Named> others, Random rng,
+    /** Holds a permit or the lock briefly (no thread waits), then releases it and logs the holding. */
+    static CompletableFuture<Void> holdAsync(String kind, String name, long fence,
+            java.util.function.Supplier<CompletableFuture<Boolean>> release, Random rng) {
+        double tAcq = now();
+        CompletableFuture<Void> out = new CompletableFuture<>();
+        CompletableFuture.delayedExecutor(2 + rng.nextInt(18), TimeUnit.MILLISECONDS, Runnable::run).execute(() -> {
+            double tRel = now();
+            release.get().whenComplete((ok, e) -> {
+                boolean released = e == null && ok;
+                write(String.format("H %s %s %.1f %.1f %d %d%n", kind, name, tAcq, released ? tRel : tAcq, fence,
+                        released ? 1 : 0));
+                if (e != null) out.completeExceptionally(e);
+                else out.complete(null);
+            });
+        });
+        return out;
+    }
+
+    /** The semaphore, lock and delay queue on the core's asynchronous waits, some cancelled while waiting. */
+    static CompletableFuture<?> asyncPrimitive(RateLimitClient c, Random rng) {
+        Semaphore sem = c.semaphore("soak-sem", 3, Duration.ofSeconds(2));
+        DistributedLock lock = c.lock("soak-lock", Duration.ofSeconds(2));
+        double j = rng.nextDouble();
+        if (j < 0.3) {
+            return sem.acquireAsync(Duration.ofMillis(500))
+                    .thenCompose(p -> holdAsync("S", "soak-sem", p.fencingToken(), p::releaseAsync, rng));
+        } else if (j < 0.6) {
+            return lock.acquireAsync(Duration.ofMillis(500))
+                    .thenCompose(l -> holdAsync("L", "soak-lock", l.fencingToken(), l::releaseAsync, rng));
+        } else if (j < 0.8) {
+            // given up while waiting: the binding cancels the wait and gives back a grant that raced it
+            boolean isSem = rng.nextBoolean();
+            CompletableFuture<?> f = isSem ? sem.acquireAsync(Duration.ofMillis(500))
+                    : lock.acquireAsync(Duration.ofMillis(500));
+            CompletableFuture.delayedExecutor(rng.nextInt(5), TimeUnit.MILLISECONDS, Runnable::run)
+                    .execute(() -> f.cancel(false));
+            return f.handle((held, e) -> {
+                if (held == null) {
+                    if (unwrap(e) instanceof java.util.concurrent.CancellationException) count("cancelled");
+                    else failed(e);
+                    return CompletableFuture.completedFuture(null);
+                }
+                // done before the cancel: held normally
+                return held instanceof Permit
+                        ? holdAsync("S", "soak-sem", ((Permit) held).fencingToken(), ((Permit) held)::releaseAsync, rng)
+                        : holdAsync("L", "soak-lock", ((Lock) held).fencingToken(), ((Lock) held)::releaseAsync, rng);
+            }).thenCompose(x -> x);
+        } else {
+            DelayQueue q = c.delayQueue("soak-q");
+            String msg = "java-" + seq.incrementAndGet();
+            int delay = rng.nextInt(300);
+            double t0 = now();
+            return q.pushAsync(msg, Duration.ofMillis(delay)).thenCompose(pushed -> {
+                if (pushed) write(String.format("P %s %.1f %d%n", msg, t0, delay));
+                return q.popAsync(10, Duration.ofMillis(200));
+            }).thenAccept(got -> {
+                double t1 = now();
+                for (String m : got) write(String.format("D %s %.1f%n", m, t1));
+            });
+        }
+    }
+
+    /** One asynchronous decision or primitive; the permit of `inflight` comes back when it completes. */
+    static CompletableFuture<?> asyncOp(RateLimitClient c, List<Named> ch, List<Named> others, Random rng,
             java.util.concurrent.Semaphore inflight) {
         double k = rng.nextDouble();
         double t0 = now();
         CompletableFuture<?> f;
-        if (k < 0.5) {
+        if (k < 0.1) {
+            f = asyncPrimitive(c, rng);
+        } else if (k < 0.55) {
             Named n = ch.get(rng.nextInt(ch.size()));
             String id = IDS[rng.nextInt(IDS.length)];
             double j = rng.nextDouble();
@@ -439,7 +503,7 @@ public class SoakWorker {
                         nextClose = System.nanoTime() + 2_000_000_000L;
                     }
                     inflight.acquire();
-                    asyncOp(ch, others, rng, inflight).whenComplete((x, e) -> {
+                    asyncOp(shared, ch, others, rng, inflight).whenComplete((x, e) -> {
                         if (e != null) failed(e);
                     });
                     if (rng.nextInt(4) == 0) Thread.sleep(1);
@@ -553,7 +617,7 @@ public class SoakWorker {
             java.util.concurrent.Semaphore inflight = new java.util.concurrent.Semaphore(64);
             for (int i = 0; i < 50; i++) {
                 inflight.acquire();
-                asyncOp(ch, others, rng, inflight);
+                asyncOp(c, ch, others, rng, inflight);
             }
             inflight.acquire(64);
             closeInFlight(rng);

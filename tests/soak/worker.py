@@ -355,10 +355,10 @@ def primitives_thread(client, seed):
 
 # ---- asyncio ---------------------------------------------------------------------------
 
-async def achecked_op(lims, rng, executor=True):
+async def achecked_op(lims, rng):
     name, lim = rng.choice(lims)
     id_ = rng.choice(IDS)
-    k = rng.random() * (1.0 if executor else 0.9)
+    k = rng.random()
     t0 = now()
     if k < 0.45:
         r = await lim.acquire(id_, rng.choice((1, 1, 1, 2)))
@@ -374,7 +374,7 @@ async def achecked_op(lims, rng, executor=True):
             decided(r, name, i, t0, t1)
         return
     else:
-        r = await lim.acquire(id_, 1, timeout=0.2)  # the wait runs in the executor
+        r = await lim.acquire(id_, 1, timeout=0.2)  # retried on the loop
     decided(r, name, id_, t0, now())
 
 
@@ -400,17 +400,37 @@ async def aother_op(lims, rng):
             decided(r)
 
 
-async def acancel_op(lims, rng):
-    """A decision whose task is cancelled while in flight: its completion
-    must be dropped, not kept."""
-    _, lim = rng.choice(lims)
-    task = asyncio.ensure_future(lim.acquire("u%d" % rng.randrange(30)))
-    await asyncio.sleep(0)
+async def acancel_op(lims, client, rng):
+    """A decision, or a wait for the semaphore, lock or queue, whose task is
+    cancelled while in flight: its completion must be dropped, not kept (a
+    grant or messages that raced the cancel go back)."""
+    k = rng.random()
+    if k < 0.5:
+        _, lim = rng.choice(lims)
+        aw = lim.acquire("u%d" % rng.randrange(30))
+    elif k < 0.7:
+        aw = client.semaphore("soak-sem", permits=3, lease=2.0).acquire(timeout=0.5)
+    elif k < 0.9:
+        aw = client.lock("soak-lock", lease=2.0).acquire(timeout=0.5)
+    else:
+        aw = client.delay_queue("soak-q").pop(max=10, timeout=0.5)
+    task = asyncio.ensure_future(aw)
+    await asyncio.sleep(rng.choice((0, 0, 0.001, 0.005)))
     task.cancel()
     try:
-        await task
+        got = await task
     except asyncio.CancelledError:
         count("cancelled")
+        return
+    # done before the cancel: a permit goes back, messages count as delivered
+    if isinstance(got, list):
+        t1 = now()
+        for m in got:
+            write("D %s %.1f\n" % (m, t1))
+    elif hasattr(got, "release"):
+        await got.release()
+    else:
+        decided(got)
 
 
 async def aprimitive_op(client, rng):
@@ -467,7 +487,7 @@ async def session(long_client, rng):
                 elif k < 0.95:
                     await aguard(aother_op, others, rng)
                 else:
-                    await aguard(acancel_op, others, rng)
+                    await aguard(acancel_op, others, client, rng)
                 await asyncio.sleep(rng.uniform(0, 0.008))
 
         async def primitives():
@@ -524,9 +544,8 @@ def child(main, checked, seed):
             async def go():
                 lims = guard(limiters)
                 for _ in range(20 if lims else 0):
-                    # decisions only: the AsyncClient's executor does not survive fork
-                    # (its calls hang in the child; see the soak report)
-                    await aguard(achecked_op, lims, rng, False)
+                    await aguard(achecked_op, lims, rng)
+                await aguard(aprimitive_op, long_async, rng)
             asyncio.run(go())
         code = 1 if proc().unexpected else 0
     except BaseException:
