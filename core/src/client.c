@@ -314,10 +314,14 @@ static void free_replies(redisReply **replies, size_t n)
 }
 
 /* Sends cmds[idx[0..m)] pipelined on conn (each one the ASKING redirect
- * asked for preceded by ASKING) and reads their replies into replies[idx]. */
-static int send_and_read(rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
+ * asked for preceded by ASKING) and reads their replies into replies[idx].
+ * Each reply must be whole within command_timeout_ms of the one before (of
+ * the send, for the first): a big batch may take longer in all, but a reply
+ * that trickles in byte by byte cannot hold a call past its timeout. */
+static int send_and_read(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
                          redisReply **replies)
 {
+    const int timeout = c->options.command_timeout_ms;
     redisContext *ctx = conn->ctx;
     const char *asking_argv[1] = {"ASKING"};
     for (size_t k = 0; k < m; k++) {
@@ -330,14 +334,16 @@ static int send_and_read(rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t 
         }
     }
     if (rl_conn_flush(conn) != REDIS_OK) return rl_conn_error(conn, "send command");
+    int64_t last = rl_monotonic_ms();
     for (size_t k = 0; k < m; k++) {
         void *r = NULL;
         if (asking[idx[k]]) {
-            if (rl_conn_read(conn, &r) != REDIS_OK) goto broken;
+            if (rl_conn_read_by(conn, &r, last + timeout, timeout) != REDIS_OK) goto broken;
             freeReplyObject(r);
         }
-        if (rl_conn_read(conn, &r) != REDIS_OK) goto broken;
+        if (rl_conn_read_by(conn, &r, last + timeout, timeout) != REDIS_OK) goto broken;
         replies[idx[k]] = r;
+        last = rl_monotonic_ms();
     }
     return RL_OK;
 broken:
@@ -352,8 +358,8 @@ broken:
 
 /* NOSCRIPT means the script did not run: load it on this server and send
  * that call again. */
-static int reload_scripts(rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
-                          redisReply **replies)
+static int reload_once(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
+                       redisReply **replies)
 {
     int loaded[RL_SCRIPT_COUNT] = {0};
     for (size_t k = 0; k < m; k++) {
@@ -362,8 +368,12 @@ static int reload_scripts(rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t
         const rl_script_def *def = &rl_scripts[cmds[i].script];
         const char *argv[3] = {"SCRIPT", "LOAD", def->text};
         size_t lens[3] = {6, 4, def->length};
-        redisReply *r = rl_command(conn, 3, argv, lens);
-        if (!r) return rl_conn_error(conn, "SCRIPT LOAD");
+        void *reply = NULL;
+        if (redisAppendCommandArgv(conn->ctx, 3, argv, lens) != REDIS_OK || rl_conn_flush(conn) != REDIS_OK ||
+            rl_conn_read_by(conn, &reply, rl_monotonic_ms() + c->options.command_timeout_ms,
+                            c->options.command_timeout_ms) != REDIS_OK)
+            return rl_conn_error(conn, "SCRIPT LOAD");
+        redisReply *r = reply;
         int bad = r->type != REDIS_REPLY_STRING || strcmp(r->str, def->sha1) != 0;
         int rc = bad ? rl_fail(RL_ERR_REDIS, "SCRIPT LOAD %s: %s", def->name,
                                r->type == REDIS_REPLY_ERROR ? r->str : "unexpected SHA1")
@@ -377,8 +387,22 @@ static int reload_scripts(rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t
         if (!rl_reply_is_noscript(replies[i]) || cmds[i].script < 0) continue;
         freeReplyObject(replies[i]);
         replies[i] = NULL;
-        int rc = send_and_read(conn, cmds, &i, 1, asking, replies);
+        int rc = send_and_read(c, conn, cmds, &i, 1, asking, replies);
         if (rc) return rc;
+    }
+    return RL_OK;
+}
+
+/* Again while a SCRIPT FLUSH between the load and the call takes the script
+ * away (at most 16 times, as the I/O thread does). */
+static int reload_scripts(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
+                          redisReply **replies)
+{
+    for (int round = 0; round < 16; round++) {
+        int rc = reload_once(c, conn, cmds, idx, m, asking, replies), again = 0;
+        if (rc) return rc;
+        for (size_t k = 0; k < m; k++) again |= cmds[idx[k]].script >= 0 && rl_reply_is_noscript(replies[idx[k]]);
+        if (!again) break;
     }
     return RL_OK;
 }
@@ -476,8 +500,8 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
             }
             goto out;
         }
-        rc = send_and_read(conn, cmds, idx, m, asking, replies);
-        if (rc == RL_OK) rc = reload_scripts(conn, cmds, idx, m, asking, replies);
+        rc = send_and_read(c, conn, cmds, idx, m, asking, replies);
+        if (rc == RL_OK) rc = reload_scripts(c, conn, cmds, idx, m, asking, replies);
         rl_conn_put(c, conn);
         if (rc) {
             /* sent and then lost: it may have run, so it is never sent again */

@@ -213,6 +213,44 @@ int rl_conn_read(rl_conn *conn, void **reply)
     return rc;
 }
 
+/* The socket's timeout bounds each read, not the reply: one that trickles in
+ * (a few bytes per read) would hold a call far past command_timeout_ms. So
+ * once less than that timeout is left, the socket's timeout shrinks to what
+ * is left (and is put back after): the common call, whose reply comes in one
+ * read, costs no system call more. */
+int rl_conn_read_by(rl_conn *conn, void **reply, int64_t read_by_ms, int timeout_ms)
+{
+    redisContext *ctx = conn->ctx;
+    int lowered = 0, rc;
+    *reply = NULL;
+    for (;;) {
+        if ((rc = redisGetReplyFromReader(ctx, reply)) != REDIS_OK || *reply) break;
+        int64_t left = read_by_ms - rl_monotonic_ms();
+        if (left <= 0) {
+#ifdef REDIS_ERR_TIMEOUT
+            ctx->err = REDIS_ERR_TIMEOUT;
+#else
+            ctx->err = REDIS_ERR_IO;
+#endif
+            snprintf(ctx->errstr, sizeof ctx->errstr, "timed out: no whole reply within %d ms", timeout_ms);
+            errno = ETIMEDOUT;
+            rc = REDIS_ERR;
+            break;
+        }
+        if (left < timeout_ms - 5) {
+            struct timeval tv = ms_to_tv((int)left);
+            setsockopt(ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            lowered = 1;
+        }
+        if ((rc = rl_conn_buffer_read(conn)) != REDIS_OK) break;
+    }
+    if (lowered && !ctx->err) {
+        struct timeval tv = ms_to_tv(timeout_ms);
+        setsockopt(ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    }
+    return rc;
+}
+
 redisReply *rl_command(rl_conn *conn, int argc, const char **argv, const size_t *lens)
 {
     void *reply = NULL;
