@@ -10,7 +10,7 @@ Java binding (ModelWorker.java) on a redis-server of its own, and must give
 the same answers.
 
 Budget: RL_MODEL_EXAMPLES examples per algorithm of up to RL_MODEL_STEPS
-steps (default 40 x 60, about 30-40 s in all); a long run:
+steps (default 25 x 60, about 30-40 s in all); a long run:
     RL_MODEL_EXAMPLES=20000 build/venv/bin/python -m pytest -q tests/model"""
 import collections
 import json
@@ -35,7 +35,7 @@ from admissions import Admissions  # noqa: E402
 
 HERE = pathlib.Path(__file__).parent
 T0 = 1_700_000_000_000
-EXAMPLES = int(os.environ.get("RL_MODEL_EXAMPLES", "40"))  # per algorithm
+EXAMPLES = int(os.environ.get("RL_MODEL_EXAMPLES", "25"))  # per algorithm
 STEPS = int(os.environ.get("RL_MODEL_STEPS", "60"))
 PERIODS = [1, 2, 7, 10, 100, 250, 999, 1000, 1001, 3000, 60000]
 RAN = collections.Counter()  # what the examples did: each kind must have happened
