@@ -660,10 +660,11 @@ int main(int argc, char **argv)
     /* a client pointed at a replica: every write is refused (READONLY), at
      * once and under every policy, until it is promoted */
     start_redis(&replica);
+    raw_cmd(&master, "CONFIG SET repl-diskless-sync-delay 0"); /* else the first sync waits 5 s */
     char replicaof[64];
     snprintf(replicaof, sizeof replicaof, "REPLICAOF 127.0.0.1 %d", master.port);
     raw_cmd(&replica, replicaof);
-    for (int i = 0; i < 500; i++) {
+    for (int i = 0;; i++) {
         redisContext *c = redis_raw(&replica);
         redisReply *r = redisCommand(c, "ROLE");
         int synced = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 4 && r->element[3]->type == REDIS_REPLY_STRING &&
@@ -671,6 +672,10 @@ int main(int argc, char **argv)
         if (r) freeReplyObject(r);
         redisFree(c);
         if (synced) break;
+        if (i == 500) {
+            fprintf(stderr, "the replica did not sync\n");
+            exit(2);
+        }
         sleep_ms(10);
     }
     rig_open(&g, replica.url);

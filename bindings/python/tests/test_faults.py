@@ -1,0 +1,380 @@
+"""Injected faults (docs/reliability.md, "Faults"), a subset of the C matrix
+(core/tests/test_faults.c) through the binding, blocking and asyncio: a real
+proxy (Toxiproxy) between the client and Redis, and Redis stopped, full,
+flushed or read-only. Each call returns the matrix's outcome within the
+timeout, Redis's count afterwards agrees with the admissions the client saw
+(never a second consumption), and decisions come from Redis again soon after
+the fault ends. toxiproxy-server comes from $RL_TOXIPROXY_SERVER, else
+build/deps/toxiproxy/ (scripts/deps.sh builds it), else PATH: missing, these
+tests fail."""
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import ratelimit
+from ratelimit import aio
+
+from conftest import RedisServer, free_port
+
+TIMEOUT = 0.25          # command timeout, seconds
+RECONNECT_MAX = 0.1
+MARGIN = 0.25           # scheduling, a loaded 2-core machine
+WINDOW = 0.7            # how long a fault lasts while the client calls
+RATE = "1000000000/hour"  # never denies: every admission is one count in Redis
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def toxiproxy_binary():
+    for candidate in (os.environ.get("RL_TOXIPROXY_SERVER"), REPO / "build/deps/toxiproxy/toxiproxy-server",
+                      shutil.which("toxiproxy-server")):
+        if candidate and Path(candidate).is_file():
+            return str(candidate)
+    pytest.fail("toxiproxy-server not found: run scripts/deps.sh (it builds it into build/deps/toxiproxy) "
+                "or set RL_TOXIPROXY_SERVER")
+
+
+class Toxiproxy:
+    """One toxiproxy-server on a free loopback port, driven over its HTTP API."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.proc = subprocess.Popen([toxiproxy_binary(), "-host", "127.0.0.1", "-port", str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.api("GET", "/version")
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("toxiproxy-server did not start")
+                time.sleep(0.02)
+
+    def api(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.port, path), data=data, method=method)
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            text = resp.read()
+        return json.loads(text) if text else None
+
+    def proxy(self, name, upstream_port):
+        p = self.api("POST", "/proxies", {"name": name, "listen": "127.0.0.1:0",
+                                          "upstream": "127.0.0.1:%d" % upstream_port})
+        return int(p["listen"].rsplit(":", 1)[1])
+
+    def toxic(self, proxy, type, stream, **attributes):
+        self.api("POST", "/proxies/%s/toxics" % proxy,
+                 {"name": "%s_%s" % (type, stream), "type": type, "stream": stream, "attributes": attributes})
+
+    def enable(self, proxy, enabled):
+        self.api("POST", "/proxies/" + proxy, {"enabled": enabled})
+
+    def reset(self):
+        self.api("POST", "/reset")
+
+    def heal(self, proxy):
+        """No toxics, and every connection through proxy cut: a connection a
+        blackhole dropped bytes of never comes back in reality either."""
+        self.reset()
+        self.enable(proxy, False)
+        self.enable(proxy, True)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def toxiproxy():
+    t = Toxiproxy()
+    yield t
+    t.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_server():
+    s = RedisServer()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def proxied(toxiproxy, redis_server):
+    """The URL of redis_server through the proxy "redis"."""
+    port = toxiproxy.proxy("redis", redis_server.port)
+    return "redis://127.0.0.1:%d/0" % port
+
+
+@pytest.fixture(autouse=True)
+def healed(request):
+    yield
+    if "toxiproxy" in request.fixturenames:
+        request.getfixturevalue("toxiproxy").heal("redis")
+
+
+def options(policy):
+    return dict(timeout=TIMEOUT, connect_timeout=0.3, reconnect_max=RECONNECT_MAX, pool_size=2,
+                on_redis_error=policy)
+
+
+def count(server, key):
+    """Permits taken from a fixed window, as Redis holds them."""
+    raw = server.raw()
+    try:
+        return int(raw.hget(key, "count") or 0)
+    finally:
+        raw.close()
+
+
+class Tally:
+    """What one client saw: admissions, outcomes unknown to it (timed out or
+    cut off after sending: they may have run), errors, slowest call."""
+
+    def __init__(self, policy):
+        self.policy = policy
+        self.calls = self.admitted = self.unknown = 0
+        self.errors = []
+        self.slowest = 0.0
+        self.recovered = None
+
+    def outcome(self, took, result=None, error=None):
+        self.calls += 1
+        self.slowest = max(self.slowest, took)
+        if error is not None:
+            # under allow / deny a timeout or a broken connection is a fallback, never an exception
+            assert not isinstance(error, (ratelimit.Timeout, ratelimit.ConnectionError)) or self.policy == "raise", error
+            if isinstance(error, (ratelimit.Timeout, ratelimit.ConnectionError)):
+                self.unknown += 1
+            self.errors.append(error)
+            return False
+        if result.fallback:
+            assert self.policy != "raise"
+            assert bool(result) is (self.policy == "allow")
+            self.unknown += 1
+            return False
+        assert result, "denied by Redis with a limit that never denies"
+        self.admitted += 1
+        return True
+
+
+def hammer(call, tally, inject, clear, window=WINDOW):
+    """call() -> Result, in a loop: while the fault lasts (window seconds),
+    then until a decision comes from Redis again (3 s at most)."""
+    def once():
+        t = time.monotonic()
+        try:
+            r = call()
+        except ratelimit.RateLimitError as e:
+            return tally.outcome(time.monotonic() - t, error=e)
+        return tally.outcome(time.monotonic() - t, result=r)
+    assert once(), "no decision from Redis before the fault"  # and the script is loaded there
+    inject()
+    end = time.monotonic() + window
+    while time.monotonic() < end:
+        once()
+        time.sleep(0.01)
+    clear()
+    cleared = time.monotonic()
+    while time.monotonic() - cleared < 3:
+        if once():
+            tally.recovered = time.monotonic() - cleared
+            return
+        time.sleep(0.01)
+
+
+async def ahammer(call, tally, inject, clear, window=WINDOW):
+    """hammer on the asyncio client: call() -> awaitable Result."""
+    async def once():
+        t = time.monotonic()
+        try:
+            r = await asyncio.wait_for(call(), 5)  # a hang fails here, not at the CI's time limit
+        except ratelimit.RateLimitError as e:
+            return tally.outcome(time.monotonic() - t, error=e)
+        return tally.outcome(time.monotonic() - t, result=r)
+    assert await once(), "no decision from Redis before the fault"
+    inject()
+    end = time.monotonic() + window
+    while time.monotonic() < end:
+        await once()
+        await asyncio.sleep(0.01)
+    clear()
+    cleared = time.monotonic()
+    while time.monotonic() - cleared < 3:
+        if await once():
+            tally.recovered = time.monotonic() - cleared
+            return
+        await asyncio.sleep(0.01)
+
+
+def run(mode, url, policy, name, id, inject, clear):
+    """One client (blocking or asyncio) through one fault: its Tally, and
+    the Redis key of the fixed window it counted in."""
+    tally = Tally(policy)
+    if mode == "sync":
+        with ratelimit.Client(url, **options(policy)) as client:
+            lim = client.limiter(name, RATE, algorithm="fixed_window")
+            hammer(lambda: lim.acquire(id), tally, inject, clear)
+            return tally, lim.key(id)
+
+    async def main():
+        async with await aio.AsyncClient.connect(url, **options(policy)) as client:
+            lim = client.limiter(name, RATE, algorithm="fixed_window")
+            await ahammer(lambda: lim.acquire(id), tally, inject, clear)
+            return tally, lim.sync.key(id)
+    return asyncio.run(main())
+
+
+def bounded(tally):
+    """Every call within the timeout, and back to Redis by itself."""
+    assert tally.slowest <= TIMEOUT + MARGIN, "a call took %.3f s" % tally.slowest
+    assert tally.recovered is not None, "no decision from Redis within 3 s of the fault's end"
+    assert tally.recovered <= TIMEOUT + RECONNECT_MAX + MARGIN, "back after %.3f s" % tally.recovered
+
+
+MODES = [("sync", "raise"), ("sync", "allow"), ("sync", "deny"), ("aio", "raise"), ("aio", "deny")]
+
+
+@pytest.mark.parametrize("mode, policy", MODES)
+def test_reply_that_never_comes_ran_once(toxiproxy, proxied, redis_server, mode, policy):
+    # the call went out whole and ran; its reply is late: a timeout (or the
+    # policy), and never a second send
+    id = "late-%s-%s" % (mode, policy)
+    tally, key = run(mode, proxied, policy, "faults", id,
+                     lambda: toxiproxy.toxic("redis", "latency", "downstream", latency=800), toxiproxy.reset)
+    bounded(tally)
+    assert tally.unknown > 0
+    assert all(isinstance(e, ratelimit.Timeout) for e in tally.errors)
+    assert count(redis_server, key) == tally.admitted + tally.unknown
+
+
+@pytest.mark.parametrize("mode", ["sync", "aio"])
+def test_reply_trickling_in_times_out(toxiproxy, proxied, redis_server, mode):
+    # a byte every 30 ms: each read gets something, the reply never comes whole in time
+    id = "drip-" + mode
+    tally, key = run(mode, proxied, "raise", "faults", id,
+                     lambda: toxiproxy.toxic("redis", "slicer", "downstream", average_size=1, size_variation=0,
+                                             delay=30000),
+                     toxiproxy.reset)
+    bounded(tally)
+    assert tally.errors and all(isinstance(e, ratelimit.Timeout) for e in tally.errors)
+    assert count(redis_server, key) == tally.admitted + tally.unknown
+
+
+@pytest.mark.parametrize("mode, policy", [("sync", "raise"), ("sync", "deny"), ("aio", "allow")])
+def test_accepts_and_never_answers(toxiproxy, proxied, redis_server, mode, policy):
+    # fresh connections the proxy takes and nothing answers: nothing reaches Redis
+    id = "blackhole-%s-%s" % (mode, policy)
+
+    def inject():
+        redis_server.raw().client_kill_filter(_type="normal", skipme=True)
+        toxiproxy.toxic("redis", "timeout", "upstream", timeout=0)
+    tally, key = run(mode, proxied, policy, "faults", id, inject, lambda: toxiproxy.heal("redis"))
+    bounded(tally)
+    assert tally.unknown > 0
+    assert count(redis_server, key) == tally.admitted
+
+
+@pytest.mark.parametrize("mode, policy", [("sync", "raise"), ("sync", "allow"), ("aio", "deny")])
+def test_refused_fails_fast_and_recovers(toxiproxy, proxied, redis_server, mode, policy):
+    id = "refused-%s-%s" % (mode, policy)
+    tally, key = run(mode, proxied, policy, "faults", id, lambda: toxiproxy.enable("redis", False), toxiproxy.reset)
+    bounded(tally)
+    # fast: between reconnect attempts a call does not touch the network (a
+    # connect timeout each would leave 3 calls in the window)
+    assert tally.calls >= 30
+    assert all(isinstance(e, ratelimit.ConnectionError) for e in tally.errors)
+    assert count(redis_server, key) == tally.admitted
+
+
+@pytest.mark.parametrize("mode, policy", [("sync", "raise"), ("aio", "allow")])
+def test_stopped_redis(redis_server, mode, policy):
+    # kill -STOP: connections stay up, nothing answers; after -CONT Redis may
+    # still run what it had read (the client said "timed out": unknown)
+    id = "stopped-%s-%s" % (mode, policy)
+    tally, key = run(mode, redis_server.url, policy, "faults", id, redis_server.pause, redis_server.resume)
+    bounded(tally)
+    assert tally.unknown > 0
+    assert tally.admitted <= count(redis_server, key) <= tally.admitted + tally.unknown
+
+
+@pytest.mark.parametrize("mode", ["sync", "aio"])
+def test_out_of_memory_is_a_redis_error_under_every_policy(redis_server, mode):
+    # an error reply: the script wrote nothing, and on_redis_error does not apply
+    id = "oom-" + mode
+    raw = redis_server.raw()
+
+    def inject():
+        raw.config_set("maxmemory-policy", "noeviction")
+        raw.config_set("maxmemory", 1)
+    try:
+        tally, key = run(mode, redis_server.url, "allow", "faults", id, inject,
+                         lambda: raw.config_set("maxmemory", 0))
+    finally:
+        raw.config_set("maxmemory", 0)
+        raw.close()
+    bounded(tally)
+    assert tally.errors and tally.unknown == 0
+    assert all(isinstance(e, ratelimit.RedisError) and str(e).startswith("OOM") for e in tally.errors), tally.errors[0]
+    assert count(redis_server, key) == tally.admitted
+
+
+@pytest.mark.parametrize("mode", ["sync", "aio"])
+def test_script_flush_under_load_reloads_invisibly(redis_server, mode):
+    # NOSCRIPT proves the script did not run: loaded again and sent again, no error, counted once
+    id = "flush-" + mode
+    stop = threading.Event()
+
+    def flusher():
+        raw = redis_server.raw()
+        while not stop.is_set():
+            raw.script_flush()
+            time.sleep(0.02)
+        raw.close()
+    thread = threading.Thread(target=flusher)
+    try:
+        tally, key = run(mode, redis_server.url, "raise", "faults", id, thread.start, stop.set)
+    finally:
+        stop.set()
+        thread.join()
+    bounded(tally)
+    assert tally.errors == [] and tally.unknown == 0
+    assert tally.admitted > 20
+    assert count(redis_server, key) == tally.admitted
+
+
+@pytest.mark.parametrize("mode", ["sync", "aio"])
+def test_demoted_to_a_replica_answers_readonly(redis_server, start_redis, mode):
+    # the server the client uses becomes a replica: every write is refused at
+    # once (a standalone client does not look elsewhere), under every policy,
+    # until it is promoted again
+    server = start_redis()
+    raw = server.raw()
+    master = redis_server.raw()
+    master.config_set("repl-diskless-sync-delay", 0)  # else the first sync waits 5 s
+    master.close()
+
+    def demote():
+        raw.replicaof("127.0.0.1", redis_server.port)
+        deadline = time.monotonic() + 5
+        while raw.role()[3] not in ("connected", b"connected"):
+            assert time.monotonic() < deadline, "the replica did not sync"
+            time.sleep(0.01)
+    id = "readonly-" + mode
+    tally, key = run(mode, server.url, "deny", "faults", id, demote, lambda: raw.replicaof("NO", "ONE"))
+    raw.close()
+    bounded(tally)
+    assert tally.errors and tally.unknown == 0
+    assert all(isinstance(e, ratelimit.RedisError) and str(e).startswith("READONLY") for e in tally.errors)
+    # the master never had the key; the warm-up's permit went with the full sync
+    assert count(server, key) == tally.admitted - 1
