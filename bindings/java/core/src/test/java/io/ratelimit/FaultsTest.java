@@ -1,0 +1,381 @@
+package io.ratelimit;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.HttpURLConnection;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Injected faults (docs/reliability.md, "Faults"): a subset of the C matrix
+ * (core/tests/test_faults.c) through the binding, blocking and asynchronous.
+ * A real proxy (Toxiproxy) sits between the client and Redis; Redis itself
+ * is made full, flushed or read-only. Each call ends as the matrix says within
+ * the timeout, Redis's count afterwards agrees with the admissions the client
+ * saw (never a second consumption), and decisions come from Redis again soon
+ * after the fault ends. toxiproxy-server comes from $RL_TOXIPROXY_SERVER, else
+ * build/deps/toxiproxy/ (scripts/deps.sh builds it): missing, this fails.
+ */
+class FaultsTest {
+    static final Duration TIMEOUT = Duration.ofMillis(250);
+    static final long RECONNECT_MAX_MS = 100;
+    static final long MARGIN_MS = 250; // scheduling, a loaded 2-core machine
+    static final long WINDOW_MS = 700; // how long a fault lasts while the client calls
+    static final String RATE = "1000000000/hour"; // never denies: each admission is one count in Redis
+
+    static RedisServer redis;
+    static Process toxiproxy;
+    static int apiPort;
+    static String proxied;
+
+    @BeforeAll
+    static void start() throws Exception {
+        redis = RedisServer.start();
+        String env = System.getenv("RL_TOXIPROXY_SERVER");
+        Path binary = env != null && !env.isEmpty() ? Path.of(env)
+                : Topology.repoRoot().resolve("build/deps/toxiproxy/toxiproxy-server");
+        if (!Files.isExecutable(binary)) {
+            fail("toxiproxy-server not found at " + binary + ": run scripts/deps.sh or set RL_TOXIPROXY_SERVER");
+        }
+        apiPort = RedisServer.freePort();
+        toxiproxy = new ProcessBuilder(binary.toString(), "-host", "127.0.0.1", "-port", String.valueOf(apiPort))
+                .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (true) {
+            try {
+                api("GET", "/version", null);
+                break;
+            } catch (IOException e) {
+                if (!toxiproxy.isAlive() || System.nanoTime() > deadline) {
+                    fail("toxiproxy-server did not start", e);
+                }
+                Thread.sleep(20);
+            }
+        }
+        String made = api("POST", "/proxies", "{\"name\":\"redis\",\"listen\":\"127.0.0.1:0\",\"upstream\":\"127.0.0.1:"
+                + redis.port + "\"}");
+        Matcher m = Pattern.compile("\"listen\":\"127\\.0\\.0\\.1:(\\d+)\"").matcher(made);
+        assertTrue(m.find(), made);
+        proxied = "redis://127.0.0.1:" + m.group(1);
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        if (toxiproxy != null) {
+            toxiproxy.destroy();
+            toxiproxy.waitFor(5, TimeUnit.SECONDS);
+        }
+        if (redis != null) {
+            redis.close();
+        }
+    }
+
+    /** No toxics, and every connection through the proxy cut (one a blackhole dropped bytes of never recovers). */
+    @AfterEach
+    void heal() throws IOException {
+        api("POST", "/reset", null);
+        api("POST", "/proxies/redis", "{\"enabled\":false}");
+        api("POST", "/proxies/redis", "{\"enabled\":true}");
+    }
+
+    static String api(String method, String path, String body) throws IOException {
+        HttpURLConnection c = (HttpURLConnection) URI.create("http://127.0.0.1:" + apiPort + path).toURL().openConnection();
+        c.setRequestMethod(method);
+        c.setConnectTimeout(2000);
+        c.setReadTimeout(5000);
+        if (body != null) {
+            c.setDoOutput(true);
+            c.setRequestProperty("Content-Type", "application/json");
+            try (OutputStream out = c.getOutputStream()) {
+                out.write(body.getBytes(StandardCharsets.UTF_8));
+            }
+        }
+        int status = c.getResponseCode();
+        if (status / 100 != 2) {
+            throw new IllegalStateException("toxiproxy " + method + " " + path + ": HTTP " + status);
+        }
+        try (InputStream in = c.getInputStream()) {
+            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        }
+    }
+
+    static void toxic(String type, String stream, String attributes) throws IOException {
+        api("POST", "/proxies/redis/toxics", "{\"name\":\"" + type + "_" + stream + "\",\"type\":\"" + type
+                + "\",\"stream\":\"" + stream + "\",\"attributes\":" + attributes + "}");
+    }
+
+    static ClientOptions options(OnRedisError policy) {
+        return ClientOptions.defaults().timeout(TIMEOUT).connectTimeout(Duration.ofMillis(300))
+                .reconnectMax(Duration.ofMillis(RECONNECT_MAX_MS)).poolSize(2).onRedisError(policy);
+    }
+
+    static long count(RedisServer server, String key) throws IOException {
+        Object n = server.command("HGET", key, "count");
+        return n == null ? 0 : Long.parseLong((String) n);
+    }
+
+    interface Action {
+        void run() throws Exception;
+    }
+
+    /** What one client saw: admissions, outcomes it cannot know (timed out or cut off after sending), errors. */
+    static final class Tally {
+        final OnRedisError policy;
+        long calls, admitted, unknown, slowestMs;
+        long recoveredMs = -1;
+        final List<RateLimitException> errors = new ArrayList<>();
+
+        Tally(OnRedisError policy) {
+            this.policy = policy;
+        }
+
+        /** True for a decision from Redis. */
+        boolean outcome(long tookMs, Result r, RateLimitException e) {
+            calls++;
+            slowestMs = Math.max(slowestMs, tookMs);
+            boolean uncertain = e instanceof TimeoutException || e instanceof ConnectionException;
+            if (e != null) {
+                // under ALLOW / DENY a timeout or a broken connection is a fallback, never an exception
+                assertTrue(!uncertain || policy == OnRedisError.RAISE, e.toString());
+                unknown += uncertain ? 1 : 0;
+                errors.add(e);
+                return false;
+            }
+            if (r.fallback()) {
+                assertTrue(policy != OnRedisError.RAISE, r.toString());
+                assertEquals(policy == OnRedisError.ALLOW, r.allowed(), r.toString());
+                unknown++;
+                return false;
+            }
+            assertTrue(r.allowed(), "denied by Redis with a limit that never denies: " + r);
+            admitted++;
+            return true;
+        }
+
+        /** Every call within the timeout, and back to Redis by itself. */
+        void bounded() {
+            assertTrue(slowestMs <= TIMEOUT.toMillis() + MARGIN_MS, "a call took " + slowestMs + " ms");
+            assertTrue(recoveredMs >= 0, "no decision from Redis within 3 s of the fault's end");
+            assertTrue(recoveredMs <= TIMEOUT.toMillis() + RECONNECT_MAX_MS + MARGIN_MS, "back after " + recoveredMs + " ms");
+        }
+    }
+
+    /**
+     * One client through one fault: a decision before it (the script gets
+     * loaded), calls while it lasts, then calls until Redis decides again.
+     * Returns the Redis key of the fixed window it counted in.
+     */
+    static String run(String url, OnRedisError policy, boolean async, String id, Tally tally, Action inject,
+            Action clear) throws Exception {
+        try (RateLimitClient client = RateLimitClient.connect(url, options(policy))) {
+            Limiter lim = client.limiter("faults", RATE, Algorithm.FIXED_WINDOW);
+            assertTrue(once(lim, async, id, tally), "no decision from Redis before the fault");
+            inject.run();
+            long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(WINDOW_MS);
+            while (System.nanoTime() < end) {
+                once(lim, async, id, tally);
+                Thread.sleep(10);
+            }
+            clear.run();
+            long cleared = System.nanoTime();
+            while (System.nanoTime() - cleared < TimeUnit.SECONDS.toNanos(3)) {
+                if (once(lim, async, id, tally)) {
+                    tally.recoveredMs = (System.nanoTime() - cleared) / 1_000_000;
+                    break;
+                }
+                Thread.sleep(10);
+            }
+            return lim.key(id);
+        }
+    }
+
+    static boolean once(Limiter lim, boolean async, String id, Tally tally) throws Exception {
+        long t = System.nanoTime();
+        Result r = null;
+        RateLimitException error = null;
+        try {
+            // a hang fails here (5 s), not at the build's time limit
+            r = async ? lim.acquireAsync(id).get(5, TimeUnit.SECONDS) : lim.acquire(id);
+        } catch (RateLimitException e) {
+            error = e;
+        } catch (ExecutionException e) {
+            if (!(e.getCause() instanceof RateLimitException)) {
+                throw e;
+            }
+            error = (RateLimitException) e.getCause();
+        }
+        return tally.outcome((System.nanoTime() - t) / 1_000_000, r, error);
+    }
+
+    @Test
+    void aLateReplyRanOnceAndTimesOut() throws Exception {
+        // the call went out whole and ran; its reply comes after the timeout:
+        // a timeout (or the policy), and never a second send
+        for (Object[] c : new Object[][] {{OnRedisError.RAISE, false}, {OnRedisError.DENY, true}}) {
+            OnRedisError policy = (OnRedisError) c[0];
+            boolean async = (Boolean) c[1];
+            String id = "late-" + policy + "-" + async;
+            Tally t = new Tally(policy);
+            String key = run(proxied, policy, async, id, t, () -> toxic("latency", "downstream", "{\"latency\":800}"),
+                    () -> api("POST", "/reset", null));
+            t.bounded();
+            assertTrue(t.unknown > 0, id);
+            t.errors.forEach(e -> assertTrue(e instanceof TimeoutException, e.toString()));
+            assertEquals(t.admitted + t.unknown, count(redis, key), id);
+        }
+    }
+
+    @Test
+    void aReplyTricklingInTimesOut() throws Exception {
+        // a byte every 30 ms: each read gets something, the reply never comes whole in time
+        for (boolean async : new boolean[] {false, true}) {
+            String id = "drip-" + async;
+            Tally t = new Tally(OnRedisError.RAISE);
+            String key = run(proxied, OnRedisError.RAISE, async, id, t,
+                    () -> toxic("slicer", "downstream", "{\"average_size\":1,\"size_variation\":0,\"delay\":30000}"),
+                    () -> api("POST", "/reset", null));
+            t.bounded();
+            assertFalse(t.errors.isEmpty(), id);
+            t.errors.forEach(e -> assertTrue(e instanceof TimeoutException, e.toString()));
+            assertEquals(t.admitted + t.unknown, count(redis, key), id);
+        }
+    }
+
+    @Test
+    void aProxyThatNeverAnswersFallsBack() throws Exception {
+        // fresh connections the proxy takes and nothing answers: the policy decides, nothing reaches Redis
+        for (boolean async : new boolean[] {false, true}) {
+            String id = "blackhole-" + async;
+            Tally t = new Tally(OnRedisError.ALLOW);
+            String key = run(proxied, OnRedisError.ALLOW, async, id, t, () -> {
+                redis.command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes");
+                toxic("timeout", "upstream", "{\"timeout\":0}");
+            }, this::heal);
+            t.bounded();
+            assertTrue(t.unknown > 0 && t.errors.isEmpty(), id);
+            assertEquals(t.admitted, count(redis, key), id);
+        }
+    }
+
+    @Test
+    void refusedFailsFastAndRecovers() throws Exception {
+        for (boolean async : new boolean[] {false, true}) {
+            String id = "refused-" + async;
+            Tally t = new Tally(OnRedisError.RAISE);
+            String key = run(proxied, OnRedisError.RAISE, async, id, t,
+                    () -> api("POST", "/proxies/redis", "{\"enabled\":false}"), () -> api("POST", "/reset", null));
+            t.bounded();
+            // between reconnect attempts a call does not touch the network (a
+            // connect timeout each would leave 3 calls in the window)
+            assertTrue(t.calls >= 30, t.calls + " calls");
+            t.errors.forEach(e -> assertTrue(e instanceof ConnectionException, e.toString()));
+            assertEquals(t.admitted, count(redis, key), id);
+        }
+    }
+
+    @Test
+    void outOfMemoryIsARedisErrorUnderEveryPolicy() throws Exception {
+        // an error reply: the script wrote nothing, and onRedisError does not apply
+        for (boolean async : new boolean[] {false, true}) {
+            String id = "oom-" + async;
+            Tally t = new Tally(OnRedisError.ALLOW);
+            String key;
+            try {
+                key = run(redis.url(), OnRedisError.ALLOW, async, id, t, () -> {
+                    redis.command("CONFIG", "SET", "maxmemory-policy", "noeviction");
+                    redis.command("CONFIG", "SET", "maxmemory", "1");
+                }, () -> redis.command("CONFIG", "SET", "maxmemory", "0"));
+            } finally {
+                redis.command("CONFIG", "SET", "maxmemory", "0");
+            }
+            t.bounded();
+            assertFalse(t.errors.isEmpty(), id);
+            assertEquals(0, t.unknown);
+            t.errors.forEach(e -> assertTrue(e instanceof RedisErrorException && e.getMessage().contains("OOM"), e.toString()));
+            assertEquals(t.admitted, count(redis, key), id);
+        }
+    }
+
+    @Test
+    void scriptFlushUnderLoadReloadsInvisibly() throws Exception {
+        // NOSCRIPT proves the script did not run: loaded and sent again, no error, counted once
+        for (boolean async : new boolean[] {false, true}) {
+            String id = "flush-" + async;
+            AtomicBoolean flushing = new AtomicBoolean(true);
+            Thread flusher = new Thread(() -> {
+                while (flushing.get()) {
+                    try {
+                        redis.command("SCRIPT", "FLUSH");
+                        Thread.sleep(20);
+                    } catch (IOException | InterruptedException e) {
+                        return;
+                    }
+                }
+            });
+            Tally t = new Tally(OnRedisError.RAISE);
+            String key;
+            try {
+                key = run(redis.url(), OnRedisError.RAISE, async, id, t, flusher::start, () -> flushing.set(false));
+            } finally {
+                flushing.set(false);
+                flusher.join();
+            }
+            t.bounded();
+            assertTrue(t.errors.isEmpty(), () -> t.errors.get(0).toString());
+            assertEquals(0, t.unknown);
+            assertTrue(t.admitted > 20, t.admitted + " admitted");
+            assertEquals(t.admitted, count(redis, key), id);
+        }
+    }
+
+    @Test
+    void aServerDemotedToAReplicaAnswersReadonly() throws Exception {
+        // the server the client uses becomes a replica: every write is refused
+        // at once (a standalone client does not look elsewhere), under every
+        // policy, until it is promoted again
+        redis.command("CONFIG", "SET", "repl-diskless-sync-delay", "0"); // else the first sync waits 5 s
+        for (boolean async : new boolean[] {false, true}) {
+            try (RedisServer server = RedisServer.start()) {
+                String id = "readonly-" + async;
+                Tally t = new Tally(OnRedisError.DENY);
+                String key = run(server.url(), OnRedisError.DENY, async, id, t, () -> {
+                    server.command("REPLICAOF", "127.0.0.1", String.valueOf(redis.port));
+                    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+                    while (!"connected".equals(((List<?>) server.command("ROLE")).get(3))) {
+                        assertTrue(System.nanoTime() < deadline, "the replica did not sync");
+                        Thread.sleep(10);
+                    }
+                }, () -> server.command("REPLICAOF", "NO", "ONE"));
+                t.bounded();
+                assertFalse(t.errors.isEmpty(), id);
+                assertEquals(0, t.unknown);
+                t.errors.forEach(e -> assertTrue(
+                        e instanceof RedisErrorException && e.getMessage().startsWith("READONLY"), e.toString()));
+                // the warm-up's permit went with the full sync; the master never had the key
+                assertNotNull(key);
+                assertEquals(t.admitted - 1, count(server, key), id);
+            }
+        }
+    }
+}
