@@ -14,6 +14,9 @@ shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_url fuzz_rate fuzz_spec fuzz_reply)
 build=build-fuzz
+# hiredis 1.x (build/deps/hiredis): 0.14's reader has no element cap, so a
+# bare array header makes it calloc gigabytes in fuzz_reply (hiredis's OOM)
+[ -d build/deps/hiredis ] || scripts/hiredis.sh
 
 mkdir -p $build
 (
