@@ -314,12 +314,14 @@ static void free_replies(redisReply **replies, size_t n)
 }
 
 /* Sends cmds[idx[0..m)] pipelined on conn (each one the ASKING redirect
- * asked for preceded by ASKING) and reads their replies into replies[idx].
- * Each reply must be whole within command_timeout_ms of the one before (of
- * the send, for the first): a big batch may take longer in all, but a reply
- * that trickles in byte by byte cannot hold a call past its timeout. */
+ * asked for preceded by ASKING) and reads their replies into replies[idx],
+ * each whole by *read_by (rl_monotonic_ms; 0: command_timeout_ms from now,
+ * once sent). Every reply but the last moves *read_by to at least
+ * command_timeout_ms from its arrival: a big batch may take longer in all,
+ * while one call ends within its timeout even if its reply trickles in byte
+ * by byte (the socket's timeout bounds each read, not the reply). */
 static int send_and_read(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
-                         redisReply **replies)
+                         int64_t *read_by, redisReply **replies)
 {
     const int timeout = c->options.command_timeout_ms;
     redisContext *ctx = conn->ctx;
@@ -334,16 +336,19 @@ static int send_and_read(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t
         }
     }
     if (rl_conn_flush(conn) != REDIS_OK) return rl_conn_error(conn, "send command");
-    int64_t last = rl_monotonic_ms();
+    if (!*read_by) *read_by = rl_monotonic_ms() + timeout;
     for (size_t k = 0; k < m; k++) {
         void *r = NULL;
         if (asking[idx[k]]) {
-            if (rl_conn_read_by(conn, &r, last + timeout, timeout) != REDIS_OK) goto broken;
+            if (rl_conn_read_by(conn, &r, *read_by, timeout) != REDIS_OK) goto broken;
             freeReplyObject(r);
         }
-        if (rl_conn_read_by(conn, &r, last + timeout, timeout) != REDIS_OK) goto broken;
+        if (rl_conn_read_by(conn, &r, *read_by, timeout) != REDIS_OK) goto broken;
         replies[idx[k]] = r;
-        last = rl_monotonic_ms();
+        if (k + 1 < m) {
+            int64_t more = rl_monotonic_ms() + timeout;
+            if (more > *read_by) *read_by = more;
+        }
     }
     return RL_OK;
 broken:
@@ -359,7 +364,7 @@ broken:
 /* NOSCRIPT means the script did not run: load it on this server and send
  * that call again. */
 static int reload_once(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
-                       redisReply **replies)
+                       int64_t *read_by, redisReply **replies)
 {
     int loaded[RL_SCRIPT_COUNT] = {0};
     for (size_t k = 0; k < m; k++) {
@@ -370,8 +375,7 @@ static int reload_once(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *
         size_t lens[3] = {6, 4, def->length};
         void *reply = NULL;
         if (redisAppendCommandArgv(conn->ctx, 3, argv, lens) != REDIS_OK || rl_conn_flush(conn) != REDIS_OK ||
-            rl_conn_read_by(conn, &reply, rl_monotonic_ms() + c->options.command_timeout_ms,
-                            c->options.command_timeout_ms) != REDIS_OK)
+            rl_conn_read_by(conn, &reply, *read_by, c->options.command_timeout_ms) != REDIS_OK)
             return rl_conn_error(conn, "SCRIPT LOAD");
         redisReply *r = reply;
         int bad = r->type != REDIS_REPLY_STRING || strcmp(r->str, def->sha1) != 0;
@@ -387,19 +391,19 @@ static int reload_once(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *
         if (!rl_reply_is_noscript(replies[i]) || cmds[i].script < 0) continue;
         freeReplyObject(replies[i]);
         replies[i] = NULL;
-        int rc = send_and_read(c, conn, cmds, &i, 1, asking, replies);
+        int rc = send_and_read(c, conn, cmds, &i, 1, asking, read_by, replies);
         if (rc) return rc;
     }
     return RL_OK;
 }
 
 /* Again while a SCRIPT FLUSH between the load and the call takes the script
- * away (at most 16 times, as the I/O thread does). */
+ * away (at most 16 times, as the I/O thread does), all by *read_by. */
 static int reload_scripts(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
-                          redisReply **replies)
+                          int64_t *read_by, redisReply **replies)
 {
     for (int round = 0; round < 16; round++) {
-        int rc = reload_once(c, conn, cmds, idx, m, asking, replies), again = 0;
+        int rc = reload_once(c, conn, cmds, idx, m, asking, read_by, replies), again = 0;
         if (rc) return rc;
         for (size_t k = 0; k < m; k++) again |= cmds[idx[k]].script >= 0 && rl_reply_is_noscript(replies[idx[k]]);
         if (!again) break;
@@ -449,7 +453,8 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
     rl_node **ask = small_ask;
     size_t pending = n;
     int rc = RL_OK, redirects = 0;
-    int64_t deadline, pause_ms = 5;
+    /* read_by: every reply of this call, from its first send on (send_and_read) */
+    int64_t deadline, read_by = 0, pause_ms = 5;
     char last[200] = "";
 
     if (!c) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
@@ -500,8 +505,8 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
             }
             goto out;
         }
-        rc = send_and_read(c, conn, cmds, idx, m, asking, replies);
-        if (rc == RL_OK) rc = reload_scripts(c, conn, cmds, idx, m, asking, replies);
+        rc = send_and_read(c, conn, cmds, idx, m, asking, &read_by, replies);
+        if (rc == RL_OK) rc = reload_scripts(c, conn, cmds, idx, m, asking, &read_by, replies);
         rl_conn_put(c, conn);
         if (rc) {
             /* sent and then lost: it may have run, so it is never sent again */

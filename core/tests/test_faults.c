@@ -70,8 +70,10 @@ static void start_redis(test_redis *r)
     if ((r->pid = fork()) == 0) {
         int devnull = open("/dev/null", O_WRONLY);
         if (devnull >= 0) dup2(devnull, 1);
+        /* a replica loads its sync from the socket: no dump.rdb in the working directory */
         execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly",
-               "no", "--enable-debug-command", "local", "--loglevel", "warning", (char *)NULL);
+               "no", "--repl-diskless-load", "swapdb", "--enable-debug-command", "local", "--loglevel", "warning",
+               (char *)NULL);
         perror("exec redis-server");
         _exit(127);
     }
@@ -321,6 +323,23 @@ static void wrong(worker *w, const char *fmt, int a, const char *detail)
 
 /* RL_FAULTS_VERBOSE=1: every call, its status, time and message */
 static int verbose;
+/* The machine's own stalls (a loaded 2-core box, sanitizers): a thread that
+ * sleeps 5 ms at a time records how late it wakes up; a call may take that
+ * much longer than its bound, no more. Reset for each fault. */
+static int64_t stall_ms;
+static int monitoring = 1;
+static void *monitor(void *arg)
+{
+    (void)arg;
+    while (__atomic_load_n(&monitoring, __ATOMIC_ACQUIRE)) {
+        int64_t t = now_ms();
+        sleep_ms(5);
+        int64_t late = now_ms() - t - 5;
+        if (late > __atomic_load_n(&stall_ms, __ATOMIC_RELAXED)) __atomic_store_n(&stall_ms, late, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
 /* set just before a fault is cleared */
 static int clearing;
 
@@ -396,7 +415,6 @@ typedef struct {
     int may_time_out;        /* timeouts / connection errors (or the policy) are right */
     const char *redis_error; /* RL_ERR_REDIS with this prefix is right */
     count_rule count;
-    int64_t max_ms;   /* bound on one call; 0: CMD_MS + MARGIN_MS */
     int64_t least_ms; /* a call takes at least this (latency shows), 0: no bound */
     long min_calls;   /* fails fast: each client makes at least this many calls in the window */
 } fault;
@@ -416,6 +434,7 @@ static void run_fault(rig *g, const fault *f)
         w->recovered_ms = -1;
     }
     __atomic_store_n(&clearing, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&stall_ms, 0, __ATOMIC_RELAXED);
     f->inject();
     for (int i = 0; i < WORKERS; i++) pthread_create(&g->w[i].thread, NULL, work, &g->w[i]);
     sleep_ms(WINDOW_MS);
@@ -427,11 +446,11 @@ static void run_fault(rig *g, const fault *f)
         __atomic_store_n(&g->w[i].cleared, 1, __ATOMIC_RELEASE);
     }
     long allowed = 0, uncertain = 0, failed = 0;
-    int64_t max_ms = f->max_ms ? f->max_ms : CMD_MS + MARGIN_MS;
     printf("  %-26s", f->name);
     for (int i = 0; i < WORKERS; i++) {
         worker *w = &g->w[i];
         pthread_join(w->thread, NULL);
+        int64_t stall = __atomic_load_n(&stall_ms, __ATOMIC_RELAXED), max_ms = CMD_MS + MARGIN_MS + stall;
         allowed += w->allowed;
         uncertain += w->uncertain;
         failed += w->uncertain + w->redis_errors;
@@ -441,16 +460,19 @@ static void run_fault(rig *g, const fault *f)
         if (!f->may_time_out && w->uncertain)
             fprintf(stderr, "%s, %s: %ld timeouts / connection errors / fallbacks\n", f->name, w->label, w->uncertain);
         if (!f->may_time_out) CHECK_EQ(w->uncertain, 0);
-        if (w->worst_ms > max_ms) fprintf(stderr, "%s, %s: a call took %lld ms\n", f->name, w->label, (long long)w->worst_ms);
+        if (w->worst_ms > max_ms)
+            fprintf(stderr, "%s, %s: a call took %lld ms (the machine stalled up to %lld ms)\n", f->name, w->label,
+                    (long long)w->worst_ms, (long long)stall);
         CHECK(w->worst_ms <= max_ms);
         if (f->least_ms && w->least_ms < f->least_ms) fprintf(stderr, "%s, %s: a call took %lld ms\n", f->name, w->label, (long long)w->least_ms);
         if (f->least_ms) CHECK(w->least_ms >= f->least_ms);
         if (w->calls < f->min_calls) fprintf(stderr, "%s, %s: only %ld calls\n", f->name, w->label, w->calls);
         CHECK(w->calls >= f->min_calls);
         /* back by itself: the first call after the fault may still be in it */
-        if (w->recovered_ms < 0 || w->recovered_ms > CMD_MS + RECONNECT_MS + MARGIN_MS)
-            fprintf(stderr, "%s, %s: recovered after %lld ms\n", f->name, w->label, (long long)w->recovered_ms);
-        CHECK(w->recovered_ms >= 0 && w->recovered_ms <= CMD_MS + RECONNECT_MS + MARGIN_MS);
+        if (w->recovered_ms < 0 || w->recovered_ms > CMD_MS + RECONNECT_MS + MARGIN_MS + stall)
+            fprintf(stderr, "%s, %s: recovered after %lld ms (the machine stalled up to %lld ms)\n", f->name, w->label,
+                    (long long)w->recovered_ms, (long long)stall);
+        CHECK(w->recovered_ms >= 0 && w->recovered_ms <= CMD_MS + RECONNECT_MS + MARGIN_MS + stall);
         printf(" %s:%ld/%ld", w->label + (w->async ? 10 : 9), w->calls - w->allowed, w->calls);
     }
     if (f->must_fail) CHECK(failed > 0);
@@ -467,8 +489,10 @@ static void run_fault(rig *g, const fault *f)
         if (g->w[i].worst_ms > worst) worst = g->w[i].worst_ms;
         if (g->w[i].recovered_ms > slowest_back) slowest_back = g->w[i].recovered_ms;
     }
-    printf("  (failed/calls) | Redis %lld, admitted %ld, unknown %ld | slowest call %lld ms, back in %lld ms\n",
-           in_redis, allowed, uncertain, (long long)worst, (long long)slowest_back);
+    printf("  (failed/calls) | Redis %lld, admitted %ld, unknown %ld | slowest call %lld ms, back in %lld ms"
+           " (stalls %lld ms)\n",
+           in_redis, allowed, uncertain, (long long)worst, (long long)slowest_back,
+           (long long)__atomic_load_n(&stall_ms, __ATOMIC_RELAXED));
     if (!ok) fprintf(stderr, "%s: Redis counted %lld, the clients were admitted %ld with %ld unknown (rule %d)\n", f->name,
                      in_redis, allowed, uncertain, (int)f->count);
     CHECK(ok);
@@ -592,31 +616,31 @@ static void promote_replica(void) { raw_cmd(&replica, "REPLICAOF NO ONE"); }
 
 static const fault proxy_faults[] = {
     /* below the timeout: nothing fails (1 ms of rounding) */
-    {"latency 60 ms", latency_low, proxy_reset, 0, 0, NULL, COUNT_EXACT, 0, 59, 0},
+    {"latency 60 ms", latency_low, proxy_reset, 0, 0, NULL, COUNT_EXACT, 59, 0},
     /* each call was sent whole and ran once: no reply is not a reason to send again */
-    {"latency 800 ms", latency_high, proxy_reset, 1, 1, NULL, COUNT_ALL_RAN, 0, 0, 0},
-    {"bandwidth 2 KB/s", thin_pipe, proxy_reset, 1, 1, NULL, COUNT_RANGE, 0, 0, 0},
-    {"slow drip (1 B / 30 ms)", slow_drip, proxy_reset, 1, 1, NULL, COUNT_ALL_RAN, 0, 0, 0},
+    {"latency 800 ms", latency_high, proxy_reset, 1, 1, NULL, COUNT_ALL_RAN, 0, 0},
+    {"bandwidth 2 KB/s", thin_pipe, proxy_reset, 1, 1, NULL, COUNT_RANGE, 0, 0},
+    {"slow drip (1 B / 30 ms)", slow_drip, proxy_reset, 1, 1, NULL, COUNT_ALL_RAN, 0, 0},
     /* the proxy may cut a connection before or after passing the call on */
-    {"cut mid-reply", cut_mid_reply, proxy_reset, 1, 1, NULL, COUNT_RANGE, 0, 0, 0},
-    {"reset (RST) on send", reset_peer, proxy_reset, 1, 1, NULL, COUNT_RANGE, 0, 0, 0},
-    {"accepts, never answers", never_answers, proxy_heal, 1, 1, NULL, COUNT_EXACT, 0, 0, 0},
-    {"half-open connections", half_open, proxy_heal, 1, 1, NULL, COUNT_EXACT, 0, 0, 0},
+    {"cut mid-reply", cut_mid_reply, proxy_reset, 1, 1, NULL, COUNT_RANGE, 0, 0},
+    {"reset (RST) on send", reset_peer, proxy_reset, 1, 1, NULL, COUNT_RANGE, 0, 0},
+    {"accepts, never answers", never_answers, proxy_heal, 1, 1, NULL, COUNT_EXACT, 0, 0},
+    {"half-open connections", half_open, proxy_heal, 1, 1, NULL, COUNT_EXACT, 0, 0},
     /* refused: fails at once, and between reconnect attempts without trying
      * (a call a connect timeout each would make 3 calls in the window) */
-    {"proxy down (refused)", proxy_down, proxy_reset, 1, 1, NULL, COUNT_EXACT, 0, 0, 30},
-    {"CLIENT PAUSE WRITE", client_pause, client_unpause, 1, 1, NULL, COUNT_RANGE, 0, 0, 0},
-    {"SIGSTOP / SIGCONT", sigstop, sigcont, 1, 1, NULL, COUNT_RANGE, 0, 0, 0},
-    {"DEBUG SLEEP 0.9", debug_sleep, join_blocker, 1, 1, NULL, COUNT_RANGE, 0, 0, 0},
+    {"proxy down (refused)", proxy_down, proxy_reset, 1, 1, NULL, COUNT_EXACT, 0, 30},
+    {"CLIENT PAUSE WRITE", client_pause, client_unpause, 1, 1, NULL, COUNT_RANGE, 0, 0},
+    {"SIGSTOP / SIGCONT", sigstop, sigcont, 1, 1, NULL, COUNT_RANGE, 0, 0},
+    {"DEBUG SLEEP 0.9", debug_sleep, join_blocker, 1, 1, NULL, COUNT_RANGE, 0, 0},
     /* error replies: the script wrote nothing, the policy does not apply */
-    {"maxmemory reached (OOM)", oom, oom_end, 1, 0, "OOM", COUNT_EXACT, 0, 0, 0},
-    {"busy script, SCRIPT KILL", busy_script, script_kill, 1, 1, "BUSY", COUNT_EXACT, 0, 0, 0},
-    {"FLUSHALL under load", flushall_churn, churn_end, 0, 0, NULL, COUNT_AT_MOST, 0, 0, 0},
-    {"SCRIPT FLUSH under load", script_flush_churn, churn_end, 0, 0, NULL, COUNT_EXACT, 0, 0, 0},
+    {"maxmemory reached (OOM)", oom, oom_end, 1, 0, "OOM", COUNT_EXACT, 0, 0},
+    {"busy script, SCRIPT KILL", busy_script, script_kill, 1, 1, "BUSY", COUNT_EXACT, 0, 0},
+    {"FLUSHALL under load", flushall_churn, churn_end, 0, 0, NULL, COUNT_AT_MOST, 0, 0},
+    {"SCRIPT FLUSH under load", script_flush_churn, churn_end, 0, 0, NULL, COUNT_EXACT, 0, 0},
 };
 
 static const fault readonly_fault = {"READONLY (a replica)", nothing, promote_replica, 1, 0, "READONLY", COUNT_EXACT,
-                                     0, 0, 0};
+                                     0, 0};
 
 /* an exit on a setup failure leaves no server behind */
 static void stop_all(void)
@@ -652,8 +676,17 @@ int main(int argc, char **argv)
 
     printf("through Toxiproxy (command timeout %d ms, reconnect_max %d ms; per client: failed/calls):\n", CMD_MS,
            RECONNECT_MS);
+    pthread_t monitor_thread;
+    pthread_create(&monitor_thread, NULL, monitor, NULL);
     rig g;
     rig_open(&g, url);
+    /* the scripts loaded first: a first call takes three round trips (NOSCRIPT, load, again) */
+    for (int i = 0; i < WORKERS; i++) {
+        rl_result r;
+        char error[200];
+        g.w[i].id = "warm-up";
+        CHECK_OK(decide(&g.w[i], &r, error, sizeof error));
+    }
     for (size_t i = 0; i < sizeof proxy_faults / sizeof *proxy_faults; i++) run_fault(&g, &proxy_faults[i]);
     rig_close(&g);
 
@@ -683,6 +716,8 @@ int main(int argc, char **argv)
     run_fault(&g, &readonly_fault);
     rig_close(&g);
 
+    __atomic_store_n(&monitoring, 0, __ATOMIC_RELEASE);
+    pthread_join(monitor_thread, NULL);
     stop_all();
     printf("  (%lld ms in all)\n", (long long)(now_ms() - started));
     return test_summary("faults");

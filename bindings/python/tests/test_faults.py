@@ -139,7 +139,9 @@ def count(server, key):
 
 class Tally:
     """What one client saw: admissions, outcomes unknown to it (timed out or
-    cut off after sending: they may have run), errors, slowest call."""
+    cut off after sending: they may have run), errors, slowest call; and how
+    long the machine itself stalled meanwhile (a loaded 2-core box: a call
+    may take that much longer than its bound, no more)."""
 
     def __init__(self, policy):
         self.policy = policy
@@ -147,6 +149,22 @@ class Tally:
         self.errors = []
         self.slowest = 0.0
         self.recovered = None
+        self.stall = 0.0
+        self._watching = threading.Event()
+
+    def __enter__(self):
+        def watch():
+            while not self._watching.is_set():
+                t = time.monotonic()
+                time.sleep(0.005)
+                self.stall = max(self.stall, time.monotonic() - t - 0.005)
+        self._watcher = threading.Thread(target=watch, daemon=True)
+        self._watcher.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._watching.set()
+        self._watcher.join()
 
     def outcome(self, took, result=None, error=None):
         self.calls += 1
@@ -222,7 +240,7 @@ def run(mode, url, policy, name, id, inject, clear):
     the Redis key of the fixed window it counted in."""
     tally = Tally(policy)
     if mode == "sync":
-        with ratelimit.Client(url, **options(policy)) as client:
+        with ratelimit.Client(url, **options(policy)) as client, tally:
             lim = client.limiter(name, RATE, algorithm="fixed_window")
             hammer(lambda: lim.acquire(id), tally, inject, clear)
             return tally, lim.key(id)
@@ -230,16 +248,18 @@ def run(mode, url, policy, name, id, inject, clear):
     async def main():
         async with await aio.AsyncClient.connect(url, **options(policy)) as client:
             lim = client.limiter(name, RATE, algorithm="fixed_window")
-            await ahammer(lambda: lim.acquire(id), tally, inject, clear)
+            with tally:
+                await ahammer(lambda: lim.acquire(id), tally, inject, clear)
             return tally, lim.sync.key(id)
     return asyncio.run(main())
 
 
 def bounded(tally):
     """Every call within the timeout, and back to Redis by itself."""
-    assert tally.slowest <= TIMEOUT + MARGIN, "a call took %.3f s" % tally.slowest
+    assert tally.slowest <= TIMEOUT + MARGIN + tally.stall, "a call took %.3f s (the machine stalled %.3f s)" % (
+        tally.slowest, tally.stall)
     assert tally.recovered is not None, "no decision from Redis within 3 s of the fault's end"
-    assert tally.recovered <= TIMEOUT + RECONNECT_MAX + MARGIN, "back after %.3f s" % tally.recovered
+    assert tally.recovered <= TIMEOUT + RECONNECT_MAX + MARGIN + tally.stall, "back after %.3f s" % tally.recovered
 
 
 MODES = [("sync", "raise"), ("sync", "allow"), ("sync", "deny"), ("aio", "raise"), ("aio", "deny")]
@@ -365,6 +385,7 @@ def test_demoted_to_a_replica_answers_readonly(redis_server, start_redis, mode):
     master.close()
 
     def demote():
+        raw.config_set("repl-diskless-load", "swapdb")  # no dump.rdb left in the working directory
         raw.replicaof("127.0.0.1", redis_server.port)
         deadline = time.monotonic() + 5
         while raw.role()[3] not in ("connected", b"connected"):
