@@ -94,7 +94,8 @@ def test_async_blocking_paths_do_not_block_the_loop(server, raw):
 
 def test_async_cancellation_stops_the_wait(server, raw):
     async def main():
-        client = await aio.AsyncClient.connect(server.url)
+        # a loaded machine may take over the default second to answer a command
+        client = await aio.AsyncClient.connect(server.url, timeout=10.0)
         sem = client.semaphore("aio-cancel", permits=1, lease=10.0)
         held = await sem.acquire(timeout=1.0)
         task = asyncio.ensure_future(sem.acquire(timeout=20.0))

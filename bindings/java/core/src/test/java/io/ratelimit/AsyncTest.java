@@ -357,7 +357,9 @@ class AsyncTest extends RedisTestBase {
     @Test
     void closeUnderConcurrentSubmitsLeavesNothingPending() throws Exception {
         for (int round = 0; round < 5; round++) {
-            RateLimitClient c = RateLimitClient.connect(redis.url());
+            // 32,000 in flight on a loaded machine: a reply may take over the default second
+            RateLimitClient c = RateLimitClient.connect(redis.url(),
+                    ClientOptions.defaults().commandTimeout(Duration.ofSeconds(30)));
             Limiter lim = c.limiter("async-close-race", "1000000/hour", Algorithm.SLIDING_WINDOW);
             ConcurrentLinkedQueue<CompletableFuture<Result>> all = new ConcurrentLinkedQueue<>();
             ConcurrentLinkedQueue<Throwable> thrown = new ConcurrentLinkedQueue<>();
