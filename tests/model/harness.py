@@ -40,7 +40,7 @@ def expect(model: m.Model, spec: m.Spec, step: Dict[str, Any]) -> Dict[str, Any]
     AssertionError when a key's TTL would end before its state is fresh."""
     now = step["now_ms"]
     early = model.early_expiries(now)
-    assert not early, f"TTL ran out before the state was back to fresh (docs: no key expires before its state does): {early}"
+    assert not early, f"TTL ran out before the state was fresh (docs: no key expires before its state does): {early}"
     out: Dict[str, Any] = {"expire": model.expire(now)}
     if step["op"] == "reset":
         written = model.reset(spec, step["id"], now)

@@ -10,8 +10,10 @@ Java binding (ModelWorker.java) on a redis-server of its own, and must give
 the same answers.
 
 Budget: RL_MODEL_EXAMPLES examples per algorithm of up to RL_MODEL_STEPS
-steps (default 25 x 60, about 30-40 s in all); a long run:
-    RL_MODEL_EXAMPLES=20000 build/venv/bin/python -m pytest -q tests/model"""
+steps (default 25 x 60, about 30-50 s in all); a long run (docs/reliability.md
+has its figures):
+    RL_JAR=bindings/java/core/target/ratelimit-0.1.0-SNAPSHOT.jar RL_MODEL_EXAMPLES=400 \
+      RL_MODEL_PRIMITIVE_EXAMPLES=300 build/venv/bin/python -m pytest -q tests/model"""
 import collections
 import json
 import os

@@ -147,7 +147,7 @@ class ModelReplayTest {
         }
     }
 
-    /** A spec of the file ({algorithm, initial_tokens: null full / 0 empty / n, rates: [[limit, period_ms, burst]]}). */
+    /** A spec of the file: {algorithm, initial_tokens (null full, 0 empty, n), rates: [[limit, period_ms, burst]]}. */
     private static LimiterConfig config(JsonNode spec) {
         JsonNode rates = spec.get("rates");
         long[] n = new long[3 + 3 * rates.size()];
