@@ -280,6 +280,28 @@ static void validation(void)
     CHECK_EQ(redis_dbsize(&redis), keys);
 }
 
+/* Every key a refund leaves behind still expires, for every algorithm (a
+ * sliding_log refund of part of its only call once left it without a TTL). */
+static void refunds_keep_ttls(void)
+{
+    redisContext *raw = redis_raw(&redis);
+    for (int a = 0; a < RL_ALGORITHM_COUNT; a++) {
+        rl_spec s = {.algorithm = (rl_algorithm)a, .limit = 10, .period_ms = 2000};
+        rl_request req = {.name = "refund-ttl", .id = "u", .spec = s, .permits = 3, .op = RL_OP_ACQUIRE};
+        rl_result r;
+        char key[256];
+        CHECK_OK(rl_execute(client, &req, 1, &r));
+        req.permits = 1;
+        req.op = RL_OP_REFUND;
+        CHECK_OK(rl_execute(client, &req, 1, &r));
+        CHECK(rl_key(client, "refund-ttl", "u", (rl_algorithm)a, key, sizeof key) > 0);
+        long long ttl = redis_int(raw, "PTTL %s", key);
+        if (ttl <= 0) fprintf(stderr, "%s: PTTL %lld after a refund\n", rl_algorithm_name((rl_algorithm)a), ttl);
+        CHECK(ttl > 0 || ttl == -2); /* expiring, or gone */
+    }
+    redisFree(raw);
+}
+
 int main(void)
 {
     rl_options o = RL_OPTIONS_INIT;
@@ -293,6 +315,7 @@ int main(void)
     async_two_rates();
     stored_spec_in_an_outage();
     validation();
+    refunds_keep_ttls();
     rl_client_close(client);
     redis_stop(&redis);
     return test_summary("operations");

@@ -126,6 +126,8 @@ ALG.sliding_log = function(key, now_us, r, permits, op)
         redis.call('ZREM', key, e[5])
         if e[3] > left then -- keep the rest of this call's permits
           redis.call('ZADD', key, int(e[1]), member(e[1], e[2] - left, e[3] - left, e[4]))
+          -- the ZREM may have emptied (deleted) the key: its TTL again
+          redis.call('PEXPIRE', key, math.max(1, e[1] + period - now))
         end
         left = left - math.min(left, e[3])
       end

@@ -79,6 +79,14 @@ def server():
     s.stop()
 
 
+@pytest.fixture(scope="module")
+def module_server():
+    """A redis-server of the module's own (suites that break or reconfigure it)."""
+    s = RedisServer()
+    yield s
+    s.stop()
+
+
 @pytest.fixture
 def fresh_server():
     """A server of the test's own, for tests that pause or kill it."""

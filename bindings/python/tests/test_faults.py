@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import shutil
+import socket
 import signal
 import subprocess
 import threading
@@ -24,7 +25,6 @@ import pytest
 import ratelimit
 from ratelimit import aio
 
-from conftest import RedisServer, free_port
 
 TIMEOUT = 0.25          # command timeout, seconds
 RECONNECT_MAX = 0.1
@@ -42,6 +42,12 @@ def toxiproxy_binary():
             return str(candidate)
     pytest.fail("toxiproxy-server not found: run scripts/deps.sh (it builds it into build/deps/toxiproxy) "
                 "or set RL_TOXIPROXY_SERVER")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class Toxiproxy:
@@ -103,10 +109,8 @@ def toxiproxy():
 
 
 @pytest.fixture(scope="module")
-def redis_server():
-    s = RedisServer()
-    yield s
-    s.stop()
+def redis_server(module_server):
+    return module_server
 
 
 @pytest.fixture(scope="module")
