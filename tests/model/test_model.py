@@ -191,6 +191,8 @@ def test_limiters_match_the_model(bindings, algorithm):
     run_state_machine_as_test(LimiterMachine, settings=settings(
         max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, database=None,
         suppress_health_check=list(HealthCheck)))
+    if EXAMPLES < 15:
+        return  # too few examples to be sure every op was both allowed and denied
     ran = {k[1:]: n for k, n in RAN.items() if k[0] == algorithm}
     for op in ("acquire", "peek", "acquire_up_to") + (("reserve",) if algorithm in m.BUCKETS else ()):
         for outcome in ("allowed", "denied"):
