@@ -4,12 +4,14 @@ every key.
 
 Keys expire on the explicit clock, not on the wall clock: after each step
 the harness reads the TTL each script set (PEXPIRETIME, between two TIME
-readings that bracket the call), checks it against the model, then PERSISTs
-the key; before a step it deletes the keys whose TTL ran out by that step's
-`now_ms`. So results never depend on how fast the machine runs the test.
-One race is left: a key written with a TTL of a few ms can expire for real
-before the PERSIST; then the step is run again from its state before (DUMP /
-RESTORE), which a stalled machine may need a few times.
+readings that bracket the call), checks it against the model, then moves
+the key's expiry to PARKED, far in the future; before a step it deletes the
+keys whose TTL ran out by that step's `now_ms`. So results never depend on
+how fast the machine runs the test, a key the step left alone still expires
+at PARKED, and a key a script left without any TTL shows. One race is left:
+a key written with a TTL of a few ms can expire for real before it is
+parked; then the step is run again from its state before (DUMP / RESTORE),
+which a stalled machine may need a few times.
 
 A step (also the format of sequences.json):
   {"op": acquire|peek|reserve|acquire_up_to|refund|reset, "id", "now_ms",
@@ -27,6 +29,7 @@ import limiter_model as m
 PREFIX, NAME = "rl", "model"
 MAX_RATES = 3
 RACE_RETRIES = 30
+PARKED = 32503680000000  # ms since the epoch (the year 3000): the expiry of a key between steps
 RACES = collections.Counter()  # how often the race above happened, by attempt
 FIELDS = ("allowed", "limit", "remaining", "retry_after_ms", "reset_after_ms", "wait_ms", "granted", "rate_index")
 
@@ -84,19 +87,19 @@ class Book:
 
     def after(self, keys: List[str]):
         """A time at or after the call, each key's absolute expiry (-1 none,
-        -2 no key), then every key is made to last (the harness expires it);
-        and a time after that."""
+        -2 no key), then every key is parked (the harness expires it); and a
+        time after that."""
         p = self.r.pipeline(transaction=False)
         p.time()
         for k in keys:
             p.execute_command("PEXPIRETIME", k)
         for k in keys:
-            p.persist(k)
+            p.pexpireat(k, PARKED)
         p.time()
         out = p.execute()
         expiry = dict(zip(keys, out[1:1 + len(keys)]))
-        for k, persisted in zip(keys, out[1 + len(keys):-1]):
-            if expiry[k] >= 0 and not persisted:
+        for k, parked in zip(keys, out[1 + len(keys):-1]):
+            if expiry[k] >= 0 and not parked:
                 expiry[k] = -2  # it expired between the two: as good as gone
         (sec, us), (sec2, us2) = out[0], out[-1]
         return sec * 1000 + us // 1000, expiry, sec2 * 1000 + us2 // 1000
@@ -106,7 +109,7 @@ class Book:
         for k, d in dumps.items():
             p.delete(k)
             if d is not None:
-                p.restore(k, 0, d)
+                p.restore(k, PARKED, d, absttl=True)
         p.execute()
 
 
@@ -140,7 +143,7 @@ def run_step(book: Book, call: Call, spec: m.Spec, step: Dict[str, Any], want: D
         if w == "absent":
             assert got == -2, f"{where}: key {k} should not exist (PEXPIRETIME {got})"
         elif w == "kept":
-            assert got == -1, f"{where}: key {k} should be untouched (PEXPIRETIME {got})"
+            assert got == PARKED, f"{where}: key {k} should be untouched (PEXPIRETIME {got}; -1: it has no TTL)"
         else:
             assert got >= 0, f"{where}: key {k} should be written with TTL {w} ms (PEXPIRETIME {got})"
             assert got - t1 <= w <= got - t0, f"{where}: key {k}: TTL {w} ms expected, set {got - t1}..{got - t0}"

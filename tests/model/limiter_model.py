@@ -153,8 +153,9 @@ class SlidingLog:
 
     @staticmethod
     def give(v, n):
-        """Takes back the newest live permits."""
-        calls, live = list(v["calls"]), list(v["live"])
+        """Takes back the newest live permits. A call taken back in part is
+        logged again, and sets the key's TTL again ("rearmed")."""
+        calls, live, rearmed = list(v["calls"]), list(v["live"]), None
         left = min(n, SlidingLog.count(v))
         while left > 0:
             t, k = live.pop()
@@ -162,8 +163,9 @@ class SlidingLog:
             if k > left:
                 live.append((t, k - left))
                 calls.append((t, k - left))
+                rearmed = t
             left -= min(left, k)
-        return dict(v, calls=calls, live=live)
+        return dict(v, calls=calls, live=live, rearmed=rearmed)
 
     @staticmethod
     def fresh(v):
@@ -596,12 +598,14 @@ class Model:
                 del self.keys[k]
             written[k] = None
             return
-        if refund and alg is SlidingLog and k in self.keys:
-            # a refund takes members back and sets no new TTL
+        if refund and alg is SlidingLog and k in self.keys and view.get("rearmed") is None:
+            # a refund that takes whole calls back sets no new TTL
             self.keys[k] = dataclasses.replace(self.keys[k], state=state)
             written.pop(k, None)
             return
         ttl = alg.ttl(view)
+        if refund and alg is SlidingLog:  # the call taken back in part + period
+            ttl = max(1, view["rearmed"] + view["rate"].period - view["now"])
         self.keys[k] = Stored(state, view["now"] + ttl, index, alg.name, view["rate"])
         written[k] = ttl
 

@@ -180,8 +180,9 @@ def main():
                     "tests/model/harness.py describes, compact: expect = [allowed 0/1, limit, remaining, "
                     "retry_after_ms, reset_after_ms, wait_ms, granted, rate_index], keys = the step's id's keys "
                     "for rates 1..3 (prefix:{name:id}:algorithm, then :2, :3): TTL ms, 'kept' or 'absent'. "
-                    "Keys expire on the explicit clock: delete the keys of 'expire' before a step, PERSIST "
-                    "them after it. Regenerate: python tests/model/make_sequences.py > tests/model/sequences.json",
+                    "Keys expire on the explicit clock: delete the keys of 'expire' before a step, park them "
+                    "after it (PEXPIREAT 32503680000000: an untouched key shows that expiry). Regenerate: "
+                    "python tests/model/make_sequences.py > tests/model/sequences.json",
            "prefix": harness.PREFIX, "name": harness.NAME, "seed": args.seed, "sequences": sequences}
     sys.stdout.write(dumps(doc))
 

@@ -44,15 +44,18 @@ import org.junit.jupiter.api.TestMethodOrder;
  * <p>As tests/model/harness.py does it, keys expire on the explicit clock:
  * before a step the keys its "expire" lists are deleted and the step's keys
  * saved (DUMP); after it each key's expiry is read between two TIME readings
- * that bracket the call, then the key is made to last (PERSIST). A key
- * written with a TTL of a few ms can expire for real before that: then the
- * step runs again from its saved state.
+ * that bracket the call, then moved far into the future ({@link #PARKED}), so
+ * a key the step left alone shows that expiry and one left without a TTL
+ * shows too. A key written with a TTL of a few ms can expire for real before
+ * it is parked: then the step runs again from its saved state.
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class ModelReplayTest {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final int MIN_STEPS = 3000;
     private static final int RACE_RETRIES = 30;
+    /** The expiry of a key between steps (ms since the epoch: the year 3000). */
+    static final long PARKED = 32503680000000L;
 
     private static RedisServer redis;
     private static Resp resp;
@@ -181,8 +184,8 @@ class ModelReplayTest {
             t1 = timeMs();
             for (int r = 0; r < keys.size(); r++) {
                 expiry[r] = (Long) resp.call("PEXPIRETIME", keys.get(r));
-                long persisted = (Long) resp.call("PERSIST", keys.get(r));
-                if (expiry[r] >= 0 && persisted == 0) {
+                long parked = (Long) resp.call("PEXPIREAT", keys.get(r), String.valueOf(PARKED));
+                if (expiry[r] >= 0 && parked == 0) {
                     expiry[r] = -2; // it expired between the two
                 }
             }
@@ -201,7 +204,7 @@ class ModelReplayTest {
             for (Map.Entry<String, byte[]> e : saved.entrySet()) {
                 resp.call("DEL", e.getKey());
                 if (e.getValue() != null) {
-                    resp.call("RESTORE", e.getKey(), "0", e.getValue());
+                    resp.call("RESTORE", e.getKey(), String.valueOf(PARKED), e.getValue(), "ABSTTL");
                 }
             }
             Thread.sleep(Math.min(50, 2L * attempt));
@@ -229,7 +232,7 @@ class ModelReplayTest {
                 assertTrue(expiry[r] - t1 <= ttl && ttl <= expiry[r] - t0, where + ": " + key + ": TTL " + ttl
                         + " expected, set " + (expiry[r] - t1) + ".." + (expiry[r] - t0));
             } else if (w.asText().equals("kept")) {
-                assertEquals(-1, expiry[r], where + ": " + key + " should be untouched");
+                assertEquals(PARKED, expiry[r], where + ": " + key + " should be untouched (-1: it has no TTL)");
             } else {
                 assertEquals(-2, expiry[r], where + ": " + key + " should not exist");
             }
