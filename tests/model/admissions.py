@@ -8,7 +8,8 @@ what docs/semantics.md promises for the algorithm.
                   when its key's TTL, set at the last write, runs out)
   sliding_log     at most limit live permits in any interval of period
                   (with the edge and the clock-going-back rules; the log is
-                  gone once its TTL, set at the last admission, runs out)
+                  gone once its TTL runs out: set by an admission, or by a
+                  refund that takes a call back in part)
   sliding_window  at most limit per aligned window (the estimate weighs
                   the previous one in on top)
   token_bucket    at most burst + d x limit / period in any d ms (counted at
@@ -72,6 +73,8 @@ class SlidingLog:
             back = min(n, c[1])
             c[1] -= back
             n -= back
+            if back and c[1]:
+                self.key_end = c[0] + rate.period  # a call taken back in part sets the TTL again
         self.calls = [c for c in self.calls if c[1] > 0]
 
 
