@@ -291,6 +291,9 @@ char *rl_wake_channel(const rl_client *client, const char *name, const char *kin
  * behind it. */
 #define RL_WAITER_TTL_MS 3000
 #define RL_QUEUE_POP_MAX 10000
+/* The longest lease, wait or delay, in ms: times four of them still add up
+ * exactly in the scripts' doubles. */
+#define RL_MAX_WAIT_MS (RL_MAX_EXACT / 1000 / 4)
 
 /* completions.c: posts one completion (the I/O thread) */
 void rl_completions_push(rl_completions *q, const rl_completion *c);

@@ -224,7 +224,7 @@ static int submit_acquire(rl_client *c, const char *kind, const char *name, int6
     int rc;
     rl_clear_error();
     if ((rc = check_target(c, target)) || (rc = rl_check_sem_acquire(c, name, max, lease)) ||
-        (rc = rl_check_range("timeout_ms", timeout, 0, RL_MAX_EXACT / 1000 / 4)))
+        (rc = rl_check_range("timeout_ms", timeout, 0, RL_MAX_WAIT_MS)))
         return rc;
     if (!(r = new_wait(c, REQ_ACQUIRE, kind, name, timeout, tag, target)))
         return rl_fail(RL_ERR_NOMEM, "out of memory");
@@ -239,8 +239,9 @@ static int submit_flag(rl_client *c, const char *kind, const char *name, const c
     areq *r;
     int rc;
     rl_clear_error();
+    /* a refresh needs a lease; a release passes none */
     if ((rc = check_target(c, target)) || (rc = rl_check_permit_call(c, name, id)) ||
-        (lease && (rc = rl_check_range("lease_ms", lease, 1, RL_MAX_EXACT / 1000 / 4))))
+        (!strcmp(op, "refresh") && (rc = rl_check_range("lease_ms", lease, 1, RL_MAX_WAIT_MS))))
         return rc;
     if (!(r = new_request(REQ_DONE_FLAG, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
     return queue_request(c, r, rl_build_sem_call(&r->cmd, c, kind, name, op, id, 1, lease, 0));
@@ -261,9 +262,7 @@ int rl_submit_semaphore_release(rl_client *c, const char *name, const char *perm
 int rl_submit_semaphore_refresh(rl_client *c, const char *name, const char *permit_id, int64_t lease_ms,
                                 uint64_t tag, const rl_target *target)
 {
-    rl_clear_error();
-    int rc = rl_check_range("lease_ms", lease_ms, 1, RL_MAX_EXACT / 1000 / 4);
-    return rc ? rc : submit_flag(c, "semaphore", name, "refresh", permit_id, lease_ms, tag, target);
+    return submit_flag(c, "semaphore", name, "refresh", permit_id, lease_ms, tag, target);
 }
 
 int rl_submit_lock_acquire(rl_client *c, const char *name, int64_t lease_ms, int64_t timeout_ms, uint64_t tag,
@@ -280,9 +279,7 @@ int rl_submit_lock_release(rl_client *c, const char *name, const char *token, ui
 int rl_submit_lock_extend(rl_client *c, const char *name, const char *token, int64_t lease_ms, uint64_t tag,
                           const rl_target *target)
 {
-    rl_clear_error();
-    int rc = rl_check_range("lease_ms", lease_ms, 1, RL_MAX_EXACT / 1000 / 4);
-    return rc ? rc : submit_flag(c, "lock", name, "refresh", token, lease_ms, tag, target);
+    return submit_flag(c, "lock", name, "refresh", token, lease_ms, tag, target);
 }
 
 int rl_submit_queue_push(rl_client *c, const char *queue, const char *message, size_t message_len, int64_t delay_ms,

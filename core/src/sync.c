@@ -208,7 +208,7 @@ static int sem_acquire(rl_client *client, const char *kind, const char *name, in
     if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
     memset(out, 0, sizeof *out);
     if ((rc = rl_check_sem_acquire(client, name, max, lease)) ||
-        (rc = rl_check_range("timeout_ms", timeout, 0, RL_MAX_EXACT / 1000 / 4)) || (rc = rl_new_permit_id(out->id)))
+        (rc = rl_check_range("timeout_ms", timeout, 0, RL_MAX_WAIT_MS)) || (rc = rl_new_permit_id(out->id)))
         return rc;
     out->lease_ms = lease;
     deadline = rl_monotonic_ms() + timeout;
@@ -256,7 +256,7 @@ int rl_check_sem_acquire(rl_client *client, const char *name, int64_t max, int64
     if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
     if ((rc = rl_check_name("name", name)) || (rc = rl_check_range("permits", max, 1, RL_MAX_PERMITS)))
         return rc;
-    return rl_check_range("lease_ms", lease, 1, RL_MAX_EXACT / 1000 / 4);
+    return rl_check_range("lease_ms", lease, 1, RL_MAX_WAIT_MS);
 }
 
 int rl_check_permit_call(rl_client *client, const char *name, const char *id)
@@ -285,7 +285,7 @@ int rl_semaphore_refresh(rl_client *client, const char *name, const char *permit
                          int *refreshed)
 {
     int rc = rl_check_permit_call(client, name, permit_id);
-    if (!rc) rc = rl_check_range("lease_ms", lease_ms, 1, RL_MAX_EXACT / 1000 / 4);
+    if (!rc) rc = rl_check_range("lease_ms", lease_ms, 1, RL_MAX_WAIT_MS);
     return rc ? rc : sem_simple(client, "semaphore", name, "refresh", permit_id, lease_ms, refreshed);
 }
 
@@ -332,7 +332,7 @@ int rl_lock_release(rl_client *client, const char *name, const char *token, int 
 int rl_lock_extend(rl_client *client, const char *name, const char *token, int64_t lease_ms, int *extended)
 {
     int rc = rl_check_permit_call(client, name, token);
-    if (!rc) rc = rl_check_range("lease_ms", lease_ms, 1, RL_MAX_EXACT / 1000 / 4);
+    if (!rc) rc = rl_check_range("lease_ms", lease_ms, 1, RL_MAX_WAIT_MS);
     return rc ? rc : sem_simple(client, "lock", name, "refresh", token, lease_ms, extended);
 }
 
@@ -380,7 +380,7 @@ int rl_check_queue_push(rl_client *client, const char *queue, const char *messag
 {
     int rc;
     if ((rc = check_queue_call(client, queue)) || (rc = check_message(message, len))) return rc;
-    return rl_check_range("delay_ms", delay_ms, 0, RL_MAX_EXACT / 1000 / 4);
+    return rl_check_range("delay_ms", delay_ms, 0, RL_MAX_WAIT_MS);
 }
 
 /* The message is copied: the command may outlive the caller's buffer. */
@@ -424,7 +424,7 @@ int rl_check_queue_pop(rl_client *client, const char *queue, size_t max, int64_t
     int rc;
     if ((rc = check_queue_call(client, queue)) || (rc = rl_check_range("max", (int64_t)max, 1, RL_QUEUE_POP_MAX)))
         return rc;
-    return rl_check_range("timeout_ms", timeout_ms, 0, RL_MAX_EXACT / 1000 / 4);
+    return rl_check_range("timeout_ms", timeout_ms, 0, RL_MAX_WAIT_MS);
 }
 
 int rl_build_queue_pop(rl_cmd *cmd, rl_client *client, const char *queue, size_t max)

@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include <poll.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -205,4 +206,16 @@ int test_summary(const char *name)
 {
     printf("%s: %d passed, %d failed\n", name, test_checks - test_failures, test_failures);
     return test_failures ? 1 : 0;
+}
+
+size_t drain_completions(rl_completions *q, rl_completion *out, size_t want, int64_t timeout_ms)
+{
+    size_t got = rl_completions_take(q, out, want);
+    int64_t end = now_ms() + timeout_ms;
+    while (got < want && now_ms() < end) {
+        struct pollfd pfd = {rl_completions_fd(q), POLLIN, 0};
+        poll(&pfd, 1, 20);
+        got += rl_completions_take(q, out + got, want - got);
+    }
+    return got;
 }

@@ -83,6 +83,10 @@ extern int test_checks;
 /* Prints "N passed, N failed" and returns the exit code. */
 int test_summary(const char *name);
 
+/* Takes completions from q into out until want arrived or timeout_ms
+ * passed; returns how many. */
+size_t drain_completions(rl_completions *q, rl_completion *out, size_t want, int64_t timeout_ms);
+
 int64_t now_ms(void);
 void sleep_ms(int64_t ms);
 

@@ -20,19 +20,6 @@ static rl_client *patient_client(void)
     return open_client(&redis, &o);
 }
 
-/* Drains a queue until want completions arrived or timeout_ms passed. */
-static size_t drain(rl_completions *q, rl_completion *all, size_t want, int64_t timeout_ms)
-{
-    size_t got = 0;
-    int64_t end = now_ms() + timeout_ms;
-    while (got < want && now_ms() < end) {
-        struct pollfd pfd = {rl_completions_fd(q), POLLIN, 0};
-        poll(&pfd, 1, 100);
-        got += rl_completions_take(q, all + got, want - got);
-    }
-    return got;
-}
-
 typedef struct {
     rl_client *client;
     rl_completions *queue;
@@ -66,7 +53,7 @@ static void test_queue_exact(void)
     }
     for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
     rl_completion *all = calloc(N, sizeof *all);
-    size_t got = drain(q, all, N, 10000);
+    size_t got = drain_completions(q, all, N, 10000);
     CHECK_EQ(got, N);
     char *seen = calloc(N, 1);
     long allowed = 0, errors = 0, duplicates = 0;
@@ -179,7 +166,7 @@ static void test_timeout_and_outage(void)
     redis_pause(&redis);
     int64_t t = now_ms();
     for (int i = 0; i < 10; i++) CHECK_OK(rl_submit(c, &req, (uint64_t)i, &target));
-    CHECK_EQ(drain(q, all, 10, 3000), 10);
+    CHECK_EQ(drain_completions(q, all, 10, 3000), 10);
     int64_t took = now_ms() - t;
     CHECK(took >= 250 && took < 1500);
     for (int i = 0; i < 10; i++) CHECK_EQ(all[i].status, RL_ERR_TIMEOUT);
@@ -188,13 +175,13 @@ static void test_timeout_and_outage(void)
     /* an idle connection owes nothing: after a pause past two timeouts the
      * next request is answered, not taken for a stuck server */
     CHECK_OK(rl_submit(c, &req, 0, &target));
-    CHECK_EQ(drain(q, all, 1, 3000), 1);
+    CHECK_EQ(drain_completions(q, all, 1, 3000), 1);
     sleep_ms(700);
     CHECK_OK(rl_submit(c, &req, 0, &target));
-    CHECK_EQ(drain(q, all, 1, 3000), 1);
+    CHECK_EQ(drain_completions(q, all, 1, 3000), 1);
     CHECK_EQ(all[0].status, RL_OK);
     for (int i = 0; i < 10; i++) CHECK_OK(rl_submit(c, &req, (uint64_t)i, &target));
-    CHECK_EQ(drain(q, all, 10, 3000), 10);
+    CHECK_EQ(drain_completions(q, all, 10, 3000), 10);
     int ok = 0;
     for (int i = 0; i < 10; i++) ok += all[i].status == RL_OK && all[i].result.allowed;
     CHECK_EQ(ok, 10);
@@ -206,7 +193,7 @@ static void test_timeout_and_outage(void)
     c = open_client(&redis, &o);
     t = now_ms();
     for (int i = 0; i < 100; i++) CHECK_OK(rl_submit(c, &req, (uint64_t)i, &target));
-    CHECK_EQ(drain(q, all, 100, 3000), 100);
+    CHECK_EQ(drain_completions(q, all, 100, 3000), 100);
     int fallbacks = 0;
     for (int i = 0; i < 100; i++) fallbacks += all[i].status == RL_OK && all[i].result.fallback && all[i].result.allowed;
     CHECK_EQ(fallbacks, 100);
@@ -216,7 +203,7 @@ static void test_timeout_and_outage(void)
     int back = 0;
     while (!back && now_ms() - t < 2000) {
         CHECK_OK(rl_submit(c, &req, 0, &target));
-        CHECK_EQ(drain(q, all, 1, 2000), 1);
+        CHECK_EQ(drain_completions(q, all, 1, 2000), 1);
         back = all[0].status == RL_OK && !all[0].result.fallback;
         if (!back) sleep_ms(5);
     }
@@ -269,7 +256,7 @@ static void test_primitives(void)
     CHECK_OK(rl_completions_open(&q));
     rl_target target = {NULL, NULL, q};
     for (int i = 0; i < 3; i++) CHECK_OK(rl_submit_semaphore_acquire(c, "async-sem", 2, 10000, 0, (uint64_t)i, &target));
-    CHECK_EQ(drain(q, all, 3, 5000), 3);
+    CHECK_EQ(drain_completions(q, all, 3, 5000), 3);
     int granted = 0;
     char first[RL_PERMIT_ID_SIZE] = "";
     for (int i = 0; i < 3; i++) {
@@ -289,26 +276,26 @@ static void test_primitives(void)
     CHECK_OK(rl_submit_semaphore_refresh(c, "async-sem", first, 20000, 10, &target));
     CHECK_OK(rl_submit_semaphore_release(c, "async-sem", first, 11, &target));
     CHECK_OK(rl_submit_semaphore_release(c, "async-sem", first, 12, &target)); /* twice: not held any more */
-    CHECK_EQ(drain(q, all, 3, 5000), 3);
+    CHECK_EQ(drain_completions(q, all, 3, 5000), 3);
     for (int i = 0; i < 3; i++) CHECK_EQ(all[i].value, all[i].tag == 12 ? 0 : 1);
     CHECK_OK(rl_semaphore_holders(c, "async-sem", &holders));
     CHECK_EQ(holders, 1);
 
     CHECK_OK(rl_submit_lock_acquire(c, "async-lock", 10000, 0, 20, &target));
     CHECK_OK(rl_submit_lock_acquire(c, "async-lock", 10000, 0, 21, &target));
-    CHECK_EQ(drain(q, all, 2, 5000), 2);
+    CHECK_EQ(drain_completions(q, all, 2, 5000), 2);
     CHECK_EQ(all[0].acquired + all[1].acquired, 1);
     rl_completion *held = all[0].acquired ? &all[0] : &all[1];
     char token[RL_PERMIT_ID_SIZE];
     memcpy(token, held->permit_id, sizeof token);
     CHECK_OK(rl_submit_lock_extend(c, "async-lock", token, 30000, 22, &target));
     CHECK_OK(rl_submit_lock_release(c, "async-lock", token, 23, &target));
-    CHECK_EQ(drain(q, all, 2, 5000), 2);
+    CHECK_EQ(drain_completions(q, all, 2, 5000), 2);
     CHECK_EQ(all[0].value + all[1].value, 2);
 
     CHECK_OK(rl_submit_queue_push(c, "async-q", "job\0x", 5, 0, 30, &target));
     CHECK_OK(rl_submit_queue_push(c, "async-q", "job\0x", 5, 0, 31, &target));
-    CHECK_EQ(drain(q, all, 2, 5000), 2);
+    CHECK_EQ(drain_completions(q, all, 2, 5000), 2);
     CHECK_EQ(all[0].value + all[1].value, 1); /* a message already queued is left as it is */
     rl_messages m;
     CHECK_OK(rl_queue_pop_ready(c, "async-q", 10, &m));
@@ -327,7 +314,7 @@ static void test_primitives(void)
     rl_result res;
     CHECK_OK(rl_acquire(c, "async-reset", "u", &spec, 1, &res));
     CHECK_OK(rl_submit_reset(c, "async-reset", "u", &spec, 46, &target));
-    CHECK_EQ(drain(q, all, 7, 5000), 7);
+    CHECK_EQ(drain_completions(q, all, 7, 5000), 7);
     for (int i = 0; i < 7; i++) {
         CHECK_EQ(all[i].status, RL_OK);
         int64_t want[] = {1, 4, 1, 1, 1, 0, 1}; /* tags 40..46 */

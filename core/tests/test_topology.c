@@ -1,7 +1,6 @@
 /* The algorithms and primitives over TLS, Sentinel and Cluster, and what
  * happens under failover and slot migration. Servers come from
  * tests/topology/topology.py (RL_TEST_* variables, or DIR/env). */
-#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,13 +209,7 @@ static void suite(const char *label, const char *url, const rl_options *o)
             batch[i].name = name;
             CHECK_OK(rl_submit(c, &batch[i], (uint64_t)i, &target));
         }
-        size_t got = 0;
-        int64_t end = now_ms() + 5000;
-        while (got < 64 && now_ms() < end) {
-            struct pollfd pfd = {rl_completions_fd(cq), POLLIN, 0};
-            poll(&pfd, 1, 100);
-            got += rl_completions_take(cq, done + got, 64 - got);
-        }
+        size_t got = drain_completions(cq, done, 64, 5000);
         CHECK_EQ(got, 64);
         int allowed = 0, errors = 0;
         for (size_t i = 0; i < got; i++) {
@@ -294,12 +287,7 @@ static void suite(const char *label, const char *url, const rl_options *o)
     t = now_ms();
     CHECK_OK(rl_semaphore_release(c, sem, p1.id, &released));
     CHECK_OK(rl_queue_push(c, sem, "job-2", 5, 0, &added));
-    size_t got = 0;
-    while (got < 2 && now_ms() - t < 5000) {
-        struct pollfd pfd = {rl_completions_fd(cq), POLLIN, 0};
-        poll(&pfd, 1, 20);
-        got += rl_completions_take(cq, done + got, 2 - got);
-    }
+    size_t got = drain_completions(cq, done, 2, 5000);
     CHECK_EQ(got, 2);
     CHECK(now_ms() - t < 500);
     for (size_t i = 0; i < got; i++) {

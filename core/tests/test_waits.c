@@ -1,7 +1,6 @@
 /* Asynchronous waits: semaphore / lock acquire and queue pop with a timeout,
  * woken by the release or push, FIFO and never above permits_max,
  * cancelled without leaving anything behind, and completed on close. */
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,13 +18,7 @@ static rl_client *patient_client(void)
 /* Waits up to timeout_ms for one completion. */
 static int take_one(rl_completions *q, rl_completion *out, int64_t timeout_ms)
 {
-    int64_t end = now_ms() + timeout_ms;
-    while (now_ms() < end) {
-        if (rl_completions_take(q, out, 1) == 1) return 1;
-        struct pollfd pfd = {rl_completions_fd(q), POLLIN, 0};
-        poll(&pfd, 1, 20);
-    }
-    return 0;
+    return drain_completions(q, out, 1, timeout_ms) == 1;
 }
 
 /* Live members of a semaphore's queue (waiters that did not leave). */
@@ -216,13 +209,7 @@ static void test_cancel_storm(void)
         CHECK_OK(rl_cancel(c, i));
     }
     rl_completion *all = calloc(N, sizeof *all);
-    size_t got = 0;
-    int64_t end = now_ms() + 20000;
-    while (got < N && now_ms() < end) {
-        struct pollfd pfd = {rl_completions_fd(q), POLLIN, 0};
-        poll(&pfd, 1, 50);
-        got += rl_completions_take(q, all + got, N - got);
-    }
+    size_t got = drain_completions(q, all, N, 20000);
     CHECK_EQ(got, N);
     int cancelled = 0;
     for (size_t i = 0; i < got; i++) cancelled += all[i].status == RL_ERR_CANCELLED;
