@@ -1,15 +1,8 @@
 package io.ratelimit;
 
-import java.io.BufferedInputStream;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.OutputStream;
 import java.net.InetAddress;
-import java.net.InetSocketAddress;
 import java.net.ServerSocket;
-import java.net.Socket;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -84,69 +77,9 @@ public final class RedisServer implements AutoCloseable {
 
     /** Sends one command; returns String, Long, List or null; a Redis error throws. */
     Object command(String... args) throws IOException {
-        try (Socket s = new Socket()) {
-            s.connect(new InetSocketAddress("127.0.0.1", port), 1000);
-            s.setSoTimeout(5000);
-            OutputStream out = s.getOutputStream();
-            ByteArrayOutputStream req = new ByteArrayOutputStream();
-            req.write(("*" + args.length + "\r\n").getBytes(StandardCharsets.UTF_8));
-            for (String a : args) {
-                byte[] b = a.getBytes(StandardCharsets.UTF_8);
-                req.write(("$" + b.length + "\r\n").getBytes(StandardCharsets.UTF_8));
-                req.write(b);
-                req.write("\r\n".getBytes(StandardCharsets.UTF_8));
-            }
-            out.write(req.toByteArray());
-            out.flush();
-            return read(new BufferedInputStream(s.getInputStream()));
+        try (Resp resp = new Resp(port, true)) {
+            return resp.call((Object[]) args);
         }
-    }
-
-    private static Object read(InputStream in) throws IOException {
-        int type = in.read();
-        String line = line(in);
-        switch (type) {
-            case '+':
-                return line;
-            case '-':
-                throw new IOException("redis error: " + line);
-            case ':':
-                return Long.parseLong(line);
-            case '$': {
-                int n = Integer.parseInt(line);
-                if (n < 0) {
-                    return null;
-                }
-                byte[] b = in.readNBytes(n + 2);
-                return new String(b, 0, n, StandardCharsets.UTF_8);
-            }
-            case '*': {
-                int n = Integer.parseInt(line);
-                if (n < 0) {
-                    return null;
-                }
-                List<Object> items = new ArrayList<>();
-                for (int i = 0; i < n; i++) {
-                    items.add(read(in));
-                }
-                return items;
-            }
-            default:
-                throw new IOException("bad RESP type " + type);
-        }
-    }
-
-    private static String line(InputStream in) throws IOException {
-        ByteArrayOutputStream b = new ByteArrayOutputStream();
-        int c;
-        while ((c = in.read()) != '\r') {
-            if (c < 0) {
-                throw new IOException("connection closed");
-            }
-            b.write(c);
-        }
-        in.read(); // '\n'
-        return b.toString(StandardCharsets.UTF_8);
     }
 
     @Override
