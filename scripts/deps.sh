@@ -65,16 +65,52 @@ fi
 # build/deps/toxiproxy (the tests look there, or at $RL_TOXIPROXY_SERVER)
 toxiproxy_version=v2.12.0
 toxiproxy=build/deps/toxiproxy/toxiproxy-server
+# Toxiproxy needs Go >= 1.23 (its go.mod): a go on PATH, in /usr/local/go or /usr/lib/go-*
+# (Debian's golang-1.xx-go) if one is recent enough; else that older go (or
+# Debian's golang-go, installed when there is none: 1.19 on Debian 12, 1.22
+# on Ubuntu 24.04) fetches the Go toolchain, itself a module
+# (golang.org/toolchain), through the machine's GOPROXY into its module cache
+# (go env GOMODCACHE, ~/go/pkg/mod by default), checked against the checksum
+# database like any module.
+go_min=1.23
+go_toolchain=1.23.12
+go_version() { GOTOOLCHAIN=local "$1" env GOVERSION 2>/dev/null | sed -n 's/^go\([0-9]*\.[0-9]*\).*/\1/p'; }
+go_at_least() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
+find_go() {
+  local g v best=""
+  for g in $(command -v go) /usr/local/go/bin/go $(ls -d /usr/lib/go-*/bin/go 2>/dev/null | sort -rV); do
+    [ -x "$g" ] || continue
+    v=$(go_version "$g")
+    [ -n "$v" ] || continue
+    if go_at_least "$v" $go_min; then echo "$g"; return; fi
+    [ -n "$best" ] || best=$g
+  done
+  echo "$best"
+}
 if [ "${want[*]}" != demo ] && { [ ! -x "$toxiproxy" ] || [ "$(cat "$toxiproxy.version" 2>/dev/null)" != "$toxiproxy_version" ]; }; then
-  go=$(command -v go || echo /usr/local/go/bin/go)
-  if [ ! -x "$go" ]; then
-    echo "deps.sh: Go >= 1.22 is needed to build Toxiproxy $toxiproxy_version for the fault tests" >&2
-    exit 1
+  go=$(find_go)
+  if [ -z "$go" ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "installing: golang-go (to fetch Go $go_toolchain, which Toxiproxy needs)"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends golang-go >/dev/null
+    go=$(find_go)
   fi
-  echo "building toxiproxy-server $toxiproxy_version into $toxiproxy"
+  if ! go_at_least "$(go_version "$go")" $go_min; then
+    module="golang.org/toolchain@v0.0.1-go$go_toolchain.$("$go" env GOOS)-$("$go" env GOARCH)"
+    echo "fetching Go $go_toolchain ($module) with $go ($(go_version "$go")) from $("$go" env GOPROXY)"
+    # outside any module (GOFLAGS=-mod=mod would need one)
+    dir=$(cd / && GOFLAGS= "$go" mod download -json "$module" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+    [ -n "$dir" ] && [ -f "$dir/bin/go" ] || { echo "deps.sh: fetching $module failed" >&2; exit 1; }
+    # module zips keep no file modes: make the commands executable, as go's own toolchain switch does
+    chmod +x "$dir"/bin/* "$dir"/pkg/tool/*/* 2>/dev/null || true
+    go=$dir/bin/go
+  fi
+  echo "building toxiproxy-server $toxiproxy_version with $go into $toxiproxy"
   gobin=$(mktemp -d)
-  GOBIN=$gobin GOFLAGS=-buildvcs=false "$go" install \
-    "github.com/Shopify/toxiproxy/v2/cmd/server@$toxiproxy_version"
+  (cd / && GOBIN=$gobin GOFLAGS=-buildvcs=false GOTOOLCHAIN=local "$go" install \
+    "github.com/Shopify/toxiproxy/v2/cmd/server@$toxiproxy_version")
   mkdir -p "$(dirname "$toxiproxy")"
   mv "$gobin/server" "$toxiproxy"
   rm -rf "$gobin"
