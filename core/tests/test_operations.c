@@ -9,7 +9,14 @@
 #include "harness.h"
 
 #define THREADS 16
+/* The explicit clock stands still while real time passes, but Redis expires
+ * a key on real time when its state would be fresh again (a bucket after one
+ * token: period / limit). The rates below are per day and week, so that is
+ * minutes, not the 200 ms that a thread stalled under valgrind outlived
+ * (300/minute lost a token: remaining 181). */
 #define T0 1700000000000LL
+#define DAY 86400000LL
+#define WEEK (7 * DAY)
 
 static test_redis redis;
 static rl_client *client;
@@ -53,19 +60,19 @@ static void run(job *proto)
     }
 }
 
-/* 300 per minute and 120 per hour at one instant: exactly 120 pass, and the
+/* 300 per day and 120 per week at one instant: exactly 120 pass, and the
  * first rate consumed exactly those (all or nothing). */
 static void two_rates_under_load(rl_algorithm a)
 {
-    rl_spec both = {.algorithm = a, .limit = 300, .period_ms = 60000, .more_count = 1,
-                    .more = {{.limit = 120, .period_ms = 3600000}}};
+    rl_spec both = {.algorithm = a, .limit = 300, .period_ms = DAY, .more_count = 1,
+                    .more = {{.limit = 120, .period_ms = WEEK}}};
     job j = {.req = {.name = "multi", .id = rl_algorithm_name(a), .spec = both, .permits = 1, .now_ms = T0},
              .calls = 20};
     run(&j);
     CHECK_EQ(j.errors, 0);
     CHECK_EQ(j.admitted, 120);
     /* the first rate alone is the same key: it holds 120, not more */
-    rl_spec first = {.algorithm = a, .limit = 300, .period_ms = 60000};
+    rl_spec first = {.algorithm = a, .limit = 300, .period_ms = DAY};
     rl_request peek = {.name = "multi", .id = rl_algorithm_name(a), .spec = first, .permits = 1, .op = RL_OP_PEEK,
                        .now_ms = T0};
     rl_result r;
@@ -80,7 +87,7 @@ static void two_rates_under_load(rl_algorithm a)
 /* Acquire up to 7 from 16 threads: the grants add up to the limit exactly. */
 static void up_to_under_load(rl_algorithm a)
 {
-    rl_spec s = {.algorithm = a, .limit = 100, .period_ms = 60000};
+    rl_spec s = {.algorithm = a, .limit = 100, .period_ms = DAY};
     job j = {.req = {.name = "upto", .id = rl_algorithm_name(a), .spec = s, .permits = 7,
                      .op = RL_OP_ACQUIRE_UP_TO, .now_ms = T0},
              .calls = 5};
@@ -211,8 +218,8 @@ static void async_two_rates(void)
 {
     tally t = {0};
     rl_target target = {.fn = on_done, .ctx = &t};
-    rl_spec both = {.algorithm = RL_GCRA, .limit = 500, .period_ms = 60000, .more_count = 1,
-                    .more = {{.limit = 250, .period_ms = 3600000}}};
+    rl_spec both = {.algorithm = RL_GCRA, .limit = 500, .period_ms = DAY, .more_count = 1,
+                    .more = {{.limit = 250, .period_ms = WEEK}}};
     rl_request req = {.name = "async-multi", .id = "x", .spec = both, .permits = 2, .op = RL_OP_ACQUIRE_UP_TO,
                       .now_ms = T0};
     for (int i = 0; i < 2000; i++) CHECK_OK(rl_submit(client, &req, (uint64_t)i, &target));
