@@ -4,7 +4,8 @@ TLS (hiredis_ssl + OpenSSL) when hiredis is >= 1.0.
 
 hiredis: $RL_HIREDIS_PREFIX, else build/deps/hiredis (scripts/hiredis.sh),
 else pkg-config's; $HIREDIS_STATIC_LIB names pkg-config's libhiredis.a
-explicitly. RL_TLS=0 builds without TLS."""
+explicitly. Without TLS the build stops and says how to get it, unless
+RL_TLS=0 asks for a build without TLS."""
 import glob
 import os
 import re
@@ -36,6 +37,13 @@ def pkg_config(*args):
 INSTALL_HINT = ("install it: Debian/Ubuntu: apt-get install libhiredis-dev (and libssl-dev for TLS; on Debian "
                 "bookworm scripts/hiredis.sh builds hiredis 1.2 with TLS); Fedora: dnf install hiredis-devel "
                 "openssl-devel; macOS: brew install hiredis openssl")
+
+
+TLS_HINT = ("For TLS, provide hiredis >= 1.0 with hiredis_ssl and OpenSSL's headers (Debian 12: scripts/hiredis.sh "
+            "in the repository builds them into build/deps/hiredis, which this build then uses; Ubuntu 24.04, "
+            "Debian 13: apt-get install libhiredis-dev libssl-dev; Fedora: dnf install hiredis-devel openssl-devel; "
+            "macOS: brew install hiredis openssl) or install a ratelimit-core wheel (built with TLS). "
+            "To build without TLS on purpose: RL_TLS=0 pip install .")
 
 
 def env_off(name):
@@ -163,7 +171,12 @@ def find_hiredis():
                 cfg["include_dirs"] += openssl[0]
                 cfg["library_dirs"] += openssl[1]
                 cfg["libraries"] += ["ssl", "crypto"]
-        print("ratelimit: hiredis %s from %s (%s), %s" % (".".join(map(str, version)), origin, link, tls))
+        found = "hiredis %s from %s (%s), %s" % (".".join(map(str, version)), origin, link, tls)
+        if tls.startswith("no TLS") and not env_off("RL_TLS"):
+            # pip shows a build's output only when it fails: a warning would go
+            # unseen, and rediss:// would fail much later, far from the cause
+            sys.exit("ratelimit: " + found + ", so rediss:// URLs would not work. " + TLS_HINT)
+        print("ratelimit: " + found)
         return cfg
     sys.exit("ratelimit: hiredis not found; " + INSTALL_HINT)
 

@@ -358,9 +358,12 @@ static int tls_start(rl_client *c, rl_conn *conn, const char *host, const char *
 int rl_tls_setup(rl_client *c)
 {
     if (c->url.tls)
-        return rl_fail(RL_ERR_INVALID, "this build of ratelimit has no TLS (it was built against hiredis without "
-                       "hiredis_ssl); rebuild with hiredis >= 1.0 and OpenSSL (Debian/Ubuntu: libhiredis-dev >= 1.0, "
-                       "libssl-dev) to use rediss:// URLs");
+        return rl_fail(RL_ERR_INVALID,
+                       "this build of ratelimit has no TLS (built against hiredis without hiredis_ssl, or with "
+                       "RL_TLS=0), so rediss:// URLs cannot work: use a build with TLS (the ratelimit-core wheels and "
+                       "the jar have it), or rebuild from source with hiredis >= 1.0, hiredis_ssl and OpenSSL "
+                       "(Debian 12: scripts/hiredis.sh builds them; Ubuntu 24.04, Debian 13: apt-get install "
+                       "libhiredis-dev libssl-dev) and without RL_TLS=0 / -DRL_TLS=OFF");
     return RL_OK;
 }
 

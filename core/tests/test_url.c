@@ -143,6 +143,8 @@ static void test_options(void)
     } else {
         CHECK_EQ(rl_client_open(&c, "rediss://127.0.0.1:1", NULL), RL_ERR_INVALID);
         CHECK(strstr(rl_errmsg(), "no TLS") != NULL);
+        /* and names the way out */
+        CHECK(strstr(rl_errmsg(), "scripts/hiredis.sh") != NULL && strstr(rl_errmsg(), "RL_TLS") != NULL);
     }
     CHECK(c == NULL);
 }
