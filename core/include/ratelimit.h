@@ -96,7 +96,7 @@ typedef enum {
  * the fields you care about. Negative values are RL_ERR_INVALID. */
 typedef struct {
     int connect_timeout_ms; /* default 1000 */
-    int command_timeout_ms; /* default 1000; also bounds redirects and retries of one call */
+    int command_timeout_ms; /* default 1000; also the only bound on redirects and retries of one call */
     int pool_size;          /* connections per server, shared by all threads; default 8 */
     const char *key_prefix; /* default "rl"; copied by rl_client_open */
     rl_on_error on_error;   /* applies to rate-limit decisions; default RAISE */

@@ -411,26 +411,26 @@ static void handle_reply(rl_async *a, aconn *ac, areq *r, redisReply *reply)
         }
         return;
     }
-    if (++r->redirects > 16) {
-        rl_fail(RL_ERR_REDIS, "gave up after %d redirects and retries: %s", r->redirects - 1, reply->str);
-        rl_async_finish(a, r, RL_ERR_REDIS, NULL);
-        return;
-    }
+    snprintf(r->failure, sizeof r->failure, "%s", reply->str);
     if (kind == REPLY_MOVED) {
         rl_cluster_moved(a->client, slot, host[0] ? host : ac->node->host, port);
-        rl_async_dispatch(a, r);
     } else if (kind == REPLY_ASK) {
         if (!(r->ask = rl_node_for(a->client, host[0] ? host : ac->node->host, port))) {
             rl_async_finish(a, r, RL_ERR_NOMEM, NULL);
             return;
         }
-        rl_async_dispatch(a, r);
-    } else {
-        if (kind == REPLY_READONLY) rl_topology_suspect(a->client, ac->node);
-        r->pause_ms = r->pause_ms ? (r->pause_ms < 100 ? r->pause_ms * 2 : 100) : 5;
-        r->retry_at_ms = rl_monotonic_ms() + r->pause_ms;
-        list_push(&a->waiting, r);
+    } else if (kind == REPLY_READONLY) {
+        rl_topology_suspect(a->client, ac->node);
     }
+    /* at once, or on the timer (expire): the others on the connection go on */
+    r->pause_ms = rl_retry_pause_ms(r->pause_ms, ++r->redirects, kind != REPLY_MOVED && kind != REPLY_ASK);
+    if (r->pause_ms == 0) {
+        rl_async_dispatch(a, r);
+        return;
+    }
+    r->retry_at_ms = rl_monotonic_ms() + r->pause_ms;
+    if (r->retry_at_ms > r->deadline_ms) r->retry_at_ms = r->deadline_ms; /* times out on time */
+    list_push(&a->waiting, r);
 }
 
 static void read_replies(rl_async *a, aconn *ac)
@@ -533,8 +533,9 @@ static int64_t expire(rl_async *a, int64_t now)
     areq *r;
     while ((r = list_pop(&a->waiting))) {
         if (r->deadline_ms <= now) {
-            rl_fail(RL_ERR_TIMEOUT, "gave up after %d retries in %d ms", r->redirects,
-                    a->client->options.command_timeout_ms);
+            int timeout = a->client->options.command_timeout_ms;
+            rl_fail(RL_ERR_TIMEOUT, "gave up after %d redirects and retries in %lld ms (command timeout %d ms): %s",
+                    r->redirects, (long long)(now - (r->deadline_ms - timeout)), timeout, r->failure);
             rl_async_finish(a, r, RL_ERR_TIMEOUT, NULL);
         } else if (r->retry_at_ms <= now) {
             rl_async_dispatch(a, r);

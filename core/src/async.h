@@ -68,7 +68,7 @@ typedef struct areq {
     int redirects;
     int abandoned;        /* completed (timed out) while its reply is still due */
     int failed;           /* failed before it could be sent: completed with this status */
-    char failure[200];
+    char failure[200];    /* its message; or the last redirect or retry's reply */
 } areq;
 
 typedef struct {

@@ -297,8 +297,14 @@ void rl_cmd_script(rl_cmd *cmd, int script, int nkeys)
 
 /* ---- running commands ------------------------------------------------------- */
 
-/* Redirects and "not now" answers of one call, before it gives up. */
-#define MAX_REDIRECTS 16
+/* Routes that changed while connecting failed, before a call gives up. */
+#define MAX_REROUTES 16
+
+int64_t rl_retry_pause_ms(int64_t previous_ms, int tries, int later)
+{
+    if (!later && tries <= RL_FREE_REDIRECTS) return 0;
+    return previous_ms <= 0 ? 5 : previous_ms < 50 ? previous_ms * 2 : 100;
+}
 
 int rl_reply_is_noscript(const redisReply *r)
 {
@@ -452,9 +458,9 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
     char *asking = small_asking, *done = small_done;
     rl_node **ask = small_ask;
     size_t pending = n;
-    int rc = RL_OK, redirects = 0;
+    int rc = RL_OK, redirects = 0, redirected_rounds = 0, reroutes = 0;
     /* read_by: every reply of this call, from its first send on (send_and_read) */
-    int64_t deadline, read_by = 0, pause_ms = 5;
+    int64_t start, deadline, read_by = 0, pause_ms = 0;
     char last[200] = "";
 
     if (!c) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
@@ -476,7 +482,8 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
     memset(done, 0, n);
     for (size_t i = 0; i < n; i++) ask[i] = NULL;
     rl_forget_parent_connections(c);
-    deadline = rl_monotonic_ms() + c->options.command_timeout_ms;
+    start = rl_monotonic_ms();
+    deadline = start + c->options.command_timeout_ms;
 
     while (pending > 0) {
         rl_node *target = NULL, *node;
@@ -498,7 +505,7 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
                 rl_node *again;
                 rl_topology_suspect(c, target);
                 if (!ask[idx[0]] && rl_monotonic_ms() < deadline && rl_route(c, cmds[idx[0]].slot, &again) == RL_OK &&
-                    again != target && ++redirects <= MAX_REDIRECTS) {
+                    again != target && ++reroutes <= MAX_REROUTES) {
                     rc = RL_OK;
                     continue;
                 }
@@ -513,7 +520,7 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
             if (rc == RL_ERR_CONNECTION) rl_topology_suspect(c, target);
             goto out;
         }
-        int later = 0;
+        int later = 0, redirected = 0;
         for (size_t k = 0; k < m; k++) {
             size_t i = idx[k];
             char host[256];
@@ -529,6 +536,7 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
             freeReplyObject(replies[i]);
             replies[i] = NULL;
             redirects++;
+            redirected = 1;
             if (kind == REPLY_MOVED) {
                 rl_cluster_moved(c, slot, host[0] ? host : target->host, port);
             } else if (kind == REPLY_ASK) {
@@ -543,15 +551,16 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
         }
         if (pending == 0) break;
         int64_t left = deadline - rl_monotonic_ms();
-        if (left <= 0 || redirects > MAX_REDIRECTS * (int)(n < 64 ? n : 64)) {
-            rc = rl_fail(left <= 0 ? RL_ERR_TIMEOUT : RL_ERR_REDIS, "gave up after %d redirects and retries in %d ms: %s",
-                         redirects, c->options.command_timeout_ms, last);
-            goto out;
-        }
-        if (later) {
+        if (redirected && left > 0 && (pause_ms = rl_retry_pause_ms(pause_ms, ++redirected_rounds, later)) > 0) {
             struct timespec ts = {0, (long)(pause_ms < left ? pause_ms : left) * 1000000L};
             nanosleep(&ts, NULL);
-            if (pause_ms < 100) pause_ms *= 2;
+        }
+        /* nothing is sent past the deadline (it could only time out, unknown) */
+        int64_t now = rl_monotonic_ms();
+        if (now >= deadline) {
+            rc = rl_fail(RL_ERR_TIMEOUT, "gave up after %d redirects and retries in %lld ms (command timeout %d ms): %s",
+                         redirects, (long long)(now - start), c->options.command_timeout_ms, last);
+            goto out;
         }
     }
     for (size_t i = 0; i < n; i++) {

@@ -254,6 +254,14 @@ typedef enum { REPLY_FINAL, REPLY_MOVED, REPLY_ASK, REPLY_LATER, REPLY_READONLY 
 reply_kind rl_classify_reply(const rl_client *c, const redisReply *r, int *slot, char *host, size_t host_size,
                              int *port);
 int rl_reply_is_noscript(const redisReply *r);
+/* The pause before sending again a command redirected (MOVED, ASK) or told
+ * "not now" (later: TRYAGAIN, CLUSTERDOWN, LOADING...) for the tries-th time,
+ * previous_ms being the last pause: redirects are followed at once
+ * RL_FREE_REDIRECTS times (a slot moved), then both pause 5 ms, doubling up
+ * to 100 ms, until the command timeout runs out (the last step of a
+ * migration, where two masters redirect to each other; a failover). */
+#define RL_FREE_REDIRECTS 3
+int64_t rl_retry_pause_ms(int64_t previous_ms, int tries, int later);
 
 /* decisions, shared by rl_execute and rl_submit (limiter.c) */
 int rl_validate_request(const rl_request *req);

@@ -481,22 +481,30 @@ static void test_sentinel_failover(void)
     rl_client_close(c);
 }
 
+/* A load on name's id "hot" (a fixed window of limit per hour); returns its
+ * cluster slot. */
+static int hot_key_load(load *l, rl_client *c, const char *name, int64_t limit)
+{
+    char key[256];
+    memset(l, 0, sizeof *l);
+    l->client = c;
+    l->name = name;
+    l->spec = (rl_spec){.algorithm = RL_FIXED_WINDOW, .limit = limit, .period_ms = 3600000, .burst = 0};
+    int len = rl_key(c, name, "hot", RL_FIXED_WINDOW, key, sizeof key);
+    return rl_key_slot(key, (size_t)len);
+}
+
 static void test_cluster_under_change(void)
 {
     rl_options o = RL_OPTIONS_INIT;
     o.command_timeout_ms = 2000;
     o.reconnect_max_ms = 200;
     rl_client *c = open_url(env("RL_TEST_CLUSTER_URL"), &o);
-    char name[64], key[256], out[512] = "", call[2048];
+    char name[64], out[512] = "", call[2048];
     snprintf(name, sizeof name, "reshard-%lld", (long long)now_ms());
     load l;
-    memset(&l, 0, sizeof l);
-    l.client = c;
-    l.name = name;
     /* a limit the load reaches while the slot moves and its master fails over */
-    l.spec = (rl_spec){.algorithm = RL_FIXED_WINDOW, .limit = 60000, .period_ms = 3600000, .burst = 0};
-    int len = rl_key(c, name, "hot", RL_FIXED_WINDOW, key, sizeof key);
-    int slot = rl_key_slot(key, (size_t)len);
+    int slot = hot_key_load(&l, c, name, 60000);
     pthread_t threads[4];
     start_load(&l, threads, 4);
     sleep_ms(200);
@@ -524,15 +532,109 @@ static void test_cluster_under_change(void)
     rl_client_close(c);
 }
 
+/* Submits one key's decisions from its own thread, up to 32 in flight. */
+typedef struct {
+    rl_client *client;
+    const rl_request *req;
+    volatile int stop;
+    long calls, admitted, errors;
+    char error[256];
+} async_load;
+
+static void *async_load_run(void *arg)
+{
+    async_load *l = arg;
+    rl_completions *cq;
+    rl_completion done[32];
+    long in_flight = 0;
+    if (rl_completions_open(&cq)) return NULL;
+    rl_target target = {NULL, NULL, cq};
+    while (!l->stop || in_flight > 0) {
+        while (!l->stop && in_flight < 32) {
+            if (rl_submit(l->client, l->req, 0, &target) != RL_OK) {
+                l->errors++;
+                snprintf(l->error, sizeof l->error, "submit: %s", rl_errmsg());
+                break;
+            }
+            in_flight++;
+        }
+        size_t got = drain_completions(cq, done, 1, 5000);
+        got += rl_completions_take(cq, done + got, 32 - got);
+        if (got == 0) break; /* 5 s without a completion: counted as lost below */
+        for (size_t i = 0; i < got; i++) {
+            in_flight--;
+            l->calls++;
+            if (done[i].status != RL_OK) {
+                l->errors++;
+                snprintf(l->error, sizeof l->error, "%d %s", done[i].status, done[i].error);
+            } else if (done[i].result.allowed) {
+                l->admitted++;
+            }
+        }
+    }
+    l->errors += in_flight;
+    rl_completions_close(cq);
+    return NULL;
+}
+
+/* The last step of a slot migration done source first (older redis-cli
+ * --cluster, redis-trib): the source already redirects to the destination,
+ * which still redirects back, here for 300 ms. Blocking and asynchronous
+ * calls ride it out: no error, every decision counted once. */
+static void test_cluster_source_first(void)
+{
+    rl_options o = RL_OPTIONS_INIT;
+    rl_client *c = open_url(env("RL_TEST_CLUSTER_URL"), &o);
+    char name[64], out[512] = "", call[2048];
+    snprintf(name, sizeof name, "pingpong-%lld", (long long)now_ms());
+    load l;
+    int slot = hot_key_load(&l, c, name, 1000000);
+    rl_request req = {.name = name, .id = "hot", .spec = l.spec, .permits = 1, .op = RL_OP_ACQUIRE};
+    async_load al = {.client = c, .req = &req};
+    pthread_t threads[2], async_thread;
+    start_load(&l, threads, 2);
+    pthread_create(&async_thread, NULL, async_load_run, &al);
+    sleep_ms(200);
+    int64_t t = now_ms();
+    snprintf(call, sizeof call, "cluster_move_slot(\"%s\", %d, source_first=True, hold_ms=300)", topo_dir, slot);
+    CHECK_EQ(topology_call(call, out, sizeof out), 0);
+    printf("  moved slot %d source first, 300 ms of MOVED ping-pong (from, to): %s in %lld ms\n", slot, out,
+           (long long)(now_ms() - t));
+    l.mark = 1;
+    sleep_ms(300);
+    al.stop = 1;
+    stop_load(&l, threads, 2);
+    pthread_join(async_thread, NULL);
+    printf("  blocking: %ld calls, %ld errors; async: %ld calls, %ld errors\n", l.calls, l.conn_errors + l.other_errors,
+           al.calls, al.errors);
+    if (l.other_errors) fprintf(stderr, "  blocking error: %s\n", l.other);
+    if (al.errors) fprintf(stderr, "  async error: %s\n", al.error);
+    CHECK_EQ(l.conn_errors, 0);
+    CHECK_EQ(l.other_errors, 0);
+    CHECK_EQ(al.errors, 0);
+    CHECK(l.ok_after_mark > 0);
+    /* each call counted once, in the moved slot */
+    CHECK_EQ(l.admitted, l.calls);
+    CHECK_EQ(al.admitted, al.calls);
+    rl_result r;
+    CHECK_OK(rl_peek(c, name, "hot", &l.spec, 1, &r));
+    CHECK_EQ(r.remaining, 1000000 - l.admitted - al.admitted);
+    rl_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: test_topology REPO_ROOT TOPOLOGY_DIR\n");
+        fprintf(stderr, "usage: test_topology REPO_ROOT TOPOLOGY_DIR [source-first]\n");
         return 2;
     }
     repo_root = argv[1];
     snprintf(topo_dir, sizeof topo_dir, "%s", getenv("RL_TEST_TOPOLOGY_DIR") ? getenv("RL_TEST_TOPOLOGY_DIR") : argv[2]);
     load_env(topo_dir);
+    if (argc > 3 && !strcmp(argv[3], "source-first")) { /* one test, by hand */
+        test_cluster_source_first();
+        return test_summary("topology");
+    }
     if (rl_has_tls()) {
         suite("tls", env("RL_TEST_TLS_URL"), NULL);
         test_tls_checks();
@@ -544,5 +646,6 @@ int main(int argc, char **argv)
     suite("cluster", env("RL_TEST_CLUSTER_URL"), NULL);
     test_sentinel_failover();
     test_cluster_under_change();
+    test_cluster_source_first();
     return test_summary("topology");
 }

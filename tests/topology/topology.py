@@ -991,12 +991,16 @@ def cluster_slot_owner(where: "str | os.PathLike | Topology | None", slot: int) 
 
 
 def cluster_move_slot(where: "str | os.PathLike | Topology | None", slot: int,
-                      to_port: int | None = None, timeout: float = 30.0) -> tuple[int, int]:
+                      to_port: int | None = None, timeout: float = 30.0,
+                      source_first: bool = False, hold_ms: int = 0) -> tuple[int, int]:
     """Moves one slot and its keys to another master (to_port, default the next
     master by port) with the manual resharding procedure: SETSLOT IMPORTING /
     MIGRATING, GETKEYSINSLOT + MIGRATE ... KEYS until empty, then SETSLOT NODE on
     every master. Safe while clients write to the slot (they get ASK/MOVED).
-    Returns (source port, destination port) once every node agrees."""
+    source_first tells the source before the destination (older redis-cli
+    --cluster, redis-trib): until the destination hears, the two answer each
+    other's MOVED; hold_ms keeps that window open. Returns (source port,
+    destination port) once every node agrees."""
     topo = _topology(where)
     ports = topo.cluster_ports
     deadline = time.monotonic() + timeout
@@ -1025,7 +1029,8 @@ def cluster_move_slot(where: "str | os.PathLike | Topology | None", slot: int,
                     raise TopologyError(f"slot {slot} did not drain")
 
     drain()
-    call(dst, "CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+    if not source_first:
+        call(dst, "CLUSTER", "SETSLOT", slot, "NODE", dst_id)
     while True:
         try:
             call(src, "CLUSTER", "SETSLOT", slot, "NODE", dst_id)
@@ -1034,6 +1039,9 @@ def cluster_move_slot(where: "str | os.PathLike | Topology | None", slot: int,
             if "hold keys" not in str(e) or time.monotonic() > deadline:
                 raise
             drain()
+    if source_first:
+        time.sleep(hold_ms / 1000)   # src says MOVED dst, dst (importing) says MOVED src
+        call(dst, "CLUSTER", "SETSLOT", slot, "NODE", dst_id)
     for m in masters:
         if m not in (src, dst):
             call(m, "CLUSTER", "SETSLOT", slot, "NODE", dst_id)
@@ -1097,6 +1105,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("dir")
     p.add_argument("slot", type=int)
     p.add_argument("--to", type=int, default=None)
+    p.add_argument("--source-first", action="store_true", help="tell the source first (MOVED ping-pong)")
+    p.add_argument("--hold-ms", type=int, default=0, help="with --source-first: how long the ping-pong lasts")
     p = sub.add_parser("cluster-failover", help="prints: old-master-port new-master-port")
     p.add_argument("dir")
     p.add_argument("master_port", type=int)
@@ -1131,7 +1141,7 @@ def main(argv: list[str] | None = None) -> int:
         elif a.cmd == "sentinel-failover":
             print(*sentinel_failover(a.dir))
         elif a.cmd == "cluster-move-slot":
-            print(*cluster_move_slot(a.dir, a.slot, a.to))
+            print(*cluster_move_slot(a.dir, a.slot, a.to, source_first=a.source_first, hold_ms=a.hold_ms))
         elif a.cmd == "cluster-failover":
             print(*cluster_failover(a.dir, a.master_port))
         elif a.cmd == "key-slot":

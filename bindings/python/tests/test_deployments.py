@@ -1,8 +1,12 @@
 """Sentinel and Cluster URLs against real deployments: limits hold exactly,
 semaphores and locks work, many threads share one key exactly."""
 import asyncio
+import re
+import sys
 import threading
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +146,100 @@ def test_keys_use_one_hash_tag_per_entity(client, topology_url):
     lim = client.limiter("tagged", "5/10s", algorithm="gcra")
     key = lim.key("user-1")
     assert "{tagged:user-1}" in key
+
+
+def test_slot_migration_told_source_first(cluster_url, topologies):
+    # the last step of a migration done source first (older redis-cli
+    # --cluster, redis-trib): the source redirects to the destination, which
+    # redirects back until it hears, here for 300 ms. Blocking and asyncio
+    # calls ride it out: no error, no fallback, each decision counted once.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "topology"))
+    import topology as T
+    where = topologies.get("cluster")["RL_TEST_TOPOLOGY_DIR"]
+    limit = 1000000
+    with ratelimit.Client(cluster_url, timeout=1.0) as client:
+        key_name = name("pingpong")
+        lim = client.limiter(key_name, "%d/hour" % limit, algorithm="fixed_window")
+        slot = T.key_slot(lim.key("hot"))
+        admitted, calls, errors, stop = [0], [0], [], threading.Event()
+
+        def count(results):
+            for r in results:
+                assert not r.fallback, r
+                admitted[0] += bool(r)
+                calls[0] += 1
+
+        def blocking():
+            try:
+                while not stop.is_set():
+                    count([lim.acquire("hot")])
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        async def in_flight():
+            async with await aio.AsyncClient.connect(cluster_url, timeout=1.0) as ac:
+                alim = ac.limiter(key_name, "%d/hour" % limit, algorithm="fixed_window")
+                while not stop.is_set():
+                    count(await asyncio.gather(*(alim.acquire("hot") for _ in range(32))))
+
+        def asynchronous():
+            try:
+                asyncio.run(in_flight())
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        # peeks (they consume nothing) with a timeout shorter than the window:
+        # they give up when it really runs out, and say so
+        short = ratelimit.Client(cluster_url, timeout=0.2)
+        short_lim = short.limiter(key_name, "%d/hour" % limit, algorithm="fixed_window")
+        gave_up = []
+
+        def impatient():
+            while not stop.is_set():
+                try:
+                    short_lim.peek("hot")
+                except ratelimit.Timeout as e:
+                    gave_up.append(str(e))
+                except Exception as e:  # noqa: BLE001
+                    errors.append(e)
+
+        workers = [threading.Thread(target=blocking) for _ in range(2)] + [
+            threading.Thread(target=asynchronous), threading.Thread(target=impatient)]
+        for w in workers:
+            w.start()
+        src = T.cluster_slot_owner(where, slot)
+        moved = []
+        mover = threading.Thread(target=lambda: moved.append(
+            T.cluster_move_slot(where, slot, source_first=True, hold_ms=300)))
+        try:
+            time.sleep(0.2)
+            mover.start()
+            # the window is real: each master sends the key to the other
+            key, pingpong, deadline = lim.key("hot"), False, time.monotonic() + 10
+            while mover.is_alive() and not pingpong and time.monotonic() < deadline:
+                try:
+                    T.call(src, "GET", key)
+                except T.ReplyError as e:
+                    if not str(e).startswith("MOVED"):
+                        continue  # ASK while the keys migrate
+                    dst = int(str(e).rsplit(":", 1)[1])
+                    try:
+                        T.call(dst, "GET", key)
+                    except T.ReplyError as back:
+                        pingpong = str(back).startswith("MOVED") and str(back).endswith(":%d" % src)
+            mover.join(30)
+            time.sleep(0.3)
+        finally:
+            stop.set()
+            for w in workers:
+                w.join(30)
+        short.close()
+        assert moved and pingpong
+        assert not errors, errors[:3]
+        assert gave_up
+        for message in gave_up:
+            m = re.fullmatch(r"gave up after (\d+) redirects and retries in (\d+) ms \(command timeout 200 ms\): "
+                             r"MOVED %d 127\.0\.0\.1:\d+" % slot, message)
+            assert m and int(m[1]) > 3 and int(m[2]) >= 200, message
+        assert calls[0] > 0 and admitted[0] == calls[0]
+        assert lim.peek("hot").remaining == limit - admitted[0]
