@@ -140,7 +140,6 @@ struct rl_async {
     areq_list unrouted; /* waiting for a discovery */
     int discovering;    /* a discovery is with the dialer */
     int64_t discover_after_ms;
-    unsigned long generation; /* the fork generation that owns the thread */
     /* the dialer; jobs and results guarded by mutex */
     pthread_t dialer;
     pthread_cond_t dial_wanted;
@@ -179,7 +178,7 @@ int64_t rl_wait_expire(rl_async *a, int64_t now);
 void rl_wait_read(rl_async *a, aconn *ac);
 void rl_wait_sub_send(rl_async *a, aconn *ac, achannel *ch, int on);
 void rl_wait_sub_lost(rl_async *a, aconn *ac);
-/* Dials nobody will use any more (closing, or a forked child). */
+/* Dials nobody will use any more (closing). */
 void rl_async_free_dials(rl_async *a);
 
 #endif

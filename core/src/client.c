@@ -120,8 +120,6 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
     pthread_mutex_init(&c->topology, NULL);
     pthread_cond_init(&c->discovered, NULL);
     c->options = *options;
-    c->pid = getpid();
-    c->generation = rl_fork_generation();
     c->prefix = strdup(options->key_prefix);
     c->options.key_prefix = c->prefix;
     c->configs = rl_config_cache_new();
@@ -168,6 +166,7 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
         free_client(c);
         return rc;
     }
+    rl_fork_track_client(c);
     rl_clear_error();
     *out = c;
     return RL_OK;
@@ -176,6 +175,7 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
 void rl_client_close(rl_client *client)
 {
     if (!client) return;
+    rl_fork_untrack(&client->fork_hooks);
     rl_async_stop(client);
     free_client(client);
 }
@@ -481,7 +481,6 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
     memset(asking, 0, n);
     memset(done, 0, n);
     for (size_t i = 0; i < n; i++) ask[i] = NULL;
-    rl_forget_parent_connections(c);
     start = rl_monotonic_ms();
     deadline = start + c->options.command_timeout_ms;
 

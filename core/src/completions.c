@@ -1,6 +1,7 @@
 /* Completion queues: where the I/O thread leaves finished requests for an
  * event loop, which watches one eventfd (see rl_completions in ratelimit.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,12 +11,41 @@
 #include "internal.h"
 
 struct rl_completions {
+    rl_fork_hooks fork_hooks; /* first: the hooks' self is the queue */
     pthread_mutex_t mutex;
     rl_completion *items;
     size_t head, count, cap;
     int fd;
     int signalled; /* the fd holds a wake-up nobody took yet */
 };
+
+static void queue_lock(rl_fork_hooks *h)
+{
+    pthread_mutex_lock(&((rl_completions *)h)->mutex);
+}
+
+static void queue_unlock(rl_fork_hooks *h)
+{
+    pthread_mutex_unlock(&((rl_completions *)h)->mutex);
+}
+
+/* In a forked child: the eventfd is shared with the parent, whose takes
+ * would swallow the child's wake-ups and the child's the parent's. A new
+ * one takes the same number, so an event loop's registration stays valid.
+ * What the queue held at the fork stays; what the parent's requests still
+ * in flight complete goes to the parent only. */
+static void queue_start_afresh(rl_fork_hooks *h)
+{
+    rl_completions *q = (rl_completions *)h;
+    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd >= 0) {
+        if (dup2(fd, q->fd) >= 0) fcntl(q->fd, F_SETFD, FD_CLOEXEC);
+        close(fd);
+        uint64_t one = 1;
+        q->signalled = q->count > 0 && write(q->fd, &one, sizeof one) == sizeof one;
+    }
+    queue_unlock(h);
+}
 
 int rl_completions_open(rl_completions **out)
 {
@@ -29,6 +59,10 @@ int rl_completions_open(rl_completions **out)
         return rl_fail(RL_ERR_NOMEM, "eventfd: %s", strerror(errno));
     }
     pthread_mutex_init(&q->mutex, NULL);
+    q->fork_hooks.lock = queue_lock;
+    q->fork_hooks.unlock = queue_unlock;
+    q->fork_hooks.start_afresh = queue_start_afresh;
+    rl_fork_track(&q->fork_hooks);
     *out = q;
     return RL_OK;
 }
@@ -80,6 +114,7 @@ size_t rl_completions_take(rl_completions *q, rl_completion *out, size_t max)
 void rl_completions_close(rl_completions *q)
 {
     if (!q) return;
+    rl_fork_untrack(&q->fork_hooks);
     close(q->fd);
     free(q->items);
     pthread_mutex_destroy(&q->mutex);

@@ -60,6 +60,17 @@ void rl_config_cache_free(rl_config_cache *cache)
     free(cache);
 }
 
+/* Around fork (fork.c): the cache is consistent in the child, and kept. */
+void rl_config_cache_lock(rl_config_cache *cache)
+{
+    pthread_mutex_lock(&cache->mutex);
+}
+
+void rl_config_cache_unlock(rl_config_cache *cache)
+{
+    pthread_mutex_unlock(&cache->mutex);
+}
+
 /* Copies the cached answer for name into *found / *spec; returns 1 when
  * there is one no older than max_age_ms (any age when max_age_ms < 0). */
 static int cache_get(rl_config_cache *cache, const char *name, int64_t max_age_ms, int *found, rl_spec *spec)

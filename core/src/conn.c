@@ -2,7 +2,6 @@
  * I/O, the pool per server, and pacing reconnects while a server is down. */
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,6 +381,15 @@ void rl_conn_close(rl_conn *conn)
     free(conn);
 }
 
+void rl_conn_abandon(rl_conn *conn)
+{
+    /* OpenSSL's locks may be held by a thread that did not come along: a TLS
+     * connection is left unfreed. Closing our copy of the socket leaves the
+     * parent's open. */
+    if (conn->ssl) close(conn->ctx->fd);
+    else rl_conn_close(conn);
+}
+
 int rl_conn_open_data(rl_client *c, rl_node *node, rl_conn **out)
 {
     return rl_conn_open(c, node, c->url.password, c->url.user, c->url.db, out);
@@ -517,60 +525,6 @@ void rl_node_free(rl_node *node)
     free(node);
 }
 
-/* A child process must not talk on its parent's sockets (gunicorn,
- * multiprocessing): the first call after fork() forgets them. */
-/* Bumped in every child process, so the common case (no fork since the
- * client last looked) costs a load, not a getpid system call. */
-static unsigned long fork_generation;
-static pthread_once_t fork_hook_once = PTHREAD_ONCE_INIT;
-
-static void on_fork_child(void)
-{
-    __atomic_add_fetch(&fork_generation, 1, __ATOMIC_RELEASE);
-}
-
-static void install_fork_hook(void)
-{
-    pthread_atfork(NULL, NULL, on_fork_child);
-}
-
-unsigned long rl_fork_generation(void)
-{
-    pthread_once(&fork_hook_once, install_fork_hook);
-    return __atomic_load_n(&fork_generation, __ATOMIC_ACQUIRE);
-}
-
-void rl_forget_parent_connections(rl_client *c)
-{
-    unsigned long generation = __atomic_load_n(&fork_generation, __ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&c->generation, __ATOMIC_ACQUIRE) == generation) return;
-    pid_t me = getpid();
-    pid_t seen = __atomic_load_n(&c->pid, __ATOMIC_ACQUIRE);
-    if (seen == me) return;
-    if (seen != 0 && __atomic_compare_exchange_n(&c->pid, &seen, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-        /* the parent's threads may have held the mutexes at fork time */
-        pthread_mutex_init(&c->topology, NULL);
-        pthread_cond_init(&c->discovered, NULL);
-        for (int n = 0; n < c->node_count; n++) {
-            rl_node *node = c->nodes[n];
-            pthread_mutex_init(&node->mutex, NULL);
-            pthread_cond_init(&node->available, NULL);
-            /* closing the child's copies of the sockets leaves the parent's open;
-             * no TLS goodbye is sent (redisFree never shuts a session down) */
-            for (int i = 0; i < node->idle_count; i++) rl_conn_close(node->idle[i]);
-            node->idle_count = 0;
-            node->open_count = 0;
-            node->backoff.probing = 0;
-        }
-        c->discovery.probing = 0;
-        __atomic_store_n(&c->pid, me, __ATOMIC_RELEASE);
-        __atomic_store_n(&c->generation, generation, __ATOMIC_RELEASE);
-        return;
-    }
-    while (__atomic_load_n(&c->pid, __ATOMIC_ACQUIRE) != me) sched_yield();
-    __atomic_store_n(&c->generation, generation, __ATOMIC_RELEASE);
-}
-
 struct timespec rl_realtime_after(int ms)
 {
     struct timespec t;
@@ -600,7 +554,6 @@ int rl_conn_get(rl_client *c, rl_node *node, rl_conn **out)
 {
     rl_conn *conn = NULL;
     int rc;
-    rl_forget_parent_connections(c);
     pthread_mutex_lock(&node->mutex);
     if ((rc = wait_for_slot(c, node))) {
         pthread_mutex_unlock(&node->mutex);

@@ -83,7 +83,23 @@ struct rl_node {
 
 typedef struct rl_async rl_async;
 
+/* ---- fork safety (fork.c) ---- */
+
+/* What a tracked object does around fork(): lock takes every lock it has
+ * (before the fork), unlock releases them (in the parent), start_afresh
+ * releases them and drops what the child cannot use (in the child). */
+typedef struct rl_fork_hooks {
+    struct rl_fork_hooks *prev, *next;
+    void (*lock)(struct rl_fork_hooks *self);
+    void (*unlock)(struct rl_fork_hooks *self);
+    void (*start_afresh)(struct rl_fork_hooks *self);
+} rl_fork_hooks;
+void rl_fork_track(rl_fork_hooks *hooks);
+void rl_fork_untrack(rl_fork_hooks *hooks);
+void rl_fork_track_client(rl_client *client);
+
 struct rl_client {
+    rl_fork_hooks fork_hooks; /* first: the hooks' self is the client */
     rl_url url; /* TLS fields merged with the options */
     rl_options options;
     char *prefix;
@@ -99,8 +115,6 @@ struct rl_client {
     rl_backoff discovery;   /* sentinel / cluster: asking where the masters are */
     int64_t refresh_due_ms; /* cluster: refresh the slot map at or after this (0 = not due) */
     int next_sentinel;      /* the sentinel that answered last is asked first */
-    pid_t pid;              /* a forked child drops the parent's connections */
-    unsigned long generation; /* rl_fork_generation() when pid was last checked */
     rl_async *async;        /* the I/O thread, started by the first rl_submit */
     struct rl_stats *stats; /* metrics (stats.c): made by the first counted decision */
     struct rl_config_cache *configs; /* stored specs (config.c) */
@@ -112,6 +126,8 @@ struct rl_client {
 typedef struct rl_config_cache rl_config_cache;
 rl_config_cache *rl_config_cache_new(void);
 void rl_config_cache_free(rl_config_cache *cache);
+void rl_config_cache_lock(rl_config_cache *cache);
+void rl_config_cache_unlock(rl_config_cache *cache);
 /* The spec stored for name (cached for config_refresh_ms); RL_ERR_INVALID
  * when none is stored. */
 int rl_config_resolve(rl_client *client, const char *name, rl_spec *out);
@@ -170,10 +186,10 @@ int rl_conn_buffer_read(rl_conn *conn);
 int rl_conn_error(rl_conn *conn, const char *what);
 int rl_tls_setup(rl_client *client);
 void rl_tls_free(rl_client *client);
-void rl_forget_parent_connections(rl_client *client);
-/* Counts forks (pthread_atfork): a cheap "are we still the same process". */
-unsigned long rl_fork_generation(void);
 void rl_node_free(rl_node *node);
+/* In a forked child: what the parent's threads left (fork.c) */
+void rl_conn_abandon(rl_conn *conn);
+void rl_async_abandon(rl_client *client);
 
 /* ---- topology (topology.c): where a command goes ---- */
 

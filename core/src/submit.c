@@ -15,7 +15,6 @@ static int async_start(rl_client *c)
     rl_async *a = calloc(1, sizeof *a);
     if (!a) return rl_fail(RL_ERR_NOMEM, "out of memory");
     a->client = c;
-    a->generation = rl_fork_generation();
     pthread_mutex_init(&a->mutex, NULL);
     pthread_cond_init(&a->dial_wanted, NULL);
     a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -44,12 +43,6 @@ static int async_start(rl_client *c)
     return RL_OK;
 }
 
-static void free_list(areq_list *l)
-{
-    areq *r;
-    while ((r = list_pop(l))) rl_async_req_free(r);
-}
-
 static void free_conns(rl_async *a)
 {
     for (int i = 0; i < a->nconns; i++) {
@@ -66,35 +59,22 @@ static void free_conns(rl_async *a)
     free(a->cancels);
 }
 
-/* In a forked child: the parent's I/O threads did not come along. Close our
- * copies of their descriptors and free the memory; complete nothing (those
- * requests are the parent's) and touch no mutex (one may be held forever). */
-static void async_forget(rl_async *a)
+/* In a forked child (fork.c): the parent's I/O threads did not come along
+ * and may have been changing anything of theirs. Close our copies of the
+ * descriptors that never change; leak the rest unread. */
+void rl_async_abandon(rl_client *c)
 {
-    free_list(&a->submitted);
-    free_list(&a->waiting);
-    free_list(&a->unrouted);
-    free_list(&a->sleepers);
-    for (int i = 0; i < a->nconns; i++) {
-        free_list(&a->conns[i]->inflight);
-        free_list(&a->conns[i]->pending);
-    }
-    free_conns(a);
-    rl_async_free_dials(a);
+    rl_async *a = c->async;
+    if (!a) return;
     close(a->wake_fd);
     close(a->epoll_fd);
-    free(a);
+    c->async = NULL;
 }
 
 void rl_async_stop(rl_client *c)
 {
     rl_async *a = c->async;
     if (!a) return;
-    if (a->generation != rl_fork_generation()) {
-        async_forget(a);
-        __atomic_store_n(&c->async, NULL, __ATOMIC_RELEASE);
-        return;
-    }
     pthread_mutex_lock(&a->mutex);
     a->closing = 1;
     pthread_mutex_unlock(&a->mutex);
@@ -138,15 +118,10 @@ static int queue_request(rl_client *c, areq *r, int build_rc)
     }
     r->deadline_ms = rl_monotonic_ms() + c->options.command_timeout_ms;
 
-    /* the common case takes no lock: the threads run and this is their process */
-    unsigned long generation = rl_fork_generation();
+    /* the common case takes no lock: the threads run */
     rl_async *a = __atomic_load_n(&c->async, __ATOMIC_ACQUIRE);
-    if (!a || a->generation != generation) {
+    if (!a) {
         pthread_mutex_lock(&c->topology);
-        if (c->async && c->async->generation != generation) { /* forked: the threads stayed with the parent */
-            async_forget(c->async);
-            __atomic_store_n(&c->async, NULL, __ATOMIC_RELEASE);
-        }
         if (!c->async && (rc = async_start(c))) {
             pthread_mutex_unlock(&c->topology);
             rl_async_req_free(r);
@@ -311,7 +286,7 @@ int rl_cancel(rl_client *c, uint64_t tag)
     rl_clear_error();
     if (!c) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
     rl_async *a = __atomic_load_n(&c->async, __ATOMIC_ACQUIRE);
-    if (!a || a->generation != rl_fork_generation()) return RL_OK; /* nothing submitted here */
+    if (!a) return RL_OK; /* nothing submitted here */
     pthread_mutex_lock(&a->mutex);
     if (a->closing) {
         pthread_mutex_unlock(&a->mutex);

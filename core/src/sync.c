@@ -83,7 +83,6 @@ static int subscribe(rl_client *client, const char *channel, rl_conn **out)
     rl_conn *sub;
     redisReply *r;
     int rc;
-    rl_forget_parent_connections(client);
     if ((rc = rl_route(client, rl_key_slot(channel, strlen(channel)), &node)) ||
         (rc = rl_conn_open_data(client, node, &sub)))
         return rc;
