@@ -29,6 +29,7 @@ static int same_url(const rl_url *a, const rl_url *b)
         if (strcmp(a->addrs[i].host, b->addrs[i].host) || a->addrs[i].port != b->addrs[i].port) return 0;
     return same_str(a->unix_path, b->unix_path) && same_str(a->user, b->user) && same_str(a->password, b->password) &&
            same_str(a->service, b->service) && same_str(a->sentinel_password, b->sentinel_password) &&
+           same_str(a->sentinel_user, b->sentinel_user) &&
            same_str(a->tls_ca_file, b->tls_ca_file) && same_str(a->tls_cert_file, b->tls_cert_file) &&
            same_str(a->tls_key_file, b->tls_key_file);
 }
@@ -125,6 +126,7 @@ static char *unparse(const rl_url *u)
     put_opt(&b, &first, "ssl_ca_certs", u->tls_ca_file);
     put_opt(&b, &first, "ssl_certfile", u->tls_cert_file);
     put_opt(&b, &first, "ssl_keyfile", u->tls_key_file);
+    put_opt(&b, &first, "sentinel_username", u->sentinel_user);
     put_opt(&b, &first, "sentinel_password", u->sentinel_password);
     return b.s;
 }
@@ -132,8 +134,9 @@ static char *unparse(const rl_url *u)
 static void check_parsed(const char *url, const rl_url *u)
 {
     size_t url_len = strlen(url);
-    const char *fields[] = {u->unix_path,         u->user,        u->password,      u->service,
-                            u->sentinel_password, u->tls_ca_file, u->tls_cert_file, u->tls_key_file};
+    const char *fields[] = {u->unix_path,     u->user,           u->password,      u->service,
+                            u->sentinel_user, u->sentinel_password, u->tls_ca_file, u->tls_cert_file,
+                            u->tls_key_file};
     FUZZ_CHECK(u->mode == RL_MODE_STANDALONE || u->mode == RL_MODE_SENTINEL || u->mode == RL_MODE_CLUSTER);
     FUZZ_CHECK(u->tls == 0 || u->tls == 1);
     FUZZ_CHECK(!strncmp(url, u->tls ? "rediss" : (u->unix_path ? "unix://" : "redis"), u->tls ? 6 : 5));
@@ -160,6 +163,7 @@ static void check_parsed(const char *url, const rl_url *u)
     FUZZ_CHECK((u->mode == RL_MODE_SENTINEL) == (u->service != NULL));
     FUZZ_CHECK(!u->service || u->service[0]);
     FUZZ_CHECK(!u->sentinel_password || u->mode == RL_MODE_SENTINEL);
+    FUZZ_CHECK(!u->sentinel_user || u->sentinel_password);
     FUZZ_CHECK(!u->user || u->password);
     FUZZ_CHECK(u->tls || (!u->tls_ca_file && !u->tls_cert_file && !u->tls_key_file &&
                           u->tls_verify == RL_TLS_VERIFY_DEFAULT));
@@ -170,6 +174,52 @@ static void check_parsed(const char *url, const rl_url *u)
     FUZZ_CHECK(!u->tls_key_file || u->tls_key_file[0]);
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         FUZZ_CHECK(!fields[i] || strlen(fields[i]) <= url_len);
+}
+
+static size_t occurrences(const char *s, const char *part)
+{
+    size_t n = 0;
+    for (const char *p = strstr(s, part); p; p = strstr(p + 1, part)) n++;
+    return n;
+}
+
+/* Whether the message for url quotes secret, which shows once in url: a
+ * message whose fixed text holds the same characters (a password
+ * "sentinel_password"...) quotes them as well with the secret replaced. */
+static int quoted(const char *url, const char *secret)
+{
+    rl_url u;
+    if (rl_url_parse(url, &u) == RL_OK) {
+        rl_url_free(&u);
+        return 0;
+    }
+    if (!strstr(rl_errmsg(), secret)) return 0;
+    char *other = strdup(url);
+    FUZZ_CHECK(other != NULL);
+    memset(other + (strstr(url, secret) - url), 'x', strlen(secret));
+    int in_text = rl_url_parse(other, &u) != RL_OK && strstr(rl_errmsg(), secret);
+    if (!in_text && rl_url_parse(other, &u) == RL_OK) rl_url_free(&u);
+    free(other);
+    return !in_text;
+}
+
+/* url parsed with this password: spoilt (a '#', an unknown option, a bad
+ * port...), its message must not quote it. */
+static void check_secret_kept(const char *url, const char *secret)
+{
+    static const char *const spoilers[] = {"#", "?nosuch=1", "&nosuch=1", ":99999", "/x", "&sentinel_password=%00"};
+    if (!secret || strlen(secret) < 4) return;
+    for (size_t i = 0; i < sizeof spoilers / sizeof spoilers[0]; i++) {
+        size_t len = strlen(url) + strlen(spoilers[i]) + 1;
+        char *spoilt = malloc(len);
+        FUZZ_CHECK(spoilt != NULL);
+        snprintf(spoilt, len, "%s%s", url, spoilers[i]);
+        if (occurrences(spoilt, secret) == 1 && quoted(spoilt, secret)) {
+            fprintf(stderr, "the message for '%s' quotes its password\n", spoilt);
+            FUZZ_CHECK(!"no password in messages");
+        }
+        free(spoilt);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -184,6 +234,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(all_zero(&u, sizeof u)); /* nothing left to free */
     } else {
         check_parsed(url, &u);
+        check_secret_kept(url, u.password);
+        check_secret_kept(url, u.sentinel_password);
         char *canonical = unparse(&u);
         if (strlen(canonical) <= 4096) {
             if (rl_url_parse(canonical, &again) != RL_OK) {

@@ -34,7 +34,8 @@ typedef struct {
     char *user;
     char *password;
     char *service;           /* sentinel: the master's name */
-    char *sentinel_password; /* sentinel: AUTH for the sentinels themselves */
+    char *sentinel_user;     /* sentinel: AUTH for the sentinels themselves */
+    char *sentinel_password;
     int db;
     char *tls_ca_file;
     char *tls_cert_file;
@@ -44,6 +45,10 @@ typedef struct {
 
 int rl_url_parse(const char *url, rl_url *out);
 void rl_url_free(rl_url *url);
+/* url as a message may quote it: the password in the userinfo and the
+ * values of secret-looking options ("sentinel_password") masked as "***";
+ * all after the scheme when a password's characters leave it unclear. */
+void rl_url_redact(const char *url, char *out, size_t size);
 
 /* ---- connections (conn.c) ---- */
 

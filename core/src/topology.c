@@ -65,8 +65,8 @@ static int ask_sentinel(rl_client *c, rl_node *sentinel, char **host, int *port)
     rl_conn *conn;
     redisReply *r;
     int rc;
-    /* a sentinel has no databases and its own password */
-    if ((rc = rl_conn_open(c, sentinel, c->url.sentinel_password, NULL, 0, &conn))) return rc;
+    /* a sentinel has no databases and its own user and password */
+    if ((rc = rl_conn_open(c, sentinel, c->url.sentinel_password, c->url.sentinel_user, 0, &conn))) return rc;
     r = rl_command(conn, 3, argv, NULL);
     if (!r) {
         rc = rl_conn_error(conn, "ask the sentinel");

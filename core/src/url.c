@@ -57,6 +57,43 @@ static int parse_uint(const char *s, size_t len, long max, long *out)
     return 0;
 }
 
+/* The value of the first query option whose name says it is a secret
+ * ("sentinel_password", "password", "token"...), or NULL. */
+static const char *secret_value(const char *s)
+{
+    static const char *const secret_words[] = {"pass", "secret", "token"};
+    for (const char *p = strpbrk(s, "?&"); p; p = strpbrk(p + 1, "?&")) {
+        size_t nlen = strcspn(p + 1, "=&?");
+        if (p[1 + nlen] != '=') continue;
+        for (size_t w = 0; w < sizeof secret_words / sizeof secret_words[0]; w++) {
+            size_t wlen = strlen(secret_words[w]);
+            for (size_t i = 0; i + wlen <= nlen; i++)
+                if (!strncasecmp(p + 1 + i, secret_words[w], wlen)) return p + 2 + nlen;
+        }
+    }
+    return NULL;
+}
+
+void rl_url_redact(const char *url, char *out, size_t size)
+{
+    const char *sep = strstr(url, "://");
+    if (!sep) { /* not a URL: what follows a first ':' may be anything */
+        const char *colon = strchr(url, ':');
+        snprintf(out, size, "%.*s%s", colon ? (int)(colon - url + 1) : 0, url, "***");
+        return;
+    }
+    const char *rest = sep + 3, *at = strrchr(rest, '@'), *secret = secret_value(rest);
+    int scheme_len = (int)(rest - url);
+    if (secret && at && secret <= at) { /* they overlap: which '@' ends the userinfo is unclear */
+        snprintf(out, size, "%.*s***", scheme_len, url);
+        return;
+    }
+    const char *colon = at ? memchr(rest, ':', (size_t)(at - rest)) : NULL;
+    const char *host = at ? at + 1 : rest, *end = secret ? secret : host + strlen(host);
+    snprintf(out, size, "%.*s%.*s%s%.*s%s", scheme_len, url, colon ? (int)(colon - rest + 1) : 0, rest,
+             at ? "***@" : "", (int)(end - host), host, secret ? "***" : "");
+}
+
 /* One "host[:port]" or "[v6]:port" in [s, end). */
 static int parse_addr(const char *url, const char *s, const char *end, int default_port, rl_addr *out)
 {
@@ -131,6 +168,7 @@ static int set_verify(rl_url *u, const char *url, const char *v, size_t len)
 /* ?name=value&... ; option names as redis-py spells them. */
 static int parse_query(rl_url *u, const char *url, const char *q)
 {
+    int after_secret = 0; /* an '&' in a secret would make the rest look like options */
     while (*q) {
         const char *amp = strchr(q, '&');
         const char *end = amp ? amp : q + strlen(q);
@@ -148,15 +186,21 @@ static int parse_query(rl_url *u, const char *url, const char *q)
                  : OPT("ssl_ca_certs") ? dup_decoded(v, vlen, &u->tls_ca_file)
                  : OPT("ssl_certfile") ? dup_decoded(v, vlen, &u->tls_cert_file)
                                        : dup_decoded(v, vlen, &u->tls_key_file);
-        } else if (OPT("sentinel_password")) {
+        } else if (OPT("sentinel_password") || OPT("sentinel_username")) {
             if (u->mode != RL_MODE_SENTINEL)
-                return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': sentinel_password needs redis+sentinel://", url);
-            rc = dup_decoded(v, vlen, &u->sentinel_password);
+                return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': %.*s needs redis+sentinel://", url, (int)nlen, q);
+            after_secret |= OPT("sentinel_password");
+            rc = dup_decoded(v, vlen, OPT("sentinel_password") ? &u->sentinel_password : &u->sentinel_user);
         } else if (OPT("db")) {
             rc = parse_db(url, v, vlen, &u->db);
+        } else if (after_secret) {
+            return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': an unknown option after sentinel_password (not "
+                           "shown: it may be the rest of the password, whose '&' must then be percent-encoded: %%26)",
+                           url);
         } else {
             return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': unknown option '%.*s' (known: db, ssl_cert_reqs, "
-                           "ssl_ca_certs, ssl_certfile, ssl_keyfile, sentinel_password)", url, (int)nlen, q);
+                           "ssl_ca_certs, ssl_certfile, ssl_keyfile, sentinel_username, sentinel_password)", url,
+                           (int)nlen, q);
         }
 #undef OPT
         if (rc) return rc;
@@ -193,7 +237,12 @@ static int parse_network(rl_url *u, const char *url, const char *rest)
     const char *hosts_end = slash ? slash : end;
     int rc;
 
-    if (memchr(rest, '#', strlen(rest))) return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': unexpected '#'", url);
+    if (strchr(rest, '#'))
+        return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': '#' must be percent-encoded (%%23), in a password too", url);
+    const char *at = strrchr(rest, '@');
+    if (at && at > hosts_end) /* the userinfo would end inside the path or the query */
+        return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': '/' and '?' in a user name or password, and '@' after "
+                       "the host, must be percent-encoded (%%2F, %%3F, %%40)", url);
     if ((rc = parse_userinfo(u, &rest, hosts_end))) return rc;
     if (u->mode == RL_MODE_STANDALONE) {
         if (memchr(rest, ',', (size_t)(hosts_end - rest)))
@@ -219,6 +268,8 @@ static int parse_network(rl_url *u, const char *url, const char *rest)
         return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': expected redis+sentinel://host:port[,...]/service_name",
                        url);
     if (q && (rc = parse_query(u, url, q + 1))) return rc;
+    if (u->sentinel_user && !u->sentinel_password)
+        return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': sentinel_username needs sentinel_password", url);
     if (u->mode == RL_MODE_CLUSTER && u->db != 0)
         return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': Redis Cluster has only database 0", url);
     return RL_OK;
@@ -244,6 +295,7 @@ void rl_url_free(rl_url *u)
     free(u->password);
     free(u->service);
     free(u->sentinel_password);
+    free(u->sentinel_user);
     free(u->tls_ca_file);
     free(u->tls_cert_file);
     free(u->tls_key_file);
@@ -262,20 +314,22 @@ int rl_url_parse(const char *url, rl_url *u)
         {"redis+cluster://", RL_MODE_CLUSTER, 0},   {"rediss+cluster://", RL_MODE_CLUSTER, 1},
     };
     int rc;
+    char shown[300]; /* what messages quote: no password */
     memset(u, 0, sizeof *u);
     if (!url || !*url) return rl_fail(RL_ERR_INVALID, "Redis URL is empty");
     if (strlen(url) > 4096) return rl_fail(RL_ERR_INVALID, "Redis URL is longer than 4096 bytes");
+    rl_url_redact(url, shown, sizeof shown);
     if (!strncmp(url, "unix://", 7)) {
-        rc = parse_unix(u, url, url + 7);
+        rc = parse_unix(u, shown, url + 7);
     } else {
         size_t i = 0, count = sizeof schemes / sizeof schemes[0];
         while (i < count && strncmp(url, schemes[i].scheme, strlen(schemes[i].scheme))) i++;
         if (i == count)
             return rl_fail(RL_ERR_INVALID, "invalid Redis URL '%s': expected redis://, rediss://, unix://, "
-                           "redis+sentinel:// or redis+cluster://", url);
+                           "redis+sentinel:// or redis+cluster://", shown);
         u->mode = schemes[i].mode;
         u->tls = schemes[i].tls;
-        rc = parse_network(u, url, url + strlen(schemes[i].scheme));
+        rc = parse_network(u, shown, url + strlen(schemes[i].scheme));
     }
     if (rc) rl_url_free(u);
     return rc;

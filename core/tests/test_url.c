@@ -67,7 +67,12 @@ static void test_sentinel_and_cluster(void)
     CHECK(!strcmp(u.service, "mymaster"));
     CHECK_EQ(u.db, 4);
     CHECK(!strcmp(u.sentinel_password, "sp"));
+    CHECK(u.sentinel_user == NULL);
     CHECK(!strcmp(u.password, "pw"));
+    rl_url_free(&u);
+    CHECK_OK(rl_url_parse("redis+sentinel://s:1/m?sentinel_username=watcher&sentinel_password=p%40ss", &u));
+    CHECK(!strcmp(u.sentinel_user, "watcher"));
+    CHECK(!strcmp(u.sentinel_password, "p@ss"));
     rl_url_free(&u);
 
     CHECK_OK(rl_url_parse("rediss+sentinel://s1:1,s2:2/svc", &u));
@@ -112,6 +117,51 @@ static void test_refused(void)
     }
     rl_url u;
     CHECK_EQ(rl_url_parse(NULL, &u), RL_ERR_INVALID);
+}
+
+/* No message quotes a password: every one here is S3cr<sep>Xy9z (or the
+ * sentinels' T0p<sep>Qw8k), so neither half may show, whatever the parser made
+ * of the separator. Opened for real (raise policy), unreachable included. */
+static void test_no_password_in_messages(void)
+{
+    static const struct {
+        const char *url, *shown; /* shown: the URL as the message must quote it (NULL: not checked) */
+    } cases[] = {
+        {"redis://app:S3cr#Xy9z@127.0.0.1:6379/0", "'redis://app:***@127.0.0.1:6379/0'"},
+        {"redis://app:S3cr/Xy9z@127.0.0.1:6379/0", "'redis://app:***@127.0.0.1:6379/0'"},
+        {"redis://app:S3cr?Xy9z@127.0.0.1:6379/0", "'redis://app:***@127.0.0.1:6379/0'"},
+        {"redis://S3cr/Xy9z@127.0.0.1:6379/0", "'redis://***@127.0.0.1:6379/0'"},
+        {"redis://app:S3cr:Xy9z@127.0.0.1:99999/0", "'redis://app:***@127.0.0.1:99999/0'"},
+        {"redis://app:S3cr@Xy9z@127.0.0.1:6379/x", "'redis://app:***@127.0.0.1:6379/x'"},
+        {"redis://app:S3cr.Xy9z@127.0.0.1:6379/0?nosuch=1", "'redis://app:***@127.0.0.1:6379/0?nosuch=1'"},
+        {"redis://:S3cr.Xy9z@127.0.0.1:6379/0?password=S3cr.Xy9z", "'redis://:***@127.0.0.1:6379/0?password=***'"},
+        {"rediss://app:S3cr.Xy9z@127.0.0.1:6379/0?ssl_cert_reqs=maybe", NULL},
+        {"redis+sentinel://app:S3cr.Xy9z@127.0.0.1:1/mymaster?sentinel_password=T0p.Qw8k&bogus=1",
+         "'redis+sentinel://app:***@127.0.0.1:1/mymaster?sentinel_password=***'"},
+        {"redis+sentinel://127.0.0.1:1/mymaster?sentinel_password=T0p&Qw8k=1", NULL}, /* an '&' in it */
+        {"redis+sentinel://127.0.0.1:1/mymaster?sentinel_password=T0p@Qw8k", NULL},   /* an '@' in it */
+        {"redis+sentinel://127.0.0.1:1/mymaster?sentinel_username=u", NULL},         /* no sentinel_password */
+        {"redis://app:S3cr.Xy9z@127.0.0.1:1/0", NULL},                                /* unreachable */
+        {"redis://app:S3cr.Xy9z@rl-test-no-such-host.invalid:6379/0", NULL},
+        {"redis+sentinel://app:S3cr.Xy9z@127.0.0.1:1/mymaster?sentinel_password=T0p.Qw8k", NULL},
+        {"redis+cluster://app:S3cr.Xy9z@127.0.0.1:1", NULL},
+        {"app:S3cr.Xy9z@127.0.0.1:6379", "'app:***'"},                               /* no scheme */
+        {"http://app:S3cr.Xy9z@127.0.0.1", "'http://app:***@127.0.0.1'"},
+    };
+    rl_options o = RL_OPTIONS_INIT;
+    o.on_error = RL_ON_ERROR_RAISE;
+    o.connect_timeout_ms = 300;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rl_client *c = NULL;
+        int rc = rl_client_open(&c, cases[i].url, &o);
+        const char *msg = rl_errmsg();
+        CHECK(rc != RL_OK);
+        int leaked = strstr(msg, "S3cr") || strstr(msg, "Xy9z") || strstr(msg, "T0p") || strstr(msg, "Qw8k");
+        int shown = !cases[i].shown || strstr(msg, cases[i].shown);
+        CHECK(!leaked && shown);
+        if (leaked || !shown) fprintf(stderr, "  %s\n  -> %s\n", cases[i].url, msg);
+        rl_client_close(c);
+    }
 }
 
 static void test_key_slot(void)
@@ -235,6 +285,7 @@ int main(void)
     test_tls();
     test_sentinel_and_cluster();
     test_refused();
+    test_no_password_in_messages();
     test_key_slot();
     test_options();
     test_keys();
