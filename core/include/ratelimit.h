@@ -277,9 +277,34 @@ RL_API int rl_reset(rl_client *client, const char *name, const char *id, const r
 /* In rl_acquire, rl_peek and rl_reset, spec NULL means the spec stored in
  * Redis for name (rl_config_set). */
 
-/* General form: any mix of requests, pipelined in one round trip. Every
- * request is validated first; if one is invalid nothing is sent and
- * RL_ERR_INVALID is returned. results must hold n entries. */
+/* One request's outcome in a batch (rl_execute_each). */
+typedef struct {
+    int status;      /* RL_OK: the result holds Redis's decision, or the on_error
+                      * policy's (result.fallback = 1); else this request's error */
+    char error[200]; /* the error's message; with RL_OK and a fallback, why Redis
+                      * could not decide; else "" */
+} rl_outcome;
+
+/* General form: any mix of requests, pipelined in one round trip per server.
+ * Every request is validated first; if one is invalid nothing is sent and
+ * RL_ERR_INVALID is returned (each outcome says why: its own error, or "not
+ * sent"). Otherwise every request gets its own outcome: what Redis decided is
+ * always reported, whatever happens to the others (a request whose key holds
+ * the wrong type fails alone; a connection lost or a timeout part-way fails
+ * only the requests not answered yet; in a cluster, a server that fails
+ * fails only the requests bound for it). The on_error policy applies per
+ * request, as to a single call: a request that failed to reach Redis or
+ * timed out gets the fallback result (status RL_OK), any other error stays
+ * that request's error. A server that stalls costs up to command_timeout_ms
+ * of its own, so a batch spread over k servers may take k timeouts.
+ * Returns RL_OK when every outcome is RL_OK, else the status of the first
+ * request that failed (rl_errmsg(): "request <i>: <its error>"). results and
+ * outcomes must hold n entries; a failed request's result is unspecified. */
+RL_API int rl_execute_each(rl_client *client, const rl_request *requests, size_t n, rl_result *results,
+                           rl_outcome *outcomes);
+
+/* rl_execute_each without outcomes: on an error, the requests that succeeded
+ * still have their results, but only rl_execute_each says which. */
 RL_API int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_result *results);
 
 /* Blocking waits. cancel (may be NULL) is polled at least every 100 ms while
@@ -509,8 +534,8 @@ RL_API int rl_key(const rl_client *client, const char *name, const char *id,
  *   - fallback: Redis could not be reached and the on_error policy decided
  *     (result.fallback = 1, allowed or not);
  *   - errors: the call (or completion) returned an error status other than
- *     RL_ERR_INVALID, which never reaches Redis and is not counted; a batch
- *     that fails counts every request in it.
+ *     RL_ERR_INVALID, which never reaches Redis and is not counted; in a
+ *     batch each request counts its own outcome.
  * Latency is measured from the call (or rl_submit) to the result (or the
  * completion), in microseconds; a batch's requests each count its latency.
  * Counting takes no lock: relaxed atomic additions on counters found in a

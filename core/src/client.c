@@ -325,7 +325,8 @@ static void free_replies(redisReply **replies, size_t n)
  * once sent). Every reply but the last moves *read_by to at least
  * command_timeout_ms from its arrival: a big batch may take longer in all,
  * while one call ends within its timeout even if its reply trickles in byte
- * by byte (the socket's timeout bounds each read, not the reply). */
+ * by byte (the socket's timeout bounds each read, not the reply). On an
+ * error the replies read before it stay in replies. */
 static int send_and_read(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
                          int64_t *read_by, redisReply **replies)
 {
@@ -358,10 +359,7 @@ static int send_and_read(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t
     }
     return RL_OK;
 broken:
-    for (size_t k = 0; k < m; k++) {
-        if (replies[idx[k]]) freeReplyObject(replies[idx[k]]);
-        replies[idx[k]] = NULL;
-    }
+    /* the replies read are kept: what Redis decided is reported (rl_run_each) */
     /* a pipeline cut short leaves replies in flight: never reuse */
     if (!ctx->err) ctx->err = REDIS_ERR_IO;
     return rl_conn_error(conn, "read reply");
@@ -448,14 +446,24 @@ reply_kind rl_classify_reply(const rl_client *c, const redisReply *r, int *slot,
     return REPLY_FINAL;
 }
 
-int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
+/* Command i of a batch has its outcome: an error, nothing more to send. */
+static void settle(rl_outcome *outcomes, char *done, size_t *pending, size_t i, int status, const char *msg)
+{
+    if (msg != rl_errmsg()) rl_fail(status, "%s", msg); /* the last error is the last failure */
+    outcomes[i].status = status;
+    snprintf(outcomes[i].error, sizeof outcomes[i].error, "%s", msg && *msg ? msg : rl_strerror(status));
+    done[i] = 1;
+    (*pending)--;
+}
+
+int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_outcome *outcomes)
 {
     enum { SMALL = 8 };
     size_t small_idx[SMALL];
-    char small_asking[SMALL], small_done[SMALL];
+    char small_asking[SMALL], small_done[2 * SMALL];
     rl_node *small_ask[SMALL];
     size_t *idx = small_idx;
-    char *asking = small_asking, *done = small_done;
+    char *asking = small_asking, *done = small_done, *sent;
     rl_node **ask = small_ask;
     size_t pending = n;
     int rc = RL_OK, redirects = 0, redirected_rounds = 0, reroutes = 0;
@@ -463,24 +471,31 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
     int64_t start, deadline, read_by = 0, pause_ms = 0;
     char last[200] = "";
 
-    if (!c) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
     for (size_t i = 0; i < n; i++) {
         replies[i] = NULL;
-        if (cmds[i].failed) return rl_fail(RL_ERR_NOMEM, "out of memory building a command");
+        outcomes[i].status = RL_OK;
+        outcomes[i].error[0] = '\0';
     }
     if (n > SMALL) {
         idx = malloc(n * sizeof *idx);
         asking = malloc(n);
-        done = malloc(n);
+        done = malloc(2 * n);
         ask = malloc(n * sizeof *ask);
         if (!idx || !asking || !done || !ask) {
-            rc = rl_fail(RL_ERR_NOMEM, "out of memory");
+            for (size_t i = 0; i < n; i++) {
+                outcomes[i].status = RL_ERR_NOMEM;
+                snprintf(outcomes[i].error, sizeof outcomes[i].error, "out of memory");
+            }
             goto out;
         }
     }
     memset(asking, 0, n);
-    memset(done, 0, n);
-    for (size_t i = 0; i < n; i++) ask[i] = NULL;
+    memset(done, 0, 2 * n);
+    sent = done + n; /* sent at least once (it may be redirected back) */
+    for (size_t i = 0; i < n; i++) {
+        ask[i] = NULL;
+        if (cmds[i].failed) settle(outcomes, done, &pending, i, RL_ERR_NOMEM, "out of memory building a command");
+    }
     start = rl_monotonic_ms();
     deadline = start + c->options.command_timeout_ms;
 
@@ -488,42 +503,63 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
         rl_node *target = NULL, *node;
         rl_conn *conn;
         size_t m = 0;
+        int later = 0, redirected = 0;
         /* this round: every pending command bound for the first one's server */
         for (size_t i = 0; i < n; i++) {
             if (done[i]) continue;
             if (ask[i]) node = ask[i];
-            else if ((rc = rl_route(c, cmds[i].slot, &node))) goto out;
+            else if ((rc = rl_route(c, cmds[i].slot, &node))) {
+                settle(outcomes, done, &pending, i, rc, rl_errmsg());
+                continue;
+            }
             if (!target) target = node;
             if (node != target) continue;
             asking[i] = ask[i] != NULL;
             idx[m++] = i;
         }
+        if (m == 0) continue; /* none could be routed: all settled */
         if ((rc = rl_conn_get(c, target, &conn))) {
             /* nothing was sent: after a failover the route may now differ */
             if ((rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) && c->url.mode != RL_MODE_STANDALONE) {
                 rl_node *again;
+                char msg[200];
+                snprintf(msg, sizeof msg, "%s", rl_errmsg());
                 rl_topology_suspect(c, target);
                 if (!ask[idx[0]] && rl_monotonic_ms() < deadline && rl_route(c, cmds[idx[0]].slot, &again) == RL_OK &&
-                    again != target && ++reroutes <= MAX_REROUTES) {
-                    rc = RL_OK;
+                    again != target && ++reroutes <= MAX_REROUTES)
                     continue;
-                }
+                rl_fail(rc, "%s", msg);
             }
-            goto out;
+            /* this server's requests fail; the other servers' still run */
+            for (size_t k = 0; k < m; k++) settle(outcomes, done, &pending, idx[k], rc, rl_errmsg());
+            continue;
         }
+        for (size_t k = 0; k < m; k++) sent[idx[k]] = 1;
         rc = send_and_read(c, conn, cmds, idx, m, asking, &read_by, replies);
         if (rc == RL_OK) rc = reload_scripts(c, conn, cmds, idx, m, asking, &read_by, replies);
         rl_conn_put(c, conn);
         if (rc) {
-            /* sent and then lost: it may have run, so it is never sent again */
+            char msg[200];
+            snprintf(msg, sizeof msg, "%s", rl_errmsg());
             if (rc == RL_ERR_CONNECTION) rl_topology_suspect(c, target);
-            goto out;
+            /* sent and then lost: it may have run, so it is never sent again;
+             * the replies read before are kept (a NOSCRIPT did not run, but
+             * its connection is gone) */
+            for (size_t k = 0; k < m; k++) {
+                size_t i = idx[k];
+                if (replies[i] && !rl_reply_is_noscript(replies[i])) continue;
+                if (replies[i]) freeReplyObject(replies[i]);
+                replies[i] = NULL;
+                settle(outcomes, done, &pending, i, rc, msg);
+            }
+            /* the other servers' requests get a reply window of their own */
+            read_by = 0;
         }
-        int later = 0, redirected = 0;
         for (size_t k = 0; k < m; k++) {
             size_t i = idx[k];
             char host[256];
             int slot = -1, port = 0;
+            if (done[i]) continue;
             reply_kind kind = rl_classify_reply(c, replies[i], &slot, host, sizeof host, &port);
             ask[i] = NULL;
             if (kind == REPLY_FINAL) {
@@ -539,10 +575,8 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
             if (kind == REPLY_MOVED) {
                 rl_cluster_moved(c, slot, host[0] ? host : target->host, port);
             } else if (kind == REPLY_ASK) {
-                if (!(ask[i] = rl_node_for(c, host[0] ? host : target->host, port))) {
-                    rc = RL_ERR_NOMEM;
-                    goto out;
-                }
+                if (!(ask[i] = rl_node_for(c, host[0] ? host : target->host, port)))
+                    settle(outcomes, done, &pending, i, RL_ERR_NOMEM, "out of memory");
             } else {
                 if (kind == REPLY_READONLY) rl_topology_suspect(c, target);
                 later = 1;
@@ -554,28 +588,48 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
             struct timespec ts = {0, (long)(pause_ms < left ? pause_ms : left) * 1000000L};
             nanosleep(&ts, NULL);
         }
-        /* nothing is sent past the deadline (it could only time out, unknown) */
+        /* nothing redirected is sent again past the deadline (it could only
+         * time out, unknown); requests for other servers, not sent yet, still go */
         int64_t now = rl_monotonic_ms();
-        if (now >= deadline) {
-            rc = rl_fail(RL_ERR_TIMEOUT, "gave up after %d redirects and retries in %lld ms (command timeout %d ms): %s",
-                         redirects, (long long)(now - start), c->options.command_timeout_ms, last);
-            goto out;
+        for (size_t i = 0, gave_up = 0; now >= deadline && i < n; i++) {
+            if (done[i] || !sent[i]) continue;
+            if (!gave_up++)
+                rl_fail(RL_ERR_TIMEOUT, "gave up after %d redirects and retries in %lld ms (command timeout %d ms): %s",
+                        redirects, (long long)(now - start), c->options.command_timeout_ms, last);
+            settle(outcomes, done, &pending, i, RL_ERR_TIMEOUT, rl_errmsg());
         }
     }
+    /* Redis's own error replies (WRONGTYPE, OOM, a script error) are their request's */
     for (size_t i = 0; i < n; i++) {
-        if (replies[i]->type == REDIS_REPLY_ERROR) {
-            rc = rl_fail(RL_ERR_REDIS, "%s", replies[i]->str);
-            break;
+        if (replies[i] && replies[i]->type == REDIS_REPLY_ERROR) {
+            outcomes[i].status = rl_fail(RL_ERR_REDIS, "%s", replies[i]->str);
+            snprintf(outcomes[i].error, sizeof outcomes[i].error, "%s", replies[i]->str);
+            freeReplyObject(replies[i]);
+            replies[i] = NULL;
         }
     }
 out:
-    if (rc) free_replies(replies, n);
     if (n > SMALL) {
         free(idx);
         free(asking);
         free(done);
         free(ask);
     }
+    /* one command: rl_errmsg() already holds its whole message */
+    if (n == 1) return outcomes[0].status;
+    for (size_t i = 0; i < n; i++)
+        if (outcomes[i].status) return rl_fail(outcomes[i].status, "%s", outcomes[i].error);
+    return RL_OK;
+}
+
+int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
+{
+    if (!c) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
+    rl_outcome one, *outcomes = n == 1 ? &one : calloc(n, sizeof *outcomes);
+    if (!outcomes) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    int rc = rl_run_each(c, cmds, n, replies, outcomes);
+    if (rc) free_replies(replies, n);
+    if (outcomes != &one) free(outcomes);
     return rc;
 }
 

@@ -149,10 +149,10 @@ typedef struct {
 } rl_stats_mark;
 
 /* The blocking path: the clock at the start of rl_execute (0 with metrics
- * off), then every request counted once its result (or error) is final. */
+ * off), then every request counted by its outcome once final. */
 int64_t rl_stats_start(const rl_client *client);
-void rl_stats_execute(rl_client *client, const rl_request *requests, size_t n, const rl_result *results, int status,
-                      int64_t start_us);
+void rl_stats_execute(rl_client *client, const rl_request *requests, size_t n, const rl_result *results,
+                      const rl_outcome *outcomes, int64_t start_us);
 /* The asynchronous path: rl_submit marks, the completion counts. */
 void rl_stats_begin(rl_client *client, const char *name, rl_stats_mark *mark);
 void rl_stats_end(const rl_stats_mark *mark, int status, const rl_result *result);
@@ -266,6 +266,12 @@ void rl_cmd_script(rl_cmd *cmd, int script, int nkeys);
  * run). Never re-sends anything else. replies[i] must be freed by the caller
  * with freeReplyObject on RL_OK; on error all are NULL. */
 int rl_run(rl_client *client, rl_cmd *cmds, size_t n, redisReply **replies);
+/* The same, each command with its own outcome: replies[i] is set (to free)
+ * exactly when outcomes[i].status is RL_OK; an error reply is its command's
+ * RL_ERR_REDIS. A failure (a server unreachable, a timeout, a lost
+ * connection) fails only the commands it left without a reply. Returns the
+ * first command's failure (its message in rl_errmsg()), else RL_OK. */
+int rl_run_each(rl_client *client, rl_cmd *cmds, size_t n, redisReply **replies, rl_outcome *outcomes);
 /* The publish / subscribe commands the scripts and waiters use: sharded in a
  * cluster so a wake-up reaches only the entity's shard. */
 const char *rl_publish_command(const rl_client *client);

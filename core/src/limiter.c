@@ -288,30 +288,62 @@ int rl_resolve_stored(rl_client *client, const rl_request *req, rl_request *out)
     return rl_config_resolve(client, req->name, &out->spec);
 }
 
+static void set_outcome(rl_outcome *o, int status, const char *msg)
+{
+    o->status = status;
+    snprintf(o->error, sizeof o->error, "%s", msg && *msg ? msg : rl_strerror(status));
+}
+
 /* The requests as they are, or (*copy, to free unless it is one) with their
- * stored specs filled in. */
+ * stored specs filled in; a spec that cannot be read is that request's
+ * outcome (its spec zeroed: no capacity for a fallback). */
 static int resolve_all(rl_client *client, const rl_request *requests, size_t n, rl_request *one,
-                       const rl_request **out, rl_request **copy)
+                       const rl_request **out, rl_request **copy, rl_outcome *outcomes)
 {
     size_t stored = 0;
-    int rc = RL_OK;
     *out = requests;
     *copy = NULL;
     for (size_t i = 0; i < n; i++) stored += requests[i].stored_spec != 0;
     if (!stored) return RL_OK;
     /* the common single decision needs no heap */
     if (!(*copy = n == 1 ? one : malloc(n * sizeof **copy))) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < n && rc == RL_OK; i++) {
-        if (requests[i].stored_spec) rc = rl_resolve_stored(client, &requests[i], &(*copy)[i]);
-        else (*copy)[i] = requests[i];
+    for (size_t i = 0; i < n; i++) {
+        int rc;
+        if (!requests[i].stored_spec) (*copy)[i] = requests[i];
+        else if ((rc = rl_resolve_stored(client, &requests[i], &(*copy)[i]))) {
+            set_outcome(&outcomes[i], rc, rl_errmsg());
+            memset(&(*copy)[i].spec, 0, sizeof (*copy)[i].spec);
+        }
     }
     *out = *copy;
-    return rc;
+    return RL_OK;
 }
 
-static int execute(rl_client *client, const rl_request *requests, size_t n, rl_result *results);
+/* Every request valid (a stored spec that names nothing is not), or
+ * RL_ERR_INVALID for the batch: nothing is sent, and each outcome says why. */
+static int validate_all(const rl_request *requests, size_t n, rl_outcome *outcomes)
+{
+    size_t first = n;
+    for (size_t i = 0; i < n; i++) {
+        if (outcomes[i].status == RL_OK && rl_validate_request(&requests[i]))
+            set_outcome(&outcomes[i], RL_ERR_INVALID, rl_errmsg());
+        if (outcomes[i].status == RL_ERR_INVALID && first == n) first = i;
+    }
+    if (first == n) return RL_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (outcomes[i].status == RL_ERR_INVALID) continue;
+        outcomes[i].status = RL_ERR_INVALID;
+        snprintf(outcomes[i].error, sizeof outcomes[i].error, "not sent: request %zu is invalid", first);
+    }
+    /* one request: rl_errmsg() (and rl_errrange) stay its own */
+    return n == 1 ? RL_ERR_INVALID : rl_fail(RL_ERR_INVALID, "request %zu: %s", first, outcomes[first].error);
+}
 
-int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_result *results)
+static void execute(rl_client *client, const rl_request *requests, size_t n, rl_result *results,
+                    rl_outcome *outcomes);
+
+int rl_execute_each(rl_client *client, const rl_request *requests, size_t n, rl_result *results,
+                    rl_outcome *outcomes)
 {
     const rl_request *resolved;
     rl_request one, *copy;
@@ -319,66 +351,94 @@ int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_resul
 
     rl_clear_error();
     if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
+    if (n > 0 && (!requests || !results || !outcomes))
+        return rl_fail(RL_ERR_INVALID, "requests, results and outcomes must not be NULL");
+    for (size_t i = 0; i < n; i++) {
+        outcomes[i].status = RL_OK;
+        outcomes[i].error[0] = '\0';
+    }
+    if (n > 100000) {
+        rc = rl_fail(RL_ERR_INVALID, "a batch holds at most 100000 requests (got %zu)", n);
+        for (size_t i = 0; i < n; i++) set_outcome(&outcomes[i], rc, rl_errmsg());
+        return rc;
+    }
     if (n == 0) return RL_OK;
-    if (!requests || !results) return rl_fail(RL_ERR_INVALID, "requests and results must not be NULL");
-    if (n > 100000) return rl_fail(RL_ERR_INVALID, "a batch holds at most 100000 requests (got %zu)", n);
     int64_t started = rl_stats_start(client);
-    if ((rc = resolve_all(client, requests, n, &one, &resolved, &copy))) {
-        /* the stored spec cannot be read: the policy decides, as for the decision */
-        if ((rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) && client->options.on_error != RL_ON_ERROR_RAISE) {
-            for (size_t i = 0; i < n; i++) rl_fallback_result(client, 0, requests[i].permits, &results[i]);
-            rc = RL_OK;
+    if ((rc = resolve_all(client, requests, n, &one, &resolved, &copy, outcomes))) {
+        for (size_t i = 0; i < n; i++) set_outcome(&outcomes[i], rc, rl_errmsg());
+        return rc;
+    }
+    if (!(rc = validate_all(resolved, n, outcomes))) {
+        execute(client, resolved, n, results, outcomes);
+        rl_stats_execute(client, requests, n, results, outcomes, started);
+        for (size_t i = 0; i < n && !rc; i++) {
+            if (!outcomes[i].status) continue;
+            /* one request: rl_errmsg() already holds its whole message */
+            rc = n == 1 ? outcomes[i].status
+                        : rl_fail(outcomes[i].status, "request %zu: %s", i, outcomes[i].error);
         }
-    } else {
-        rc = execute(client, resolved, n, results);
     }
     if (copy != &one) free(copy);
-    rl_stats_execute(client, requests, n, results, rc, started);
     return rc;
 }
 
-static int execute(rl_client *client, const rl_request *requests, size_t n, rl_result *results)
+int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_result *results)
 {
-    rl_cmd *cmds;
-    redisReply **replies;
-    int rc = RL_OK;
-    for (size_t i = 0; i < n; i++) {
-        if ((rc = rl_validate_request(&requests[i]))) {
-            if (n > 1) {
-                char msg[512];
-                snprintf(msg, sizeof msg, "%s", rl_errmsg());
-                return rl_fail(rc, "request %zu: %s", i, msg);
-            }
-            return rc;
-        }
-    }
+    rl_outcome one, *outcomes = n <= 1 ? &one : calloc(n, sizeof *outcomes);
+    if (!outcomes) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    int rc = rl_execute_each(client, requests, n, results, outcomes);
+    if (outcomes != &one) free(outcomes);
+    return rc;
+}
+
+/* Sends the requests whose outcome is still RL_OK (all valid) and sets each
+ * one's result or error; then the on_error policy decides, per request, for
+ * those Redis could not be asked or did not answer in time. */
+static void execute(rl_client *client, const rl_request *requests, size_t n, rl_result *results,
+                    rl_outcome *outcomes)
+{
+    size_t m = 0;
     /* the common single decision needs no heap for its bookkeeping */
     rl_cmd one_cmd;
     redisReply *one_reply;
-    cmds = n == 1 ? &one_cmd : calloc(n, sizeof *cmds);
-    replies = n == 1 ? &one_reply : calloc(n, sizeof *replies);
-    if (!cmds || !replies) {
-        if (n > 1) {
-            free(cmds);
-            free(replies);
-        }
-        return rl_fail(RL_ERR_NOMEM, "out of memory");
+    rl_outcome one_out;
+    size_t one_map;
+    rl_cmd *cmds = n == 1 ? &one_cmd : calloc(n, sizeof *cmds);
+    redisReply **replies = n == 1 ? &one_reply : calloc(n, sizeof *replies);
+    rl_outcome *sent = n == 1 ? &one_out : calloc(n, sizeof *sent);
+    size_t *map = n == 1 ? &one_map : calloc(n, sizeof *map);
+    if (!cmds || !replies || !sent || !map) {
+        rl_fail(RL_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++) set_outcome(&outcomes[i], RL_ERR_NOMEM, "out of memory");
+        goto done;
     }
-    for (size_t i = 0; i < n; i++) rl_build_decision(&cmds[i], client, &requests[i]);
-    rc = rl_run(client, cmds, n, replies);
-    if (rc == RL_OK) {
-        for (size_t i = 0; i < n && rc == RL_OK; i++) rc = rl_decode_result(replies[i], &results[i]);
-        for (size_t i = 0; i < n; i++) freeReplyObject(replies[i]);
-    } else if ((rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) && client->options.on_error != RL_ON_ERROR_RAISE) {
-        for (size_t i = 0; i < n; i++) rl_fallback_result(client, rl_spec_capacity(&requests[i].spec), requests[i].permits, &results[i]);
-        rc = RL_OK; /* rl_errmsg() still says what went wrong */
+    for (size_t i = 0; i < n; i++) {
+        if (outcomes[i].status) continue;
+        map[m] = i;
+        rl_build_decision(&cmds[m++], client, &requests[i]);
     }
-    for (size_t i = 0; i < n; i++) rl_cmd_free(&cmds[i]);
+    if (m > 0) rl_run_each(client, cmds, m, replies, sent);
+    for (size_t j = 0; j < m; j++) {
+        size_t i = map[j];
+        outcomes[i] = sent[j];
+        if (sent[j].status) continue;
+        if (rl_decode_result(replies[j], &results[i])) set_outcome(&outcomes[i], RL_ERR_PROTOCOL, rl_errmsg());
+        freeReplyObject(replies[j]);
+    }
+    for (size_t j = 0; j < m; j++) rl_cmd_free(&cmds[j]);
+    for (size_t i = 0; i < n && client->options.on_error != RL_ON_ERROR_RAISE; i++) {
+        if (outcomes[i].status != RL_ERR_CONNECTION && outcomes[i].status != RL_ERR_TIMEOUT) continue;
+        /* the error stays in outcomes[i].error (and rl_errmsg()): why the policy decided */
+        rl_fallback_result(client, rl_spec_capacity(&requests[i].spec), requests[i].permits, &results[i]);
+        outcomes[i].status = RL_OK;
+    }
+done:
     if (n > 1) {
         free(cmds);
         free(replies);
+        free(sent);
+        free(map);
     }
-    return rc;
 }
 
 static int single(rl_client *client, const char *name, const char *id, const rl_spec *spec, int64_t permits,

@@ -123,14 +123,16 @@ int64_t rl_stats_start(const rl_client *client)
     return client->options.metrics_off ? 0 : now_us();
 }
 
-void rl_stats_execute(rl_client *client, const rl_request *requests, size_t n, const rl_result *results, int status,
-                      int64_t start_us)
+void rl_stats_execute(rl_client *client, const rl_request *requests, size_t n, const rl_result *results,
+                      const rl_outcome *outcomes, int64_t start_us)
 {
     rl_stats *s;
-    /* invalid requests never reach Redis: not decisions */
-    if (status == RL_ERR_INVALID || !(s = table(client))) return;
+    if (!(s = table(client))) return;
     int64_t us = now_us() - start_us;
-    for (size_t i = 0; i < n; i++) count(entry_for(s, requests[i].name), status, &results[i], us);
+    /* invalid requests never reach Redis: not decisions */
+    for (size_t i = 0; i < n; i++)
+        if (outcomes[i].status != RL_ERR_INVALID)
+            count(entry_for(s, requests[i].name), outcomes[i].status, &results[i], us);
 }
 
 void rl_stats_begin(rl_client *client, const char *name, rl_stats_mark *mark)

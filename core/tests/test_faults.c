@@ -642,6 +642,87 @@ static const fault proxy_faults[] = {
 static const fault readonly_fault = {"READONLY (a replica)", nothing, promote_replica, 1, 0, "READONLY", COUNT_EXACT,
                                      0, 0};
 
+/* ---- a batch cut part-way: what Redis decided is still reported ------------------ */
+
+/* The bytes of a decision's reply: a RESP2 array of 8 integers. */
+static int reply_bytes(const rl_result *r)
+{
+    long long v[8] = {r->allowed, r->limit, r->remaining, r->retry_after_ms, r->reset_after_ms, r->wait_ms,
+                      r->granted, r->rate_index};
+    int len = 4; /* "*8\r\n" */
+    for (int i = 0; i < 8; i++) len += snprintf(NULL, 0, ":%lld\r\n", v[i]);
+    return len;
+}
+
+/* [first, second] of two fresh ids: both reach Redis, the proxy passes the
+ * first reply, then stalls (slicer: one reply per chunk, a pause after each)
+ * or cuts (limit_data) the rest. The first request's decision is reported;
+ * the second is the fault's error, or the policy's fallback; both counted
+ * in Redis (a request cut short may have consumed: docs/semantics.md). */
+static void batch_part_way(const char *url, rl_on_error policy, int stall)
+{
+    static int run;
+    char first[32], second[32], warm[32], attributes[128];
+    rl_options o = RL_OPTIONS_INIT;
+    o.command_timeout_ms = CMD_MS;
+    o.connect_timeout_ms = CONNECT_MS;
+    o.reconnect_max_ms = RECONNECT_MS;
+    o.on_error = policy;
+    rl_client *c = NULL;
+    CHECK_OK(rl_client_open(&c, url, &o));
+    if (!c) return;
+    run++;
+    snprintf(first, sizeof first, "batch-%d-first", run);
+    snprintf(second, sizeof second, "batch-%d-second", run);
+    snprintf(warm, sizeof warm, "batch-%d-warm", run);
+    rl_result w, rs[2];
+    rl_outcome os[2];
+    /* a fresh id's reply: the same bytes for the two to come */
+    CHECK_OK(rl_acquire(c, "faults", warm, &counted, 1, &w));
+    int bytes = reply_bytes(&w);
+    if (stall) {
+        snprintf(attributes, sizeof attributes, "{\"average_size\":%d,\"size_variation\":0,\"delay\":%d}", bytes,
+                 3 * CMD_MS * 1000);
+        toxic("slicer", "downstream", attributes);
+    } else {
+        snprintf(attributes, sizeof attributes, "{\"bytes\":%d}", bytes + 3);
+        toxic("limit_data", "downstream", attributes);
+    }
+    rl_request reqs[2] = {{.name = "faults", .id = first, .spec = counted, .permits = 1, .op = RL_OP_ACQUIRE},
+                          {.name = "faults", .id = second, .spec = counted, .permits = 1, .op = RL_OP_ACQUIRE}};
+    int64_t t = now_ms();
+    int rc = rl_execute_each(c, reqs, 2, rs, os);
+    int64_t took = now_ms() - t;
+    int fault = stall ? RL_ERR_TIMEOUT : RL_ERR_CONNECTION;
+    CHECK_EQ(os[0].status, RL_OK);
+    CHECK_EQ(rs[0].allowed, 1);
+    CHECK_EQ(rs[0].fallback, 0);
+    CHECK_EQ(rs[0].remaining, counted.limit - 1);
+    if (policy == RL_ON_ERROR_RAISE) {
+        CHECK_EQ(rc, fault);
+        CHECK_EQ(os[1].status, fault);
+        CHECK(strstr(rl_errmsg(), "request 1: ") == rl_errmsg());
+    } else {
+        CHECK_OK(rc);
+        CHECK_EQ(os[1].status, RL_OK);
+        CHECK_EQ(rs[1].fallback, 1);
+        CHECK_EQ(rs[1].allowed, policy == RL_ON_ERROR_ALLOW);
+        CHECK(os[1].error[0] != '\0'); /* why the policy decided */
+    }
+    CHECK(took <= CMD_MS + MARGIN_MS); /* no hang */
+    proxy_heal();
+    CHECK_EQ(count_in(&master, c, first), 1);
+    CHECK_EQ(count_in(&master, c, second), 1);
+    printf("  batch of 2, %s after the first reply, %s: first decided by Redis, second %s (%lld ms)\n",
+           stall ? "stalled" : "cut", policy == RL_ON_ERROR_RAISE ? "raise" : policy == RL_ON_ERROR_ALLOW ? "allow" : "deny",
+           os[1].status ? rl_strerror(os[1].status) : "by policy", (long long)took);
+    /* and the next batch is decided whole */
+    reqs[0].id = warm;
+    CHECK_OK(rl_execute_each(c, reqs, 2, rs, os));
+    CHECK_EQ(rs[0].fallback + rs[1].fallback, 0);
+    rl_client_close(c);
+}
+
 /* an exit on a setup failure leaves no server behind */
 static void stop_all(void)
 {
@@ -689,6 +770,11 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof proxy_faults / sizeof *proxy_faults; i++) run_fault(&g, &proxy_faults[i]);
     rig_close(&g);
+    for (int stall = 0; stall < 2; stall++) {
+        batch_part_way(url, RL_ON_ERROR_RAISE, stall);
+        batch_part_way(url, RL_ON_ERROR_ALLOW, stall);
+        batch_part_way(url, RL_ON_ERROR_DENY, stall);
+    }
 
     /* a client pointed at a replica: every write is refused (READONLY), at
      * once and under every policy, until it is promoted */

@@ -252,6 +252,97 @@ static void test_batch(void)
     CHECK_EQ(rs[3].retry_after_ms, 334);
 }
 
+/* A request Redis refuses (its key holds another type) fails alone: the
+ * others' decisions, consumed in Redis, are reported, under every policy. */
+static void test_batch_outcomes(void)
+{
+    rl_spec fw = {.algorithm = RL_FIXED_WINDOW, .limit = 5, .period_ms = 60000, .burst = 0};
+    rl_request reqs[3] = {{.name = "o", .id = "alice", .spec = fw, .permits = 2, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = T0},
+                          {.name = "o", .id = "victim", .spec = fw, .permits = 1, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = T0},
+                          {.name = "o", .id = "carol", .spec = fw, .permits = 5, .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = T0}};
+    rl_result rs[3];
+    rl_outcome os[3];
+    char key[256];
+    redis_flush(&redis);
+    CHECK(rl_key(client, "o", "victim", RL_FIXED_WINDOW, key, sizeof key) > 0);
+    redisContext *raw = redis_raw(&redis);
+    freeReplyObject(redisCommand(raw, "LPUSH %s x", key));
+
+    CHECK_EQ(rl_execute_each(client, reqs, 3, rs, os), RL_ERR_REDIS);
+    CHECK(strstr(rl_errmsg(), "request 1: ") == rl_errmsg() && strstr(rl_errmsg(), "WRONGTYPE"));
+    CHECK_EQ(os[0].status, RL_OK);
+    CHECK_EQ(os[0].error[0], '\0');
+    EXPECT(rs[0], 1, 3, -1, 60000);
+    CHECK_EQ(rs[0].fallback, 0);
+    CHECK_EQ(os[1].status, RL_ERR_REDIS);
+    CHECK(strstr(os[1].error, "WRONGTYPE") != NULL);
+    CHECK_EQ(os[2].status, RL_OK);
+    EXPECT(rs[2], 1, 0, -1, 60000);
+    /* rl_execute: the same status and message, and the results Redis decided */
+    memset(rs, 0, sizeof rs);
+    CHECK_EQ(rl_execute(client, reqs, 3, rs), RL_ERR_REDIS);
+    CHECK(strstr(rl_errmsg(), "request 1: ") == rl_errmsg());
+    EXPECT(rs[0], 1, 1, -1, 60000);
+    EXPECT(rs[2], 0, 0, 60000, 60000);
+    CHECK_EQ(redis_int(raw, "HINCRBY rl:{o:alice}:fixed_window count 0"), 4);
+
+    /* the policy decides for requests Redis could not be asked, never for
+     * its own errors: WRONGTYPE stays an error under ALLOW */
+    rl_options o = RL_OPTIONS_INIT;
+    o.on_error = RL_ON_ERROR_ALLOW;
+    rl_client *open = open_client(&redis, &o);
+    reqs[0].id = "dave";
+    CHECK_EQ(rl_execute_each(open, reqs, 3, rs, os), RL_ERR_REDIS);
+    CHECK_EQ(os[0].status, RL_OK);
+    CHECK_EQ(rs[0].allowed, 1);
+    CHECK_EQ(rs[0].fallback, 0);
+    CHECK_EQ(os[1].status, RL_ERR_REDIS);
+    rl_client_close(open);
+    reqs[0].id = "alice";
+
+    /* an invalid request: nothing sent, every outcome says why */
+    reqs[2].permits = 0;
+    CHECK_EQ(rl_execute_each(client, reqs, 3, rs, os), RL_ERR_INVALID);
+    CHECK(strstr(rl_errmsg(), "request 2: permits") == rl_errmsg());
+    CHECK_EQ(os[0].status, RL_ERR_INVALID);
+    CHECK(strcmp(os[0].error, "not sent: request 2 is invalid") == 0);
+    CHECK_EQ(os[1].status, RL_ERR_INVALID);
+    CHECK(strstr(os[2].error, "permits") == os[2].error);
+    CHECK_EQ(redis_int(raw, "HINCRBY rl:{o:alice}:fixed_window count 0"), 4);
+    /* a stored spec that is not there is invalid input too */
+    reqs[2].permits = 1;
+    reqs[2].stored_spec = 1;
+    reqs[2].name = "nothing-stored";
+    CHECK_EQ(rl_execute_each(client, reqs, 3, rs, os), RL_ERR_INVALID);
+    CHECK_EQ(os[0].status, RL_ERR_INVALID);
+    CHECK_EQ(redis_int(raw, "HINCRBY rl:{o:alice}:fixed_window count 0"), 4);
+
+    /* every request fine: RL_OK and every outcome RL_OK, as before */
+    freeReplyObject(redisCommand(raw, "DEL %s", key));
+    reqs[2] = reqs[1];
+    CHECK_OK(rl_execute_each(client, reqs, 3, rs, os));
+    for (int i = 0; i < 3; i++) CHECK_EQ(os[i].status, RL_OK);
+    EXPECT(rs[0], 0, 1, 60000, 60000);
+    EXPECT(rs[1], 1, 4, -1, 60000);
+    EXPECT(rs[2], 1, 3, -1, 60000);
+    CHECK_OK(rl_execute_each(client, reqs, 0, NULL, NULL));
+    /* metrics: each request counted by its own outcome, invalid batches not at all */
+    rl_limiter_stats stats[64];
+    size_t count = 0;
+    CHECK_OK(rl_client_stats(client, stats, 64, &count));
+    int found = 0;
+    for (size_t i = 0; i < count && i < 64; i++) {
+        if (strcmp(stats[i].name, "o")) continue;
+        found = 1;
+        CHECK_EQ(stats[i].allowed, 5);
+        CHECK_EQ(stats[i].denied, 2);
+        CHECK_EQ(stats[i].errors, 2);
+        CHECK_EQ(stats[i].fallback, 0);
+    }
+    CHECK(found);
+    redisFree(raw);
+}
+
 static void test_invalid_input_writes_nothing(void)
 {
     rl_spec good = {.algorithm = RL_TOKEN_BUCKET, .limit = 10, .period_ms = 1000, .burst = 0};
@@ -430,6 +521,7 @@ int main(void)
     test_gcra();
     test_peek_writes_nothing();
     test_batch();
+    test_batch_outcomes();
     test_script_flush();
     test_invalid_input_writes_nothing();
     test_urls();

@@ -2,6 +2,7 @@
  * happens under failover and slot migration. Servers come from
  * tests/topology/topology.py (RL_TEST_* variables, or DIR/env). */
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -622,6 +623,79 @@ static void test_cluster_source_first(void)
     rl_client_close(c);
 }
 
+/* A batch over every master while one of them stalls (SIGSTOP, well under
+ * the cluster's node timeout): its requests time out, and every other
+ * master's decisions are reported. */
+static void test_cluster_node_stalls(void)
+{
+    enum { N = 64 };
+    rl_options o = RL_OPTIONS_INIT;
+    o.command_timeout_ms = 300;
+    rl_client *c = open_url(env("RL_TEST_CLUSTER_URL"), &o);
+    rl_request batch[N];
+    rl_result rs[N];
+    rl_outcome os[N];
+    char ids[N][16], name[64], key[256], call[1024], out[64] = "";
+    int slots[N], stalled[N];
+    rl_spec spec = {.algorithm = RL_FIXED_WINDOW, .limit = 1, .period_ms = 60000, .burst = 0};
+    snprintf(name, sizeof name, "stall-%lld", (long long)now_ms());
+    for (int i = 0; i < N; i++) {
+        snprintf(ids[i], sizeof ids[i], "user%d", i);
+        batch[i] = (rl_request){.name = name, .id = ids[i], .spec = spec, .permits = 1, .op = RL_OP_ACQUIRE};
+        slots[i] = rl_key_slot(key, (size_t)rl_key(c, name, ids[i], RL_FIXED_WINDOW, key, sizeof key));
+    }
+    /* a connection to every master first, so the stall hits a request, not a connect */
+    for (int i = 0; i < N; i++) batch[i].name = "stall-warm";
+    CHECK_OK(rl_execute(c, batch, N, rs));
+    for (int i = 0; i < N; i++) batch[i].name = name;
+
+    snprintf(call, sizeof call, "cluster_slot_owner(\"%s\", %d)", topo_dir, slots[0]);
+    CHECK_EQ(topology_call(call, out, sizeof out), 0);
+    int port = atoi(out);
+    redisContext *raw = redisConnect("127.0.0.1", port);
+    redisReply *info = raw && !raw->err ? redisCommand(raw, "INFO server") : NULL;
+    redisReply *map = raw && !raw->err ? redisCommand(raw, "CLUSTER SLOTS") : NULL;
+    const char *pid_at = info && info->type == REDIS_REPLY_STRING ? strstr(info->str, "process_id:") : NULL;
+    pid_t pid = pid_at ? (pid_t)atol(pid_at + 11) : 0;
+    int on_it = 0;
+    for (int i = 0; i < N; i++) {
+        stalled[i] = 0;
+        for (size_t k = 0; map && map->type == REDIS_REPLY_ARRAY && k < map->elements; k++) {
+            redisReply *range = map->element[k];
+            if (range->element[2]->element[1]->integer == port && slots[i] >= range->element[0]->integer &&
+                slots[i] <= range->element[1]->integer)
+                stalled[i] = 1;
+        }
+        on_it += stalled[i];
+    }
+    CHECK(pid > 0 && stalled[0] && on_it < N);
+    if (pid <= 0 || !stalled[0] || on_it == N) return;
+
+    int64_t t = now_ms();
+    kill(pid, SIGSTOP);
+    int rc = rl_execute_each(c, batch, N, rs, os);
+    kill(pid, SIGCONT);
+    int64_t took = now_ms() - t;
+    CHECK_EQ(rc, RL_ERR_TIMEOUT);
+    int decided = 0, timed_out = 0;
+    for (int i = 0; i < N; i++) {
+        if (stalled[i]) {
+            timed_out += os[i].status == RL_ERR_TIMEOUT;
+        } else {
+            decided += os[i].status == RL_OK && rs[i].allowed && !rs[i].fallback;
+            if (os[i].status) fprintf(stderr, "  request %d: %s\n", i, os[i].error);
+        }
+    }
+    CHECK_EQ(timed_out, on_it);
+    CHECK_EQ(decided, N - on_it);
+    printf("  cluster, one master stalled: %d of %d requests decided by the others, %d timed out (%lld ms)\n", decided,
+           N, timed_out, (long long)took);
+    freeReplyObject(info);
+    freeReplyObject(map);
+    redisFree(raw);
+    rl_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -645,6 +719,7 @@ int main(int argc, char **argv)
     suite("sentinel", env("RL_TEST_SENTINEL_URL"), NULL);
     suite("cluster", env("RL_TEST_CLUSTER_URL"), NULL);
     test_sentinel_failover();
+    test_cluster_node_stalls();
     test_cluster_under_change();
     test_cluster_source_first();
     return test_summary("topology");

@@ -100,6 +100,22 @@ def _exceeded(result: Result, message: str) -> RateLimitExceeded:
     return exc
 
 
+def _batch_outcomes(outcomes: List[Any], return_exceptions: bool) -> List[Any]:
+    """What an asyncio batch returns, as Limiter.acquire_many does: the list
+    of outcomes (a Result or that request's exception each), or the first
+    failure raised, naming its request, with the list as .results."""
+    if return_exceptions:
+        return outcomes
+    for i, outcome in enumerate(outcomes):
+        if isinstance(outcome, BaseException):
+            exc = type(outcome)("request %d: %s" % (i, outcome) if len(outcomes) > 1 else str(outcome))
+            if hasattr(outcome, "code"):
+                exc.code = outcome.code  # type: ignore[attr-defined]
+            exc.results = outcomes  # type: ignore[attr-defined]
+            raise exc
+    return outcomes
+
+
 def _reserved(name: str, permits: int, max_wait: Seconds, result: Result) -> float:
     """reserve()'s answer from its Result: the seconds to wait, or
     RateLimitExceeded when nothing was booked (shared with ratelimit.aio)."""

@@ -1,7 +1,7 @@
 """Type stubs for the C extension ratelimit._ratelimit."""
 import os
 from builtins import ConnectionError as _BuiltinConnectionError
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Literal, Optional, Tuple, Union, overload
 
 Seconds = Union[int, float]
 Text = Union[str, bytes]
@@ -27,6 +27,9 @@ ERR_CANCELLED: int
 
 class RateLimitError(Exception):
     code: int
+    # raised by a batch (acquire_many): every request's outcome, a Result or
+    # that request's exception; None otherwise
+    results: Optional[List[Union["Result", BaseException]]]
 
 # Redis failed (catch for outages) ...
 class RedisFailure(RateLimitError): ...
@@ -137,8 +140,13 @@ class Limiter:
     def _reserve(self, id: Text, permits: int = ..., *, max_wait: Optional[Seconds] = ...,
                  now: Optional[Seconds] = ...) -> Result: ...
     def reset(self, id: Text) -> None: ...
+    @overload
     def acquire_many(self, requests: Iterable[Union[Text, Tuple[Text, int]]], *,
-                     now: Optional[Seconds] = ...) -> List[Result]: ...
+                     now: Optional[Seconds] = ..., return_exceptions: Literal[False] = ...) -> List[Result]: ...
+    @overload
+    def acquire_many(self, requests: Iterable[Union[Text, Tuple[Text, int]]], *,
+                     now: Optional[Seconds] = ...,
+                     return_exceptions: bool) -> List[Union[Result, BaseException]]: ...
     def key(self, id: Text) -> str: ...
 
 class Completions:
@@ -154,7 +162,7 @@ class Completions:
     def submit(self, tag: int, limiter: Limiter, id: Text, permits: Optional[int], op: int,
                max_wait: Optional[Seconds], now: Optional[Seconds], /) -> None: ...
     def submit_many(self, tag: int, limiter: Limiter, requests: Iterable[Union[Text, Tuple[Text, int]]],
-                    now: Optional[Seconds], /) -> Union[int, List[Result]]: ...
+                    now: Optional[Seconds], /) -> Union[int, List[Union[Result, BaseException]]]: ...
     # the primitives: permits None is a lock; timeout None: 0 (try once)
     def submit_acquire(self, tag: int, client: Client, name: str, permits: Optional[int], lease: Seconds,
                        timeout: Optional[Seconds], /) -> None: ...

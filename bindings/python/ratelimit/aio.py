@@ -51,7 +51,8 @@ import asyncio
 import concurrent.futures
 import functools
 import itertools
-from typing import Any, Awaitable, Callable, Generator, Generic, Iterable, List, Optional, Tuple, TypeVar, Union
+from typing import (Any, Awaitable, Callable, Generator, Generic, Iterable, List, Literal, Optional, Tuple, TypeVar,
+                    Union, overload)
 
 import ratelimit as _sync
 from ratelimit import _ratelimit
@@ -250,30 +251,36 @@ class _Runner:
                 return result
             await asyncio.sleep(max(pause, 0.001))
 
-    async def decide_many(self, limiter: _sync.Limiter, requests: Any, now: Any) -> List[Result]:
+    async def decide_many(self, limiter: _sync.Limiter, requests: Any, now: Any,
+                          return_exceptions: bool) -> List[Any]:
         st = self.state()
         tag = st.next_tag
         n = st.queue.submit_many(tag, limiter, requests, now)
         if isinstance(n, list):
-            return n  # decided by the blocking path (see Completions.submit_many)
-        st.next_tag = tag + n
-        create, futures = st.loop.create_future, st.futures
-        batch: "List[asyncio.Future[Result]]" = []
-        for t in range(tag, tag + n):
-            batch.append(create())
-            futures[t] = batch[-1]
-        results = []
-        try:
-            for future in batch:
-                results.append(await future)
-        except BaseException:
+            outcomes: List[Any] = n  # decided by the blocking path (see Completions.submit_many)
+        else:
+            st.next_tag = tag + n
+            create, futures = st.loop.create_future, st.futures
+            batch: "List[asyncio.Future[Result]]" = []
             for t in range(tag, tag + n):
-                futures.pop(t, None)
-            for future in batch:  # their errors are this one's: no "never retrieved" warnings
-                if future.done() and not future.cancelled():
-                    future.exception()
-            raise
-        return results
+                batch.append(create())
+                futures[t] = batch[-1]
+            outcomes = []
+            try:
+                # each request completes on its own: one failing hides none of the others
+                for future in batch:
+                    try:
+                        outcomes.append(await future)
+                    except (RateLimitError, MemoryError) as e:
+                        outcomes.append(e)
+            except BaseException:
+                for t in range(tag, tag + n):
+                    futures.pop(t, None)
+                for future in batch:  # their errors are this one's: no "never retrieved" warnings
+                    if future.done() and not future.cancelled():
+                        future.exception()
+                raise
+        return _sync._batch_outcomes(outcomes, return_exceptions)
 
     async def round_trip(self, submit: Callable[..., None], *args: Any) -> Any:
         """A primitive that does not wait (release, refresh, extend, push):
@@ -403,12 +410,26 @@ class AsyncLimiter:
         """See Limiter.reset."""
         await self._run.round_trip(_Completions.submit_reset, self.sync, id)
 
+    @overload
     async def acquire_many(self, requests: Iterable[Union[Text, Tuple[Text, int]]], *,
-                           now: Optional[Seconds] = None) -> List[Result]:
+                           now: Optional[Seconds] = None, return_exceptions: Literal[False] = False) -> List[Result]:
+        ...
+
+    @overload
+    async def acquire_many(self, requests: Iterable[Union[Text, Tuple[Text, int]]], *,
+                           now: Optional[Seconds] = None,
+                           return_exceptions: bool) -> List[Union[Result, BaseException]]:
+        ...
+
+    async def acquire_many(self, requests: Iterable[Union[Text, Tuple[Text, int]]], *,
+                           now: Optional[Seconds] = None, return_exceptions: bool = False) -> List[Any]:
         """See Limiter.acquire_many: validated as a whole first (one invalid
         request: InvalidArgument, nothing sent), then one decision per id on
-        the asynchronous core, pipelined together."""
-        return await self._run.decide_many(self.sync, requests, now)
+        the asynchronous core, pipelined together. Each request has its own
+        outcome: return_exceptions=True returns each failed request's
+        exception in its place; otherwise the first failure is raised with
+        the list as .results."""
+        return await self._run.decide_many(self.sync, requests, now, return_exceptions)
 
     async def reserve(self, id: Text, permits: int = 1, *, max_wait: Seconds = 0.0,
                       now: Optional[Seconds] = None) -> float:

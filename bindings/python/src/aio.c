@@ -231,7 +231,8 @@ PyDoc_STRVAR(completions_submit_many_doc,
 "tag + i. Returns how many were queued. As acquire_many, every request is\n"
 "validated first: if one is invalid InvalidArgument is raised and nothing\n"
 "is queued. (Should the check here and the core's ever disagree, the batch\n"
-"runs as acquire_many does and its list of Results is returned instead.)");
+"runs as acquire_many(return_exceptions=True) does and its list is\n"
+"returned instead.)");
 
 static PyObject *completions_submit_many(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -252,20 +253,23 @@ static PyObject *completions_submit_many(CompletionsObject *self, PyObject *cons
         /* rl_execute validates the whole batch before sending anything: its
          * refusal is the exact error acquire_many raises */
         rl_result *results = PyMem_Calloc((size_t)n, sizeof *results);
+        rl_outcome *outcomes = PyMem_Calloc((size_t)n, sizeof *outcomes);
         int rc;
-        if (!results) {
+        if (!results || !outcomes) {
             client_leave(client);
+            PyMem_Free(results);
+            PyMem_Free(outcomes);
             PyErr_NoMemory();
             goto done;
         }
         Py_BEGIN_ALLOW_THREADS
-        rc = rl_execute(rl, reqs, (size_t)n, results);
+        rc = rl_execute_each(rl, reqs, (size_t)n, results, outcomes);
         if (rc) save_errmsg(err, rc);
         Py_END_ALLOW_THREADS
         client_leave(client);
-        if (rc) raise_code(st, rc, err);
-        else out = results_list(st, results, n);
+        out = batch_outcomes(st, rc, err, results, outcomes, n, 1);
         PyMem_Free(results);
+        PyMem_Free(outcomes);
         goto done;
     }
     client_leave(client);

@@ -138,8 +138,11 @@ int errors_init(PyObject *module, rl_state *st)
 
     EXC(st->RateLimitError, "RateLimitError",
         "Root of every error raised by ratelimit; .code is the C status (RL_ERR_*),\n"
-        "0 for NotAcquired (a decision, not a failure).",
+        "0 for NotAcquired (a decision, not a failure). .results: raised by a batch\n"
+        "(acquire_many), every request's outcome, a Result or its exception; else None.",
         PyTuple_Pack(1, PyExc_Exception), 0);
+    /* a batch's failure sets it: the list of every request's outcome */
+    if (PyObject_SetAttrString(st->RateLimitError, "results", Py_None) < 0) goto done;
     EXC(failure, "RedisFailure",
         "Redis failed: no usable answer (cannot connect, timed out, undecodable\n"
         "reply, error reply) or the client is closed. Catch this for outages; a\n"

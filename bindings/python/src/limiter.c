@@ -402,47 +402,56 @@ static PyObject *limiter_reset(LimiterObject *self, PyObject *id)
 }
 
 PyDoc_STRVAR(limiter_acquire_many_doc,
-"acquire_many(requests, *, now=None)\n--\n\n"
+"acquire_many(requests, *, now=None, return_exceptions=False)\n--\n\n"
 "Acquire for several ids in one pipelined round trip.\n\n"
 "requests: an iterable of ids or (id, permits) pairs. Returns a list of\n"
 "Results in the same order. Every request is validated first: if one is\n"
-"invalid, InvalidArgument is raised and nothing is sent.");
+"invalid, InvalidArgument is raised and nothing is sent.\n\n"
+"Each request has its own outcome: what Redis decided for one is reported\n"
+"whatever happens to the others (one key of the wrong type, a timeout or\n"
+"a lost connection part-way, a cluster node down). return_exceptions=True\n"
+"returns the list with each failed request's exception in its place (as\n"
+"asyncio.gather does); otherwise the first failure is raised, its message\n"
+"naming the request, and carries that list as .results. The on_error\n"
+"policy decides per request, for those Redis could not be asked or did\n"
+"not answer in time.");
 
 static PyObject *limiter_acquire_many(LimiterObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"requests", "now", NULL};
+    static char *kwlist[] = {"requests", "now", "return_exceptions", NULL};
     PyObject *items, *now = Py_None, *keeps = NULL, *out = NULL;
     rl_state *st = STATE(self);
     rl_request *reqs = NULL;
     rl_result *results = NULL;
+    rl_outcome *outcomes = NULL;
     Py_ssize_t n;
     char err[ERRBUF];
-    int rc;
+    int rc, return_exceptions = 0;
 
     if (!st || limiter_ready(st, self) < 0) return NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$O:acquire_many", kwlist, &items, &now)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$Op:acquire_many", kwlist, &items, &now, &return_exceptions))
+        return NULL;
     if (build_batch(st, self, items, now, &reqs, &keeps, &n) < 0) return NULL;
     if (n == 0) return PyList_New(0);
-    if (!(results = PyMem_Calloc((size_t)n, sizeof *results))) {
+    results = PyMem_Calloc((size_t)n, sizeof *results);
+    outcomes = PyMem_Calloc((size_t)n, sizeof *outcomes);
+    if (!results || !outcomes) {
         PyErr_NoMemory();
         goto done;
     }
     rl_client *rl = client_enter(st, self->client);
     if (!rl) goto done;
     Py_BEGIN_ALLOW_THREADS
-    rc = rl_execute(rl, reqs, (size_t)n, results);
+    rc = rl_execute_each(rl, reqs, (size_t)n, results, outcomes);
     if (rc) save_errmsg(err, rc);
     Py_END_ALLOW_THREADS
     client_leave(self->client);
-    if (rc) {
-        raise_code(st, rc, err);
-        goto done;
-    }
-    out = results_list(st, results, n);
+    out = batch_outcomes(st, rc, err, results, outcomes, n, return_exceptions);
 done:
     Py_XDECREF(keeps);
     PyMem_Free(reqs);
     PyMem_Free(results);
+    PyMem_Free(outcomes);
     return out;
 }
 

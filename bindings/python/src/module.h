@@ -132,7 +132,12 @@ int conv_spec(rl_state *st, PyObject *rate, PyObject *algorithm, PyObject *burst
 /* spec -> (algorithm, [(limit, period_seconds)...], [burst or None...],
  * initial_tokens (None: full, 0: empty, n), per_client, rl_spec_format text). */
 PyObject *spec_to_python(const rl_spec *spec);
-PyObject *results_list(rl_state *st, const rl_result *results, Py_ssize_t n);
+/* What a batch returns: the list of its outcomes (a Result or the request's
+ * exception each), or NULL with the first failure raised (err: its message,
+ * rc: its status) carrying that list as .results. return_exceptions: the list
+ * whatever failed, except an invalid batch (nothing sent), which raises. */
+PyObject *batch_outcomes(rl_state *st, int rc, const char *err, const rl_result *results, const rl_outcome *outcomes,
+                         Py_ssize_t n, int return_exceptions);
 /* The request limiter.acquire / peek / _reserve would run, and its client
  * (borrowed); *keep owns the id's bytes. */
 int limiter_request(rl_state *st, PyObject *limiter, PyObject *id, PyObject *permits, PyObject *now,

@@ -14,12 +14,14 @@ PyObject *result_new(rl_state *st, const rl_result *r)
     return (PyObject *)self;
 }
 
-/* A list of n Results. */
-PyObject *results_list(rl_state *st, const rl_result *results, Py_ssize_t n)
+/* A batch's outcomes (rl_execute_each), one per request: its Result, or its
+ * error as an exception instance. */
+static PyObject *outcomes_list(rl_state *st, const rl_result *results, const rl_outcome *outcomes, Py_ssize_t n)
 {
     PyObject *out = PyList_New(n);
     for (Py_ssize_t i = 0; out && i < n; i++) {
-        PyObject *r = result_new(st, &results[i]);
+        PyObject *r = outcomes[i].status ? make_exception(st, outcomes[i].status, outcomes[i].error)
+                                         : result_new(st, &results[i]);
         if (!r) {
             Py_CLEAR(out);
             break;
@@ -27,6 +29,32 @@ PyObject *results_list(rl_state *st, const rl_result *results, Py_ssize_t n)
         PyList_SET_ITEM(out, i, r);
     }
     return out;
+}
+
+PyObject *batch_outcomes(rl_state *st, int rc, const char *err, const rl_result *results, const rl_outcome *outcomes,
+                         Py_ssize_t n, int return_exceptions)
+{
+    PyObject *list = outcomes_list(st, results, outcomes, n);
+    /* an invalid batch was not sent: bad input raises, whatever was asked */
+    if (!list || rc == RL_OK || (return_exceptions && rc != RL_ERR_INVALID)) return list;
+    if (rc == RL_ERR_NOMEM) {
+        Py_DECREF(list);
+        return PyErr_NoMemory();
+    }
+    raise_code(st, rc, err);
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value && PyObject_SetAttrString(value, "results", list) < 0) {
+        Py_DECREF(list);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return NULL;
+    }
+    Py_DECREF(list);
+    PyErr_Restore(type, value, tb);
+    return NULL;
 }
 
 static void result_dealloc(ResultObject *self)

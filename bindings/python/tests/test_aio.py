@@ -131,3 +131,33 @@ def test_async_errors(server, raw):
                 await client.limiter("e", "1/s").acquire("u", 0)
         assert raw.dbsize() == 0
     run(main())
+
+
+def test_async_acquire_many_reports_each_outcome(server, raw):
+    # as Limiter.acquire_many: victim's key holds another type, Redis refuses
+    # that request alone, and the others' decisions (consumed) are reported
+    async def main():
+        async with await aio.AsyncClient.connect(server.url) as client:
+            lim = client.limiter("aeach", "5/minute", algorithm="fixed_window")
+            raw.lpush(lim.sync.key("victim"), "x")
+            alice, victim, carol = await lim.acquire_many([("alice", 2), "victim", ("carol", 5)],
+                                                          return_exceptions=True)
+            assert isinstance(alice, ratelimit.Result) and alice.allowed and alice.remaining == 3
+            assert isinstance(victim, ratelimit.RedisError) and "WRONGTYPE" in str(victim)
+            assert isinstance(carol, ratelimit.Result) and carol.allowed and carol.remaining == 0
+            with pytest.raises(ratelimit.RedisError) as raised:
+                await lim.acquire_many([("alice", 2), "victim", ("carol", 5)])
+            assert str(raised.value).startswith("request 1: ") and "WRONGTYPE" in str(raised.value)
+            assert raised.value.code == ratelimit.RedisError.code
+            alice, victim, carol = raised.value.results
+            assert alice.allowed and alice.remaining == 1 and isinstance(victim, ratelimit.RedisError)
+            assert not carol.allowed
+            assert int(raw.hget(lim.sync.key("alice"), "count")) == 4
+            # an invalid request: raised whatever was asked, nothing queued
+            with pytest.raises(ratelimit.InvalidArgument, match="request 1"):
+                await lim.acquire_many(["erin", ("frank", 0)], return_exceptions=True)
+            assert not raw.exists(lim.sync.key("erin"))
+            raw.delete(lim.sync.key("victim"))
+            rs = await lim.acquire_many(["victim", "erin"])
+            assert [(r.allowed, r.remaining) for r in rs] == [(True, 4), (True, 4)]
+    run(main())

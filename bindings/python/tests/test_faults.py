@@ -403,3 +403,94 @@ def test_demoted_to_a_replica_answers_readonly(redis_server, start_redis, mode):
     assert all(isinstance(e, ratelimit.RedisError) and str(e).startswith("READONLY") for e in tally.errors)
     # the master never had the key; the warm-up's permit went with the full sync
     assert count(server, key) == tally.admitted - 1
+
+
+# ---- a batch cut part-way: what Redis decided is still reported ---------------
+
+BATCH_LIMIT, BATCH_PERIOD_MS = 1000000000, 3600000
+
+
+def fresh_reply_bytes():
+    """The bytes of a fresh id's fixed-window reply (RESP2, 8 integers:
+    allowed, limit, remaining, retry_after, reset_after, wait, granted, rate):
+    the same for every fresh id, so a proxy can pass exactly one."""
+    values = [1, BATCH_LIMIT, BATCH_LIMIT - 1, -1, BATCH_PERIOD_MS, 0, 1, 0]
+    return len("*8\r\n") + sum(len(":%d\r\n" % v) for v in values)
+
+
+@pytest.mark.parametrize("fault", ["stall", "cut"])
+@pytest.mark.parametrize("mode, policy", [("sync", "raise"), ("sync", "allow"), ("aio", "raise"), ("aio", "deny")])
+def test_batch_cut_part_way_reports_what_redis_decided(toxiproxy, proxied, redis_server, fault, mode, policy):
+    # both requests reach Redis; the proxy passes the first reply, then stalls
+    # (slicer: a pause after each reply) or cuts the connection (limit_data)
+    size = fresh_reply_bytes()
+    error = ratelimit.Timeout if fault == "stall" else ratelimit.ConnectionError
+    prefix = "batch-%s-%s-%s-" % (fault, mode, policy)
+
+    def attach():
+        if fault == "stall":
+            toxiproxy.toxic("redis", "slicer", "downstream", average_size=size, size_variation=0,
+                            delay=int(3 * TIMEOUT * 1e6))
+        else:
+            toxiproxy.toxic("redis", "limit_data", "downstream", bytes=size + 3)
+
+    def check(outcomes, took, ids):
+        first, second = outcomes
+        assert isinstance(first, ratelimit.Result), first
+        assert first.allowed and not first.fallback and first.remaining == BATCH_LIMIT - 1
+        if policy == "raise":
+            assert isinstance(second, error), second
+        else:
+            assert isinstance(second, ratelimit.Result) and second.fallback
+            assert second.allowed is (policy == "allow")
+        assert took <= TIMEOUT + MARGIN
+        toxiproxy.heal("redis")
+        # the second ran too: a request cut short may have consumed
+        assert [count(redis_server, key) for key in ids] == [1, 1]
+
+    rate = "%d/hour" % BATCH_LIMIT
+
+    def keys(lim, ids):
+        return [lim.key(i) for i in ids]
+
+    if mode == "sync":
+        with ratelimit.Client(proxied, **options(policy)) as client:
+            lim = client.limiter("faults", rate, algorithm="fixed_window")
+            warm = lim.acquire(prefix + "warm")  # the scripts loaded, a connection open
+            assert (warm.remaining, warm.reset_after) == (BATCH_LIMIT - 1, BATCH_PERIOD_MS / 1000)
+            ids = [prefix + "a", prefix + "b"]
+            attach()
+            t = time.monotonic()
+            outcomes = lim.acquire_many(ids, return_exceptions=True)
+            check(outcomes, time.monotonic() - t, keys(lim, ids))
+            if policy == "raise":
+                ids = [prefix + "c", prefix + "d"]
+                attach()
+                t = time.monotonic()
+                with pytest.raises(error) as raised:
+                    lim.acquire_many(ids)
+                assert str(raised.value).startswith("request 1: ")
+                check(raised.value.results, time.monotonic() - t, keys(lim, ids))
+            # and then a batch is decided whole again
+            assert all(not r.fallback for r in lim.acquire_many([prefix + "a", prefix + "e"]))
+        return
+
+    async def main():
+        async with await aio.AsyncClient.connect(proxied, **options(policy)) as client:
+            lim = client.limiter("faults", rate, algorithm="fixed_window")
+            await lim.acquire(prefix + "warm")
+            ids = [prefix + "a", prefix + "b"]
+            attach()
+            t = time.monotonic()
+            outcomes = await lim.acquire_many(ids, return_exceptions=True)
+            check(outcomes, time.monotonic() - t, keys(lim.sync, ids))
+            if policy == "raise":
+                ids = [prefix + "c", prefix + "d"]
+                attach()
+                t = time.monotonic()
+                with pytest.raises(error) as raised:
+                    await lim.acquire_many(ids)
+                assert str(raised.value).startswith("request 1: ")
+                check(raised.value.results, time.monotonic() - t, keys(lim.sync, ids))
+            assert all(not r.fallback for r in await lim.acquire_many([prefix + "a", prefix + "e"]))
+    asyncio.run(main())

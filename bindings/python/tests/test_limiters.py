@@ -102,6 +102,46 @@ def test_permits_and_acquire_many(client, raw):
     assert not lim.acquire_many(["a"])[0]
 
 
+def test_acquire_many_reports_each_outcome(server, client, raw):
+    # victim's key holds another type: Redis refuses that request alone, and
+    # what it decided for the others (consumed) is reported
+    lim = client.limiter("each", "5/minute", algorithm="fixed_window")
+    raw.lpush(lim.key("victim"), "x")
+    outcomes = lim.acquire_many([("alice", 2), "victim", ("carol", 5)], return_exceptions=True)
+    alice, victim, carol = outcomes
+    assert isinstance(alice, ratelimit.Result) and alice.allowed and alice.remaining == 3 and not alice.fallback
+    assert isinstance(victim, ratelimit.RedisError) and "WRONGTYPE" in str(victim)
+    assert victim.code == ratelimit.RedisError.code and victim.results is None
+    assert isinstance(carol, ratelimit.Result) and carol.allowed and carol.remaining == 0
+    assert int(raw.hget(lim.key("alice"), "count")) == 2
+    # without return_exceptions: the first failure raised, carrying the same list
+    with pytest.raises(ratelimit.RedisError) as raised:
+        lim.acquire_many([("alice", 2), "victim", ("carol", 5)])
+    assert str(raised.value).startswith("request 1: ") and "WRONGTYPE" in str(raised.value)
+    alice, victim, carol = raised.value.results
+    assert alice.allowed and alice.remaining == 1
+    assert isinstance(victim, ratelimit.RedisError)
+    assert not carol.allowed
+    assert int(raw.hget(lim.key("alice"), "count")) == 4
+    # the on_error policy never decides for Redis's own errors
+    with ratelimit.Client(server.url, on_redis_error="allow") as open_client:
+        loose = open_client.limiter("each", "5/minute", algorithm="fixed_window")
+        dave, victim = loose.acquire_many(["dave", "victim"], return_exceptions=True)
+        assert dave.allowed and not dave.fallback and isinstance(victim, ratelimit.RedisError)
+    # an invalid request: raised whatever was asked, nothing sent
+    for return_exceptions in (False, True):
+        with pytest.raises(ratelimit.InvalidArgument, match="request 1") as raised:
+            lim.acquire_many(["erin", ("frank", 0)], return_exceptions=return_exceptions)
+        assert [type(e) for e in raised.value.results] == [ratelimit.InvalidArgument] * 2
+        assert str(raised.value.results[0]) == "not sent: request 1 is invalid"
+    assert not raw.exists(lim.key("erin"))
+    # all fine: the list of Results, as always
+    raw.delete(lim.key("victim"))
+    rs = lim.acquire_many(["victim", "erin"], return_exceptions=True)
+    assert [(r.allowed, r.remaining) for r in rs] == [(True, 4), (True, 4)]
+    assert lim.acquire_many([], return_exceptions=True) == []
+
+
 @pytest.mark.parametrize("algorithm", ["token_bucket", "leaky_bucket", "gcra"])
 def test_reserve(client, algorithm):
     lim = client.limiter("res-" + algorithm, "10/second", algorithm=algorithm)

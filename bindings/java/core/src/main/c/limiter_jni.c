@@ -275,6 +275,8 @@ static void n_reset(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jbyt
         *(out) = v_;                                                         \
     } while (0)
 
+/* Every request's outcome: its Result, or its exception (not thrown). An
+ * invalid batch (nothing sent) throws. */
 static jobjectArray n_execute(JNIEnv *env, jclass cls, jlong handle, jobjectArray names, jobjectArray ids,
                               jobjectArray specs, jlongArray permits, jintArray ops, jlongArray max_waits)
 {
@@ -282,11 +284,12 @@ static jobjectArray n_execute(JNIEnv *env, jclass cls, jlong handle, jobjectArra
     jsize n = (*env)->GetArrayLength(env, names);
     rl_request *reqs = calloc((size_t)n + 1, sizeof *reqs);
     rl_result *results = calloc((size_t)n + 1, sizeof *results);
+    rl_outcome *outcomes = calloc((size_t)n + 1, sizeof *outcomes);
     jobjectArray out = NULL;
     jsize built = 0;
     int rc;
 
-    if (!reqs || !results) {
+    if (!reqs || !results || !outcomes) {
         throw_oom(env);
         goto done;
     }
@@ -306,14 +309,16 @@ static jobjectArray n_execute(JNIEnv *env, jclass cls, jlong handle, jobjectArra
         if (spec) (*env)->DeleteLocalRef(env, spec);
         if (rc) goto done;
     }
-    rc = rl_execute(client_of(handle), reqs, (size_t)n, results);
-    if (rc) {
+    rc = rl_execute_each(client_of(handle), reqs, (size_t)n, results, outcomes);
+    if (rc == RL_ERR_INVALID) {
         throw_status(env, rc);
         goto done;
     }
-    if (!(out = (*env)->NewObjectArray(env, n, g_result, NULL))) goto done;
+    jclass object = (*env)->FindClass(env, "java/lang/Object");
+    if (!object || !(out = (*env)->NewObjectArray(env, n, object, NULL))) goto done;
     for (jsize i = 0; i < n; i++) {
-        jobject r = new_result(env, &results[i]);
+        jobject r = outcomes[i].status ? new_exception(env, outcomes[i].status, outcomes[i].error)
+                                       : new_result(env, &results[i]);
         if (!r) {
             out = NULL;
             goto done;
@@ -325,6 +330,7 @@ done:
     for (jsize i = 0; reqs && i < built; i++) free_request(&reqs[i]);
     free(reqs);
     free(results);
+    free(outcomes);
     return out;
 }
 
@@ -375,7 +381,7 @@ static const JNINativeMethod methods[] = {
     {"decide", "(J" B B SPEC "JIJJ)" RESULT, (void *)n_decide},
     {"acquireWait", "(J" HANDLE B B SPEC "JJ)" RESULT, (void *)n_acquire_wait},
     {"reset", "(J" B B SPEC ")V", (void *)n_reset},
-    {"execute", "(J[[B[[B[[J[J[I[J)[" RESULT, (void *)n_execute},
+    {"execute", "(J[[B[[B[[J[J[I[J)[Ljava/lang/Object;", (void *)n_execute},
     {"submit", "(JJJ" B B SPEC "JIJJ)V", (void *)n_submit},
 };
 

@@ -91,21 +91,33 @@ static int java_range_message(char *buf, size_t size)
     return 1;
 }
 
+jobject new_exception(JNIEnv *env, int status, const char *msg)
+{
+    if (!msg || !*msg) msg = rl_strerror(status);
+    jsize len = (jsize)strlen(msg);
+    jbyteArray bytes = (*env)->NewByteArray(env, len);
+    if (!bytes) return NULL; /* OutOfMemoryError pending */
+    (*env)->SetByteArrayRegion(env, bytes, 0, len, (const jbyte *)msg);
+    jobject ex = (*env)->CallStaticObjectMethod(env, g_native, g_exception, (jint)status, bytes);
+    (*env)->DeleteLocalRef(env, bytes);
+    if (ex && (*env)->ExceptionCheck(env)) {
+        (*env)->DeleteLocalRef(env, ex);
+        return NULL;
+    }
+    return ex;
+}
+
 void throw_status(JNIEnv *env, int status)
 {
     char said[600];
     if ((*env)->ExceptionCheck(env)) return;
     const char *msg = rl_errmsg();
-    if (!msg || !*msg) msg = rl_strerror(status);
     if (status == RL_ERR_INVALID && java_range_message(said, sizeof said)) msg = said;
-    jsize len = (jsize)strlen(msg);
-    jbyteArray bytes = (*env)->NewByteArray(env, len);
-    if (!bytes) return; /* OutOfMemoryError pending */
-    (*env)->SetByteArrayRegion(env, bytes, 0, len, (const jbyte *)msg);
-    jobject ex = (*env)->CallStaticObjectMethod(env, g_native, g_exception, (jint)status, bytes);
-    (*env)->DeleteLocalRef(env, bytes);
-    if (ex && !(*env)->ExceptionCheck(env)) (*env)->Throw(env, (jthrowable)ex);
-    if (ex) (*env)->DeleteLocalRef(env, ex);
+    jobject ex = new_exception(env, status, msg);
+    if (ex) {
+        (*env)->Throw(env, (jthrowable)ex);
+        (*env)->DeleteLocalRef(env, ex);
+    }
 }
 
 void throw_oom(JNIEnv *env)

@@ -23,6 +23,9 @@ extern jclass g_result;
 /* Raises the Java exception for a core status with the core's message for
  * this thread; the caller returns at once. */
 void throw_status(JNIEnv *env, int status);
+/* The exception for a status with msg, not thrown (a local reference), or
+ * NULL with an exception pending. */
+jobject new_exception(JNIEnv *env, int status, const char *msg);
 void throw_oom(JNIEnv *env);
 
 /* A byte[] into a malloc'd NUL-terminated buffer (NULL for null); 0, or -1

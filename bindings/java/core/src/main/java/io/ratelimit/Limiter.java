@@ -142,14 +142,27 @@ public final class Limiter {
         });
     }
 
-    /** One acquire per id, pipelined in a single round trip; results in the same order. */
+    /**
+     * One acquire per id, pipelined in a single round trip; results in the
+     * same order. A request that fails throws as {@link RateLimitClient#execute}
+     * does, carrying every request's outcome.
+     */
     public List<Result> acquireMany(List<String> ids, long permits) {
+        return client.execute(acquires(ids, permits));
+    }
+
+    /** {@link #acquireMany} with one {@link Outcome} per id (see {@link RateLimitClient#executeEach}). */
+    public List<Outcome> acquireManyEach(List<String> ids, long permits) {
+        return client.executeEach(acquires(ids, permits));
+    }
+
+    private List<Request> acquires(List<String> ids, long permits) {
         Native.notNull("ids", ids);
         List<Request> requests = new ArrayList<>(ids.size());
         for (String id : ids) {
             requests.add(Request.acquire(this, id, permits));
         }
-        return client.execute(requests);
+        return requests;
     }
 
     /**

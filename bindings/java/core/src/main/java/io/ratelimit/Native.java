@@ -135,7 +135,8 @@ final class Native {
     /** Deletes the state of every rate of the spec. */
     static native void reset(long client, byte[] name, byte[] id, long[] spec);
 
-    static native Result[] execute(long client, byte[][] names, byte[][] ids, long[][] specs, long[] permits,
+    /** Per request its Result or its exception (not thrown); an invalid batch throws. */
+    static native Object[] execute(long client, byte[][] names, byte[][] ids, long[][] specs, long[] permits,
             int[] ops, long[] maxWaits);
 
     // ---- stored specs (rl_config_*) -------------------------------------------------

@@ -5,7 +5,6 @@ import java.lang.ref.Reference;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -198,8 +197,36 @@ public final class RateLimitClient implements AutoCloseable {
         return new DelayQueue(this, name);
     }
 
-    /** Any mix of decisions, pipelined in one round trip; all validated before anything is sent. */
+    /**
+     * Any mix of decisions, pipelined in one round trip; all validated before
+     * anything is sent. When a request fails (its key holds another type, a
+     * timeout or a lost connection part-way, a cluster node down), the first
+     * failure is thrown, its message naming the request, carrying every
+     * request's outcome ({@link RateLimitException#outcomes()}): the decisions
+     * Redis made are never lost. {@link #executeEach} returns them instead.
+     */
     public List<Result> execute(List<Request> requests) {
+        List<Outcome> outcomes = executeEach(requests);
+        List<Result> results = new ArrayList<>(outcomes.size());
+        for (int i = 0; i < outcomes.size(); i++) {
+            Outcome o = outcomes.get(i);
+            if (!o.ok()) {
+                RateLimitException e = o.error();
+                String message = outcomes.size() > 1 ? "request " + i + ": " + e.getMessage() : e.getMessage();
+                throw RateLimitException.of(e.status(), message).withOutcomes(outcomes);
+            }
+            results.add(o.result());
+        }
+        return results;
+    }
+
+    /**
+     * {@link #execute} with one {@link Outcome} per request, in order: the
+     * decision Redis made (or the {@link OnRedisError} policy's, for a request
+     * Redis could not be asked or did not answer in time), or that request's
+     * own error. Throws only for an invalid batch, of which nothing is sent.
+     */
+    public List<Outcome> executeEach(List<Request> requests) {
         Native.notNull("requests", requests);
         int n = requests.size();
         byte[][] names = new byte[n][];
@@ -221,9 +248,12 @@ public final class RateLimitClient implements AutoCloseable {
             ops[i] = r.op().ordinal();
             maxWaits[i] = r.maxWaitMs();
         }
-        Result[] results = call(ptr -> Native.execute(ptr, names, ids, specs, permits, ops,
-                maxWaits));
-        return new ArrayList<>(Arrays.asList(results));
+        Object[] each = call(ptr -> Native.execute(ptr, names, ids, specs, permits, ops, maxWaits));
+        List<Outcome> outcomes = new ArrayList<>(n);
+        for (Object o : each) {
+            outcomes.add(o instanceof Result ? Outcome.of((Result) o) : Outcome.failed((RateLimitException) o));
+        }
+        return outcomes;
     }
 
     /**

@@ -1,5 +1,7 @@
 package io.ratelimit;
 
+import java.util.List;
+
 /**
  * The root of every exception the library throws; {@link #status()} says
  * which kind. Being denied is not a failure: it is a {@link Result} with
@@ -19,6 +21,7 @@ package io.ratelimit;
 public class RateLimitException extends RuntimeException {
     private static final long serialVersionUID = 1L;
     private final Status status;
+    private transient List<Outcome> outcomes = List.of();
 
     public RateLimitException(Status status, String message) {
         super(message);
@@ -32,6 +35,20 @@ public class RateLimitException extends RuntimeException {
 
     public Status status() {
         return status;
+    }
+
+    /**
+     * Thrown by a batch ({@link RateLimitClient#execute}, {@link Limiter#acquireMany}):
+     * every request's outcome, in order, the decisions Redis made included;
+     * else empty.
+     */
+    public List<Outcome> outcomes() {
+        return outcomes == null ? List.of() : outcomes;
+    }
+
+    RateLimitException withOutcomes(List<Outcome> outcomes) {
+        this.outcomes = List.copyOf(outcomes);
+        return this;
     }
 
     /** The exception type for a status, carrying the core's message. */

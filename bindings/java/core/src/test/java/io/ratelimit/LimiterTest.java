@@ -103,6 +103,57 @@ class LimiterTest extends RedisTestBase {
     }
 
     @Test
+    void aBatchReportsEachOutcome() throws Exception {
+        // victim's key holds another type: Redis refuses that request alone,
+        // and what it decided for the others (consumed) is reported
+        Limiter lim = client.limiter("each", "5/minute", Algorithm.FIXED_WINDOW);
+        redis.command("LPUSH", lim.key("victim"), "x");
+        List<Outcome> each = client.executeEach(List.of(Request.acquire(lim, "alice", 2),
+                Request.acquire(lim, "victim", 1), Request.acquire(lim, "carol", 5)));
+        assertTrue(each.get(0).ok());
+        assertTrue(each.get(0).result().allowed());
+        assertEquals(3, each.get(0).result().remaining());
+        assertFalse(each.get(0).result().fallback());
+        assertFalse(each.get(1).ok());
+        assertTrue(each.get(1).error() instanceof RedisErrorException, each.get(1).toString());
+        assertTrue(each.get(1).error().getMessage().contains("WRONGTYPE"));
+        assertEquals(0, each.get(1).error().outcomes().size());
+        assertThrows(RedisErrorException.class, () -> each.get(1).get());
+        assertEquals(0, each.get(2).get().remaining());
+        assertEquals("2", redis.command("HGET", lim.key("alice"), "count"));
+
+        // execute / acquireMany: the first failure thrown, naming its request, with every outcome
+        RedisErrorException e = assertThrows(RedisErrorException.class,
+                () -> lim.acquireMany(List.of("alice", "victim", "dave"), 1));
+        assertTrue(e.getMessage().startsWith("request 1: ") && e.getMessage().contains("WRONGTYPE"), e.getMessage());
+        assertEquals(3, e.outcomes().size());
+        assertEquals(2, e.outcomes().get(0).result().remaining());
+        assertTrue(e.outcomes().get(1).error() instanceof RedisErrorException);
+        assertTrue(e.outcomes().get(2).result().allowed());
+        assertEquals("3", redis.command("HGET", lim.key("alice"), "count"));
+
+        // the policy never decides for Redis's own errors
+        try (RateLimitClient open = RateLimitClient.connect(redis.url(),
+                ClientOptions.defaults().onRedisError(OnRedisError.ALLOW))) {
+            List<Outcome> loose = open.limiter("each", "5/minute", Algorithm.FIXED_WINDOW)
+                    .acquireManyEach(List.of("erin", "victim"), 1);
+            assertTrue(loose.get(0).result().allowed() && !loose.get(0).result().fallback());
+            assertTrue(loose.get(1).error() instanceof RedisErrorException);
+        }
+        // an invalid request: thrown, nothing sent
+        InvalidArgumentException bad = assertThrows(InvalidArgumentException.class,
+                () -> client.executeEach(List.of(Request.acquire(lim, "frank", 1), Request.acquire(lim, "gina", 0))));
+        assertTrue(bad.getMessage().startsWith("request 1: "), bad.getMessage());
+        assertEquals(0L, redis.command("EXISTS", lim.key("frank")));
+        // all fine: the results, as always
+        redis.command("DEL", lim.key("victim"));
+        List<Outcome> fine = lim.acquireManyEach(List.of("victim", "frank"), 1);
+        assertEquals(4, fine.get(0).get().remaining());
+        assertEquals(4, fine.get(1).get().remaining());
+        assertEquals(2, lim.acquireMany(List.of("victim", "frank"), 1).size());
+    }
+
+    @Test
     void reserveReturnsTheWaitAndRefusesPastMaxWait() {
         for (Algorithm a : new Algorithm[] {Algorithm.GCRA, Algorithm.TOKEN_BUCKET, Algorithm.LEAKY_BUCKET}) {
             Limiter lim = client.limiter("reserve-" + a, Rate.of(10, Duration.ofSeconds(1)), a);
