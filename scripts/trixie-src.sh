@@ -5,6 +5,11 @@ trixie_sources() {
   local package=$1 sources=/etc/apt/sources.list.d/ratelimit-trixie-src.sources configured
   configured=$(apt-get indextargets --no-release-info --format '$(RELEASE)' 'Created-By: Sources' 2>/dev/null || true)
   if ! grep -qx trixie <<<"$configured"; then
+    # Ubuntu has not got Debian's signing keys by default (universe has them)
+    if [ ! -f /usr/share/keyrings/debian-archive-keyring.gpg ]; then
+      $sudo apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq debian-archive-keyring >/dev/null
+    fi
     echo "adding the trixie deb-src entry: $sources" >&2
     printf '%s\n' \
       '# Added by ratelimit scripts (hiredis.sh, servers.sh): source packages only.' \
