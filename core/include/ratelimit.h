@@ -344,8 +344,9 @@ RL_API int rl_config_delete(rl_client *client, const char *name, int *deleted);
  * answers RL_OK (the decisions then follow the policy). Bindings call it
  * when a limiter is made, so a name never silently becomes a second limiter. */
 RL_API int rl_config_check(rl_client *client, const char *name, const rl_spec *spec);
-/* A spec as text, "gcra 10/1000ms;1000/3600000ms burst=20 initial=5
- * per_client"; writes at most size bytes including the NUL and returns the
+/* A spec as text, rates as users write them: "gcra 10/second burst 20;
+ * 1000/hour initial 5 per_client" (a period no whole second divides:
+ * "3/500ms"); writes at most size bytes including the NUL and returns the
  * full length (like snprintf). */
 RL_API int rl_spec_format(const rl_spec *spec, char *buf, size_t size);
 

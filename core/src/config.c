@@ -378,8 +378,9 @@ int rl_spec_format(const rl_spec *spec, char *buf, size_t size)
     n = rl_spec_rates(spec, rates);
     used = (size_t)snprintf(text, sizeof text, "%s", rl_algorithm_name(spec->algorithm));
     for (size_t i = 0; i < n && used < sizeof text; i++) {
-        used += (size_t)snprintf(text + used, sizeof text - used, "%s%lld/%lldms", i ? ";" : " ",
-                                 (long long)rates[i].limit, (long long)rates[i].period_ms);
+        used += (size_t)snprintf(text + used, sizeof text - used, "%s", i ? ";" : " ");
+        if (used < sizeof text)
+            used += (size_t)rl_format_rate(text + used, sizeof text - used, rates[i].limit, rates[i].period_ms);
         if (rates[i].burst && rates[i].burst != rates[i].limit && used < sizeof text)
             used += (size_t)snprintf(text + used, sizeof text - used, " burst %lld", (long long)rates[i].burst);
     }

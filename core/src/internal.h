@@ -302,6 +302,8 @@ int rl_build_reset(rl_cmd *cmd, rl_client *client, const char *name, const char 
 void rl_fallback_result(const rl_client *client, int64_t capacity, int64_t permits, rl_result *out);
 int64_t rl_spec_capacity(const rl_spec *spec);
 size_t rl_spec_rates(const rl_spec *spec, rl_rate *out);
+/* rate.c: "4/minute", "5/30 seconds", "3/500ms" (snprintf's return) */
+int rl_format_rate(char *buf, size_t size, int64_t limit, int64_t period_ms);
 
 /* sync.c: the semaphore / lock / queue commands, shared with rl_submit_* (every
  * argument copied into cmd) */

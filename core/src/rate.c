@@ -91,6 +91,25 @@ int rl_parse_rate(const char *text, int64_t *limit, int64_t *period_ms)
                    text, (int)unit_len, unit);
 }
 
+/* A rate as users write it and rl_parse_rate reads it back: "4/minute",
+ * "5/30 seconds", "3/500ms" (the largest unit up to a week that divides the
+ * period; months and years print as days). */
+int rl_format_rate(char *buf, size_t size, int64_t limit, int64_t period_ms)
+{
+    static const struct {
+        const char *one, *many;
+        int64_t ms;
+    } by[] = {{"week", "weeks", 604800000}, {"day", "days", 86400000}, {"hour", "hours", 3600000},
+              {"minute", "minutes", 60000}, {"second", "seconds", 1000}};
+    for (size_t i = 0; i < sizeof by / sizeof by[0]; i++) {
+        if (period_ms % by[i].ms) continue;
+        int64_t n = period_ms / by[i].ms;
+        if (n == 1) return snprintf(buf, size, "%lld/%s", (long long)limit, by[i].one);
+        return snprintf(buf, size, "%lld/%lld %s", (long long)limit, (long long)n, by[i].many);
+    }
+    return snprintf(buf, size, "%lld/%lldms", (long long)limit, (long long)period_ms);
+}
+
 int rl_parse_rates(const char *text, rl_spec *spec)
 {
     int64_t limits[RL_MAX_RATES], periods[RL_MAX_RATES];

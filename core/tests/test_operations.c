@@ -178,7 +178,7 @@ static void stored_specs(void)
 
     /* a limiter made with a spec that disagrees is refused, naming both */
     CHECK_EQ(rl_config_check(reader, "cfg", &five), RL_ERR_INVALID);
-    CHECK(strstr(rl_errmsg(), "fixed_window 10/60000ms") && strstr(rl_errmsg(), "fixed_window 5/60000ms"));
+    CHECK(strstr(rl_errmsg(), "fixed_window 10/minute") && strstr(rl_errmsg(), "fixed_window 5/minute"));
     CHECK_OK(rl_config_check(client, "cfg", &ten));
     CHECK_OK(rl_config_check(client, "nothing-stored", &five));
 

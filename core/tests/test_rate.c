@@ -44,6 +44,27 @@ int main(void)
     bad("99999999999999999999/s", "too large (max 4503599627370496)");
     bad("4503599627370497/s", "too large (max 4503599627370496)"); /* the limit's bound: as a limiter says */
     ok("4503599627370496/s", 4503599627370496LL, 1000);
+    /* specs print their rates as users write them, and those parse back */
+    const int64_t periods[] = {1, 500, 1000, 1500, 30000, 60000, 90000, 3600000, 7200000, 86400000,
+                               604800000, 1209600000, 2592000000, 31104000000};
+    const char *texts[] = {"1ms", "500ms", "second", "1500ms", "30 seconds", "minute", "90 seconds", "hour",
+                           "2 hours", "day", "week", "2 weeks", "30 days", "360 days"};
+    for (size_t i = 0; i < sizeof periods / sizeof periods[0]; i++) {
+        char text[64], want[64];
+        int64_t limit = 0, period = 0;
+        rl_spec one = {.algorithm = RL_GCRA, .limit = 7, .period_ms = periods[i]};
+        rl_spec_format(&one, text, sizeof text);
+        snprintf(want, sizeof want, "gcra 7/%s", texts[i]);
+        CHECK(strcmp(text, want) == 0);
+        CHECK_OK(rl_parse_rate(text + strlen("gcra "), &limit, &period));
+        CHECK_EQ(limit, 7);
+        CHECK_EQ(period, periods[i]);
+    }
+    rl_spec two = {.algorithm = RL_GCRA, .limit = 10, .period_ms = 1000, .burst = 20, .more_count = 1,
+                   .more = {{.limit = 1000, .period_ms = 3600000}}};
+    char spec_text[128];
+    rl_spec_format(&two, spec_text, sizeof spec_text);
+    CHECK(strcmp(spec_text, "gcra 10/second burst 20;1000/hour") == 0);
     /* a number out of range keeps its parts for the bindings (rl_errrange) */
     rl_range_error range;
     rl_spec zero_period = {.algorithm = RL_GCRA, .limit = 10};

@@ -193,7 +193,7 @@ class LimiterConfig:
     bursts: one per rate, None where the burst is the limit; initial_tokens:
     None (a new entity starts full), 0 (empty) or n; per_client: True when
     each client (Client.client_id) has a quota of its own. str() gives the
-    core's text, e.g. "gcra 10/1000ms;1000/3600000ms burst 20 per_client".
+    core's text, e.g. "gcra 10/second;1000/hour burst 20 per_client".
     """
 
     __slots__ = ("algorithm", "rates", "bursts", "initial_tokens", "per_client", "_text")

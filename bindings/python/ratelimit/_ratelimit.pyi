@@ -17,6 +17,7 @@ ALGORITHMS: Tuple[str, ...]
 VERSION_NUMBER: int
 OK: int
 ERR_INVALID: int
+MAX_RATES: int
 ERR_CONNECTION: int
 ERR_TIMEOUT: int
 ERR_PROTOCOL: int

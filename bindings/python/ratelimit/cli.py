@@ -29,7 +29,8 @@ EPILOG = """\
 exit codes:
   0  done
   1  not found: no spec stored (config get / delete), a spec already stored
-     (config set --if-absent), no limiter matches (ls), the peek is denied (show)
+     (config set --if-absent), no limiter matches (ls), the peek is denied (show),
+     no state and no spec (show), state of another algorithm than asked (show, reset)
   2  usage: a bad command line, rate, algorithm or other argument
   3  Redis: unreachable, timed out, or answered an error
 
@@ -190,25 +191,70 @@ def cmd_ls(client: ratelimit.Client, args: argparse.Namespace) -> int:
 
 def _spec_args(p: argparse.ArgumentParser, required: bool = False) -> None:
     p.add_argument("--rate", required=required,
-                   help="the limiter's rate(s), e.g. 10/second or '10/second;1000/hour' (default: the stored spec)")
+                   help="the limiter's rate(s), e.g. 10/second or '10/second;1000/hour' (default: the stored spec; "
+                   "without one, show and reset work from the entity's keys)")
     p.add_argument("--algorithm", help="fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket, "
-                   "gcra (default gcra)")
+                   "gcra (default: the algorithm of the entity's state, else gcra)")
     p.add_argument("--burst", type=int, action="append", help="burst (repeat: one per rate)")
     p.add_argument("--initial-tokens", type=int, help="permits a new entity starts with (default: full)")
     p.add_argument("--per-client", action="store_true", help="a quota per client (see --client-id)")
 
 
-def _limiter(client: ratelimit.Client, args: argparse.Namespace) -> ratelimit.Limiter:
+def _state_keys(client: ratelimit.Client, args: argparse.Namespace,
+                stored: Optional[ratelimit.LimiterConfig]) -> Dict[str, List[str]]:
+    """The entity's state keys that exist, by algorithm, in rate order. The
+    core names the entity's hash tag (a limiter's first key); every key an
+    entity can have is that tag with ":<algorithm>[:<rate>]", so nothing is
+    scanned."""
+    if stored is not None:
+        probe = client.limiter(args.name)
+    else:
+        probe = client.limiter(args.name, "1/second", per_client=args.per_client)
+    first = probe.keys(args.id)[0]
+    tag = first[:-len(":" + probe.config.algorithm)]
+    candidates = {alg: [tag + ":" + alg] + ["%s:%s:%d" % (tag, alg, n) for n in range(2, ratelimit._ratelimit.MAX_RATES + 1)]
+                  for alg in ratelimit.ALGORITHMS}
+    found = {}
+    for alg, keys in candidates.items():
+        if client._command(["EXISTS"] + keys, key=first):  # one round trip per algorithm without state
+            found[alg] = [k for k in keys if client._command(["EXISTS", k], key=k)]
+    return found
+
+
+def _limiter(client: ratelimit.Client, args: argparse.Namespace,
+             found: Dict[str, List[str]], stored: Optional[ratelimit.LimiterConfig]) -> Optional[ratelimit.Limiter]:
+    """The limiter the command line or the stored spec describes; None when
+    there is neither (show and reset then work from the keys alone). Without
+    --algorithm, the algorithm of the entity's state."""
     if args.rate is None:
-        if args.algorithm or args.burst or args.initial_tokens is not None or args.per_client:
-            raise Failure("--algorithm, --burst, --initial-tokens and --per-client need --rate", EXIT_USAGE)
-        if client.get_config(args.name) is None:
-            raise Failure("no spec is stored for limiter %r: give --rate (and --algorithm)" % args.name,
-                          EXIT_NOT_FOUND)
-        return client.limiter(args.name)
-    # a spec stored for the name must agree (else InvalidArgument naming both)
-    return client.limiter(args.name, args.rate, algorithm=args.algorithm, burst=_burst(args),
-                          initial_tokens=args.initial_tokens, per_client=args.per_client)
+        if args.burst or args.initial_tokens is not None:
+            raise Failure("--burst and --initial-tokens need --rate", EXIT_USAGE)
+        if stored is None:
+            return None
+        if args.algorithm or args.per_client:
+            raise Failure("a spec is stored for limiter %r (%s): --algorithm and --per-client need --rate"
+                          % (args.name, stored), EXIT_USAGE)
+        lim = client.limiter(args.name)
+    else:
+        algorithm = args.algorithm
+        if algorithm is None and len(found) > 1:
+            raise Failure("%s / %s has state of %s: give --algorithm" % (args.name, args.id, ", ".join(sorted(found))),
+                          EXIT_USAGE)
+        if algorithm is None and found:
+            algorithm = next(iter(found))
+        # a spec stored for the name must agree (else InvalidArgument naming both)
+        lim = client.limiter(args.name, args.rate, algorithm=algorithm, burst=_burst(args),
+                             initial_tokens=args.initial_tokens, per_client=args.per_client)
+    _check_algorithm(args, found, lim.config.algorithm)
+    return lim
+
+
+def _check_algorithm(args: argparse.Namespace, found: Dict[str, List[str]], algorithm: Optional[str]) -> None:
+    """A reset or show of one algorithm's state while the entity has only
+    another's would say "nothing there" and leave the state: refuse it."""
+    if algorithm is not None and found and algorithm not in found:
+        raise Failure("%s / %s has no %s state, but %s: give --algorithm %s" % (
+            args.name, args.id, algorithm, " and ".join(sorted(found)), sorted(found)[0]), EXIT_NOT_FOUND)
 
 
 def _burst(args: argparse.Namespace) -> Any:
@@ -231,18 +277,37 @@ def _raw(client: ratelimit.Client, key: str) -> Dict[str, Any]:
     return out
 
 
-def _state(client: ratelimit.Client, lim: ratelimit.Limiter, ident: str) -> Dict[str, Any]:
-    r = lim.peek(ident)
-    return {"name": lim.name, "id": ident, "spec": str(lim.config), "peek": _result_data(r),
-            "keys": [_raw(client, k) for k in lim.keys(ident)]}
+def _state(client: ratelimit.Client, args: argparse.Namespace) -> Dict[str, Any]:
+    """An entity's state: with a spec (given or stored) a peek and its keys,
+    else the keys it has, whatever made them."""
+    stored = client.get_config(args.name) if args.rate is None else None
+    found = _state_keys(client, args, stored)
+    lim = _limiter(client, args, found, stored)
+    if lim is None:
+        _check_algorithm(args, found, args.algorithm)
+        found = {alg: keys for alg, keys in found.items() if args.algorithm in (None, alg)}
+        if not found:
+            raise Failure("%s / %s: no state, and no spec is stored for limiter %r: give --rate"
+                          % (args.name, args.id, args.name), EXIT_NOT_FOUND)
+        return {"name": args.name, "id": args.id, "spec": None, "algorithm": ", ".join(sorted(found)),
+                "peek": None, "keys": [_raw(client, k) for keys in found.values() for k in keys]}
+    keys = lim.keys(args.id)
+    # the given spec may have fewer rates than the state: show those too
+    keys += [k for k in found.get(lim.config.algorithm, []) if k not in keys]
+    return {"name": lim.name, "id": args.id, "spec": str(lim.config), "algorithm": lim.config.algorithm,
+            "peek": _result_data(lim.peek(args.id)), "keys": [_raw(client, k) for k in keys]}
 
 
 def _state_lines(data: Dict[str, Any]) -> List[str]:
     p = data["peek"]
-    lines = ["%s / %s: %s" % (data["name"], data["id"], data["spec"]),
-             "  remaining %d of %d%s, retry after %s, full again in %s" % (
-                 p["remaining"], p["limit"], "" if p["allowed"] else " (denied)", _seconds(p["retry_after"]),
-                 _seconds(p["reset_after"]))]
+    if p is None:
+        lines = ["%s / %s: %s (no spec stored: give --rate for remaining and retry times)"
+                 % (data["name"], data["id"], data["algorithm"])]
+    else:
+        lines = ["%s / %s: %s" % (data["name"], data["id"], data["spec"]),
+                 "  remaining %d of %d%s, retry after %s, full again in %s" % (
+                     p["remaining"], p["limit"], "" if p["allowed"] else " (denied)", _seconds(p["retry_after"]),
+                     _seconds(p["reset_after"]))]
     for k in data["keys"]:
         if k["type"] == "none":
             lines.append("  %s: no state (full)" % k["key"])
@@ -253,18 +318,29 @@ def _state_lines(data: Dict[str, Any]) -> List[str]:
 
 
 def cmd_show(client: ratelimit.Client, args: argparse.Namespace) -> int:
-    data = _state(client, _limiter(client, args), args.id)
+    data = _state(client, args)
     _emit(args, data, _state_lines(data))
-    return EXIT_OK if data["peek"]["allowed"] else EXIT_NOT_FOUND
+    return EXIT_OK if data["peek"] is None or data["peek"]["allowed"] else EXIT_NOT_FOUND
 
 
 def cmd_reset(client: ratelimit.Client, args: argparse.Namespace) -> int:
-    lim = _limiter(client, args)
-    keys = lim.keys(args.id)
-    existed = sum(client._command(["EXISTS", k], key=k) for k in keys)
-    lim.reset(args.id)
-    _emit(args, {"name": args.name, "id": args.id, "deleted": existed},
-          ["%s / %s: reset (%d key%s deleted)" % (args.name, args.id, existed, "" if existed == 1 else "s")])
+    stored = client.get_config(args.name) if args.rate is None else None
+    found = _state_keys(client, args, stored)
+    lim = _limiter(client, args, found, stored)
+    algorithm = lim.config.algorithm if lim else args.algorithm
+    _check_algorithm(args, found, algorithm)
+    # every rate's key, also those of rates the spec no longer has
+    keys = [k for alg, ks in found.items() if algorithm in (None, alg) for k in ks]
+    deleted = client._command(["DEL"] + keys, key=keys[0]) if keys else 0
+    if lim is not None:
+        lim.reset(args.id)
+    left = [k for k in keys if client._command(["EXISTS", k], key=k)]
+    if left:  # written again meanwhile? say so rather than claim a reset
+        raise Failure("%s / %s: %s still exist%s after the reset" % (
+            args.name, args.id, ", ".join(left), "s" if len(left) == 1 else ""), EXIT_REDIS)
+    _emit(args, {"name": args.name, "id": args.id, "deleted": deleted, "keys": keys},
+          ["%s / %s: reset (%s)" % (args.name, args.id, "%d key%s deleted: %s" % (
+              deleted, "" if deleted == 1 else "s", " ".join(keys)) if deleted else "there was no state")])
     return EXIT_OK
 
 
@@ -290,14 +366,13 @@ def cmd_config(client: ratelimit.Client, args: argparse.Namespace) -> int:
 
 
 def cmd_watch(client: ratelimit.Client, args: argparse.Namespace) -> int:
-    lim = _limiter(client, args)
     tty = sys.stdout.isatty() and not args.json
     n = 0
     try:
         while args.count is None or n < args.count:
             if n:
                 time.sleep(args.interval)
-            data = _state(client, lim, args.id)
+            data = _state(client, args)
             data["time"] = time.time()
             if args.json:
                 print(json.dumps(data, sort_keys=True), flush=True)
@@ -308,7 +383,7 @@ def cmd_watch(client: ratelimit.Client, args: argparse.Namespace) -> int:
                     sys.stdout.write("\033[H\033[2J%s  (every %gs, Ctrl-C to stop)\n" % (stamp, args.interval))
                     sys.stdout.write("\n".join(lines) + "\n")
                 else:
-                    sys.stdout.write("%s %s\n" % (stamp, lines[1].strip()))
+                    sys.stdout.write("%s %s\n" % (stamp, lines[-1 if data["peek"] is None else 1].strip()))
                 sys.stdout.flush()
             n += 1
     except KeyboardInterrupt:

@@ -153,6 +153,7 @@ static int module_exec(PyObject *module)
     }
     if (PyModule_AddIntConstant(module, "VERSION_NUMBER", rl_version_number()) < 0 ||
         PyModule_AddIntConstant(module, "OK", RL_OK) < 0 ||
+        PyModule_AddIntConstant(module, "MAX_RATES", RL_MAX_RATES) < 0 ||
         PyModule_AddIntConstant(module, "ERR_INVALID", RL_ERR_INVALID) < 0 ||
         PyModule_AddIntConstant(module, "ERR_CONNECTION", RL_ERR_CONNECTION) < 0 ||
         PyModule_AddIntConstant(module, "ERR_TIMEOUT", RL_ERR_TIMEOUT) < 0 ||

@@ -42,16 +42,16 @@ def test_config_set_get_delete(server, raw):
     url = server.url
     code, out, err = run(url, "config", "set", "api", "10/second;1000/hour", "--burst", "20",
                          "--algorithm", "token_bucket", "--per-client")
-    assert code == 0 and out == "api: stored token_bucket 10/1000ms burst 20;1000/3600000ms per_client\n", err
+    assert code == 0 and out == "api: stored token_bucket 10/second burst 20;1000/hour per_client\n", err
     code, docs, _ = js(url, "config", "get", "api")
     assert code == 0 and docs == [{"algorithm": "token_bucket", "rates": [[10, 1.0], [1000, 3600.0]],
                                    "bursts": [20, None], "initial_tokens": None, "per_client": True,
-                                   "text": "token_bucket 10/1000ms burst 20;1000/3600000ms per_client"}]
+                                   "text": "token_bucket 10/second burst 20;1000/hour per_client"}]
     # --json after the command too; --if-absent keeps what is stored (exit 1)
     code, docs, _ = js(url, "config", "set", "api", "1/second", "--if-absent")
     assert code == 1 and docs[0]["set"] is False and docs[0]["spec"]["rates"] == [[10, 1.0], [1000, 3600.0]]
     code, out, _ = run(url, "config", "get", "api")
-    assert code == 0 and out == "api: token_bucket 10/1000ms burst 20;1000/3600000ms per_client\n"
+    assert code == 0 and out == "api: token_bucket 10/second burst 20;1000/hour per_client\n"
     # what the tool stores, a client uses
     c = ratelimit.Client(url)
     try:
@@ -96,7 +96,7 @@ def test_ls_show_reset(server, raw):
     code, docs, err = js(url, "show", "sms", "user:42")
     assert code == 0, err
     d = docs[0]
-    assert d["spec"] == "fixed_window 5/60000ms" and d["peek"]["remaining"] == 3 and d["peek"]["limit"] == 5
+    assert d["spec"] == "fixed_window 5/minute" and d["peek"]["remaining"] == 3 and d["peek"]["limit"] == 5
     assert d["keys"][0]["key"] == "rl:{sms:user:42}:fixed_window" and d["keys"][0]["fields"]["count"] == "2"
     code, out, _ = run(url, "show", "sms", "user:42")
     assert code == 0 and "remaining 3 of 5" in out and "rl:{sms:user:42}:fixed_window (hash" in out
@@ -110,8 +110,8 @@ def test_ls_show_reset(server, raw):
     assert code == 0 and docs[0]["peek"]["remaining"] == 3
     # a given spec that disagrees with the stored one: usage error naming both
     code, out, err = run(url, "show", "sms", "u", "--rate", "9/minute")
-    assert code == 2 and out == "" and len(err.splitlines()) == 1 and "fixed_window 5/60000ms" in err
-    # no spec stored nor given
+    assert code == 2 and out == "" and len(err.splitlines()) == 1 and "fixed_window 5/minute" in err
+    # no spec stored nor given, no state
     code, _, err = run(url, "show", "unknown", "u")
     assert code == 1 and "give --rate" in err and len(err.splitlines()) == 1
     # a denied peek exits 1
@@ -122,10 +122,63 @@ def test_ls_show_reset(server, raw):
     assert code == 1 and docs[0]["peek"]["allowed"] is False and docs[0]["peek"]["retry_after"] > 0
 
     code, docs, _ = js(url, "reset", "sms", "user:42")
-    assert code == 0 and docs == [{"name": "sms", "id": "user:42", "deleted": 1}]
+    assert code == 0 and docs == [{"name": "sms", "id": "user:42", "deleted": 1,
+                                   "keys": ["rl:{sms:user:42}:fixed_window"]}]
     assert not raw.exists("rl:{sms:user:42}:fixed_window")
     code, out, _ = run(url, "reset", "sms", "user:42")
-    assert code == 0 and "0 keys deleted" in out
+    assert code == 0 and out == "sms / user:42: reset (there was no state)\n"
+
+
+def test_show_and_reset_find_the_state_without_a_spec(server, raw):
+    """Limiters made with a rate in code (the web integrations, client.limiter(name, rate)) store no spec: show
+    and reset work from the entity's keys, and take the algorithm from them."""
+    url = server.url
+    c = ratelimit.Client(url)
+    try:
+        c.limiter("fw", "3/minute", algorithm="fixed_window").acquire("u1")
+        c.limiter("two", "3/second;10/hour", algorithm="sliding_log").acquire("u1")
+        c.limiter("both", "3/minute", algorithm="gcra").acquire("u1")
+        c.limiter("both", "3/minute", algorithm="token_bucket").acquire("u1")
+    finally:
+        c.close()
+    # no spec, no --rate: the keys, whatever algorithm made them
+    code, out, err = run(url, "show", "fw", "u1")
+    assert code == 0, err
+    assert out.splitlines()[0] == "fw / u1: fixed_window (no spec stored: give --rate for remaining and retry times)"
+    assert "rl:{fw:u1}:fixed_window (hash" in out and "'count': '1'" in out
+    code, docs, _ = js(url, "show", "two", "u1")
+    assert code == 0 and [k["key"] for k in docs[0]["keys"]] == [
+        "rl:{two:u1}:sliding_log", "rl:{two:u1}:sliding_log:2"] and docs[0]["peek"] is None
+    # --rate without --algorithm: the algorithm of the state, and the rate as users write it
+    code, docs, err = js(url, "show", "fw", "u1", "--rate", "3/minute")
+    assert code == 0, err
+    assert docs[0]["spec"] == "fixed_window 3/minute" and docs[0]["peek"]["remaining"] == 2
+    # two algorithms' state under one name: which one is asked
+    code, _, err = run(url, "show", "both", "u1", "--rate", "3/minute")
+    assert code == 2 and "gcra, token_bucket" in err and "--algorithm" in err
+    # an algorithm the entity has no state of, while it has another's: not found, naming it
+    code, out, err = run(url, "reset", "fw", "u1", "--rate", "3/minute", "--algorithm", "gcra")
+    assert code == 1 and "no gcra state" in err and "--algorithm fixed_window" in err
+    assert raw.exists("rl:{fw:u1}:fixed_window")
+    # the issue's case: --rate, no --algorithm, a fixed_window key: deleted
+    code, out, err = run(url, "reset", "fw", "u1", "--rate", "3/minute")
+    assert code == 0 and out == "fw / u1: reset (1 key deleted: rl:{fw:u1}:fixed_window)\n", err
+    assert not raw.exists("rl:{fw:u1}:fixed_window")
+    # no spec, no --rate: every rate's key
+    code, out, err = run(url, "reset", "two", "u1")
+    assert code == 0 and "2 keys deleted" in out, err
+    assert not raw.exists("rl:{two:u1}:sliding_log") and not raw.exists("rl:{two:u1}:sliding_log:2")
+    # a later rate's key outlives the first's (10/hour vs 3/second): still found
+    raw.hset("rl:{two:u2}:sliding_log:2", "x", "1")
+    code, docs, _ = js(url, "reset", "two", "u2")
+    assert code == 0 and docs[0]["keys"] == ["rl:{two:u2}:sliding_log:2"]
+    # --algorithm alone picks among several algorithms' state
+    code, out, err = run(url, "reset", "both", "u1", "--algorithm", "token_bucket")
+    assert code == 0 and "rl:{both:u1}:token_bucket" in out, err
+    assert raw.exists("rl:{both:u1}:gcra") and not raw.exists("rl:{both:u1}:token_bucket")
+    # nothing at all
+    code, _, err = run(url, "show", "nothing", "u1")
+    assert code == 1 and "no state" in err and "give --rate" in err and len(err.splitlines()) == 1
 
 
 def test_prefix_and_redis_url_env(server, raw):

@@ -25,7 +25,7 @@ def test_configure_get_delete(client, raw):
     assert isinstance(c, ratelimit.LimiterConfig)
     assert (c.algorithm, c.rates, c.bursts, c.initial_tokens, c.per_client) == (
         "token_bucket", ((10, 1.0), (1000, 3600.0)), (20, None), 5, True)
-    assert str(c) == "token_bucket 10/1000ms burst 20;1000/3600000ms initial 5 per_client"
+    assert str(c) == "token_bucket 10/second burst 20;1000/hour initial 5 per_client"
     with pytest.raises(AttributeError):
         c.algorithm = "gcra"
     assert raw.exists("rl:config:cfg") and raw.pttl("rl:config:cfg") == -1  # lasts until deleted
@@ -88,7 +88,7 @@ def test_explicit_rate_must_agree_with_the_stored_one(client):
     client.limiter("agree", (10, 1.0), burst=10)
     with pytest.raises(ratelimit.InvalidArgument) as e:
         client.limiter("agree", "20/second")
-    assert "gcra 10/1000ms" in str(e.value) and "gcra 20/1000ms" in str(e.value)
+    assert "gcra 10/second" in str(e.value) and "gcra 20/second" in str(e.value)
     with pytest.raises(ratelimit.InvalidArgument, match="per_client"):
         client.limiter("agree", "10/second", per_client=True)
 

@@ -146,7 +146,7 @@ public final class LimiterConfig {
         return Arrays.hashCode(spec);
     }
 
-    /** The core's form (rl_spec_format), e.g. {@code "token_bucket 10/1000ms;1000/3600000ms initial 0 per_client"}. */
+    /** The core's form (rl_spec_format), e.g. {@code "token_bucket 10/second;1000/hour initial 0 per_client"}. */
     @Override
     public String toString() {
         return Native.specFormat(spec);

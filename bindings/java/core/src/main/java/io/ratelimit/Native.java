@@ -100,7 +100,7 @@ final class Native {
     /** rl_parse_rates: "10/second;1000/hour" as {limit_1, period_ms_1, limit_2, ...}. */
     static native long[] parseRates(byte[] text);
 
-    /** rl_spec_format: "gcra 10/1000ms;1000/3600000ms burst 20 initial 5 per_client". */
+    /** rl_spec_format: "gcra 10/second;1000/hour burst 20 initial 5 per_client". */
     static native String specFormat(long[] spec);
 
     static native String algorithmName(int algorithm);

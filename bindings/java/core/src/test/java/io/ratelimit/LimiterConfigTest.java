@@ -33,8 +33,8 @@ class LimiterConfigTest extends RedisTestBase {
         assertEquals(3, Rate.parseAll("1/s,2/minute|3/day").size());
         LimiterConfig c = LimiterConfig.of(Algorithm.GCRA, Rate.of(10, Duration.ofSeconds(1)).withBurst(20),
                 Rate.parse("1000/hour")).initialTokens(5).perClient();
-        assertEquals("gcra 10/1000ms burst 20;1000/3600000ms initial 5 per_client", c.toString());
-        assertEquals("token_bucket 5/60000ms initial 0",
+        assertEquals("gcra 10/second burst 20;1000/hour initial 5 per_client", c.toString());
+        assertEquals("token_bucket 5/minute initial 0",
                 LimiterConfig.of(Algorithm.TOKEN_BUCKET, "5/minute").initialTokens(0).toString());
         assertEquals(OptionalLong.of(0), LimiterConfig.of(Algorithm.GCRA, "1/s").initialTokens(0).initialTokens());
         assertEquals(OptionalLong.empty(), LimiterConfig.of(Algorithm.GCRA, "1/s").initialTokens());

@@ -83,7 +83,7 @@ class StoredConfigTest extends RedisTestBase {
         client.configure("agree", LimiterConfig.of(Algorithm.GCRA, Rate.parse("10/second")));
         InvalidArgumentException e = assertThrows(InvalidArgumentException.class,
                 () -> client.limiter("agree", "5/second", Algorithm.GCRA));
-        assertTrue(e.getMessage().contains("gcra 10/1000ms") && e.getMessage().contains("gcra 5/1000ms"),
+        assertTrue(e.getMessage().contains("gcra 10/second") && e.getMessage().contains("gcra 5/second"),
                 e.getMessage());
         assertThrows(InvalidArgumentException.class,
                 () -> client.limiter("agree", LimiterConfig.of(Algorithm.GCRA, "10/second").perClient()));
