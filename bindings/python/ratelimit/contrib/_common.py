@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
+import threading
+import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import ratelimit
 from ratelimit import InvalidArgument, RateLimitError
 
+# every integration logs here: a Redis outage (one warning when decisions
+# start falling back to on_redis_error, one when Redis decides again) and
+# errors the policy decided
 log = logging.getLogger("ratelimit.contrib")
 
 __all__ = ["Key", "Rule", "Decision", "RequestView", "Settings", "remote_address", "header", "user",
@@ -276,6 +282,8 @@ class Settings:
         self.client_options = {"prefix": prefix, "timeout": timeout, "connect_timeout": connect_timeout,
                                "on_redis_error": on_redis_error}
         self._limiters: Dict[Tuple[str, Rule], Any] = {}
+        self._outage_since: Optional[float] = None  # monotonic time of the first fallback of an outage
+        self._outage_lock = threading.Lock()
 
     def limiter(self, client: Any, name: str, rule: Rule) -> Any:
         """client.limiter(...) for this name and rule, cached (the cache is
@@ -286,6 +294,24 @@ class Settings:
             lim = self._limiters[slot] = client.limiter(name, (rule.limit, rule.period), algorithm=rule.algorithm,
                                                         burst=rule.burst)
         return lim
+
+    def decided(self, d: Decision) -> Decision:
+        """Notes an outage: the first decision the policy made instead of
+        Redis logs one warning, the first one Redis makes after it another
+        (limiting is off under "allow", every request refused under "deny":
+        neither may go unnoticed, nor flood the log)."""
+        if d.fallback != (self._outage_since is not None):
+            with self._outage_lock:
+                if d.fallback and self._outage_since is None:
+                    self._outage_since = time.monotonic()
+                    log.warning("Redis unreachable for rate limiting (%s), until it answers again (first at "
+                                "limiter %r): on_redis_error=%s %s every request", masked_url(self.url), d.name,
+                                self.on_redis_error, "allows" if self.on_redis_error == "allow" else "refuses")
+                elif not d.fallback and self._outage_since is not None:
+                    log.warning("Redis reachable again for rate limiting (%s) after %.1f s", masked_url(self.url),
+                                time.monotonic() - self._outage_since)
+                    self._outage_since = None
+        return d
 
     def failed(self, name: str, rule: Rule, error: BaseException) -> Decision:
         """The decision when the limiter raised instead of answering: the
@@ -308,13 +334,22 @@ class Settings:
                 continue
             name = rule.name or view_name
             try:
-                d = Decision.of(name, rule, self.limiter(client, name, rule).acquire(ident, rule.cost))
+                d = self.decided(Decision.of(name, rule, self.limiter(client, name, rule).acquire(ident, rule.cost)))
             except RateLimitError as e:
                 d = self.failed(name, rule, e)
             decisions.append(d)
             if not d.allowed:
                 return d
         return None
+
+
+def masked_url(url: Optional[str]) -> str:
+    """A Redis URL fit for a log: its password replaced by ***; None: the
+    client's default."""
+    if not url:
+        return "the default URL"
+    url = re.sub(r"(://[^/@:]*:)[^/]*@", r"\1***@", url)  # to the last @: a password may hold one
+    return re.sub(r"([?&]sentinel_password=)[^&]*", r"\1***", url)
 
 
 def denied(decisions: Sequence[Decision]) -> Optional[Decision]:

@@ -94,7 +94,7 @@ class RequestState:
         try:
             client = await m.client()
             result = await m.settings.limiter(client, name, rule).acquire(ident, rule.cost)
-            d = Decision.of(name, rule, result)
+            d = m.settings.decided(Decision.of(name, rule, result))
         except InvalidArgument as e:
             if m._client is None:
                 raise  # the URL or an option is wrong: a configuration error

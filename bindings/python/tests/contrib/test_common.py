@@ -45,6 +45,26 @@ def test_client_address(trusted, xff, expected):
     assert as_key("remote_addr")(view) == expected
 
 
+def test_masked_url():
+    assert _common.masked_url("redis://:s3cret@h:6379/0") == "redis://:***@h:6379/0"
+    assert _common.masked_url("rediss://user:p@ss@h/0") == "rediss://user:***@h/0"
+    assert _common.masked_url("redis://h:6379/0") == "redis://h:6379/0"
+    assert _common.masked_url("redis+sentinel://:pw@h1:26379,h2:26379/m/0?sentinel_password=x&db=1") == (
+        "redis+sentinel://:***@h1:26379,h2:26379/m/0?sentinel_password=***&db=1")
+    assert _common.masked_url(None) == "the default URL"
+
+
+def test_outage_logging(caplog):
+    """One warning when decisions start falling back, one when Redis decides again; none per request."""
+    settings = _common.Settings("redis://:pw@127.0.0.1:1/0", on_redis_error="deny")
+    caplog.set_level("INFO", logger="ratelimit.contrib")
+    for fallback in (False, True, True, True, False, False, True, False):
+        settings.decided(decision("x", 1, 0.0, fallback=fallback))
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 4 and all("redis://:***@127.0.0.1:1/0" in line and "pw" not in line for line in lines)
+    assert "refuses every request" in lines[0] and "reachable again" in lines[1]
+
+
 def test_keys():
     assert as_key("header:X-Api-Key")(View(headers={"x-api-key": "k1"})) == "header:k1"
     assert as_key("header:X-Api-Key")(View()) == "10.0.0.9"

@@ -4,7 +4,7 @@ import contextlib
 
 import httpx
 import pytest
-from webcheck import check_headers, check_redis_down, no_rate_limit_headers
+from webcheck import check_headers, check_outage_logged, check_redis_down, no_rate_limit_headers
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -94,6 +94,13 @@ def test_forwarded_for_is_ignored_without_trusted_proxies(ratelimit_redis_url, s
         assert r.status_code == 429  # both are 127.0.0.1
     lim = ratelimit.Client(ratelimit_redis_url).limiter("site", (1, 60.0), algorithm="fixed_window")
     assert lim.peek("127.0.0.1").remaining == 0 and lim.peek("203.0.113.1").remaining == 1
+
+
+def test_an_outage_is_logged_once_and_its_end_too(serve, caplog):
+    with RedisServer() as server:
+        base = serve(items_app(server.url, on_redis_error="allow", timeout=0.3, connect_timeout=0.3)).base
+        with httpx.Client(base_url=base) as http:
+            check_outage_logged(http.get, server, caplog)
 
 
 @pytest.mark.parametrize("policy", ["allow", "deny"])

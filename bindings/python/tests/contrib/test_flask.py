@@ -1,6 +1,6 @@
 """The Flask extension, through Flask's test client (the sync path)."""
 import pytest
-from webcheck import check_headers, check_redis_down, no_rate_limit_headers
+from webcheck import check_headers, check_outage_logged, check_redis_down, no_rate_limit_headers
 from flask import Flask, jsonify
 
 import ratelimit
@@ -98,6 +98,13 @@ def test_redis_down_never_500(down_url, policy):
                             connect_timeout=0.2)
     check_redis_down(app.test_client().get, policy)
     limiter.close()
+
+
+def test_an_outage_is_logged_once_and_its_end_too(caplog):
+    with RedisServer() as server:
+        app, limiter = make_app(server.url, on_redis_error="allow", timeout=0.3, connect_timeout=0.3)
+        check_outage_logged(app.test_client().get, server, caplog)
+        limiter.close()
 
 
 def test_redis_dies_while_serving():

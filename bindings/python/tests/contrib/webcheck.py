@@ -39,3 +39,31 @@ def check_redis_down(get, policy, paths=("/items/1", "/items/2", "/items/3", "/f
             assert r.status_code == 200 and "retry-after" not in r.headers
         else:
             assert r.status_code == 429 and r.headers["retry-after"] == "1"
+
+
+def check_outage_logged(get, server, caplog, path="/items/1"):
+    """Redis paused under on_redis_error="allow": requests pass (limiting is
+    off), and logger "ratelimit.contrib" says so once, naming the URL, and
+    once more when Redis decides again."""
+    import logging
+    import time
+
+    caplog.set_level(logging.INFO, logger="ratelimit.contrib")
+    assert "ratelimit-remaining" in get(path).headers  # Redis decided
+    server.pause()
+    try:
+        for _ in range(3):
+            r = get(path)
+            assert r.status_code == 200 and no_rate_limit_headers(r.headers)
+    finally:
+        server.resume()
+    deadline = time.monotonic() + 10  # the client reconnects within its reconnect backoff
+    while "ratelimit-remaining" not in get(path).headers:
+        assert time.monotonic() < deadline, "Redis did not decide again"
+        time.sleep(0.05)
+    lines = [r.getMessage() for r in caplog.records if r.name == "ratelimit.contrib"]
+    assert len(lines) == 2, lines
+    assert "Redis unreachable for rate limiting (%s)" % server.url in lines[0], lines
+    assert "on_redis_error=allow allows every request" in lines[0], lines
+    assert "Redis reachable again" in lines[1], lines
+    assert all(r.levelname == "WARNING" for r in caplog.records if r.name == "ratelimit.contrib")
