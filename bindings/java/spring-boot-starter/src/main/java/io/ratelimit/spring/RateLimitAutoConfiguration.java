@@ -2,6 +2,7 @@ package io.ratelimit.spring;
 
 import io.micrometer.core.instrument.binder.MeterBinder;
 import io.ratelimit.RateLimitClient;
+import io.ratelimit.RedisFailureException;
 import io.ratelimit.micrometer.RateLimitMetrics;
 import org.springframework.beans.factory.BeanFactory;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
@@ -34,7 +35,12 @@ public class RateLimitAutoConfiguration {
     @Bean(destroyMethod = "close")
     @ConditionalOnMissingBean
     public RateLimitClient rateLimitClient(RateLimitProperties properties) {
-        return RateLimitClient.connect(properties.getUrl(), properties.toClientOptions());
+        try {
+            return RateLimitClient.connect(properties.getUrl(), properties.toClientOptions());
+        } catch (RedisFailureException e) {
+            // one start-up report (RateLimitFailureAnalyzer), not a stack trace with the cause last
+            throw new RedisUnreachableAtStartupException(properties.getUrl(), properties.getOnRedisError(), e);
+        }
     }
 
     @Bean
