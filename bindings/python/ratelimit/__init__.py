@@ -93,10 +93,11 @@ FilePath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 _FOREVER_SLICE = 86400.0
 
 
-def _exceeded(result: Result, message: str) -> RateLimitExceeded:
+def _exceeded(result: Result, message: str, limiter: Any = None) -> RateLimitExceeded:
     exc = RateLimitExceeded(message)
     exc.retry_after = result.retry_after
     exc.result = result
+    exc.limiter = limiter  # for a 429 handler's headers (ratelimit.contrib.exceeded_headers)
     return exc
 
 
@@ -176,12 +177,14 @@ def _init_exceeded(self: RateLimitExceeded, retry_after: Optional[float] = None,
     Exception.__init__(self, message)
     self.retry_after = retry_after
     self.result = None
+    self.limiter = None
 
 
 # the class is made in C (module state); its constructor is easier here
 setattr(RateLimitExceeded, "__init__", _init_exceeded)
 setattr(RateLimitExceeded, "retry_after", None)
 setattr(RateLimitExceeded, "result", None)
+setattr(RateLimitExceeded, "limiter", None)
 
 
 class LimiterConfig:
@@ -309,7 +312,7 @@ class Limiter(_ratelimit.Limiter):
                 result = self.acquire(ident, permits, timeout=timeout)
                 if not result.allowed:
                     raise _exceeded(result, "%s: rate limit exceeded for %r; retry after %.3f s"
-                                    % (self.name, ident, result.retry_after or 0.0))
+                                    % (self.name, ident, result.retry_after or 0.0), self)
 
             if inspect.iscoroutinefunction(func):
                 @functools.wraps(func)

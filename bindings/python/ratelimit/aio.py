@@ -461,7 +461,7 @@ class AsyncLimiter:
                 result = await self.acquire(ident, permits, timeout=timeout)
                 if not result.allowed:
                     raise _sync._exceeded(result, "%s: rate limit exceeded for %r; retry after %.3f s"
-                                          % (self.name, ident, result.retry_after or 0.0))
+                                          % (self.name, ident, result.retry_after or 0.0), self)
                 return await func(*args, **kwargs)
             return wrapper
         return decorate

@@ -8,8 +8,9 @@
 Keys are shared by all: "remote_addr" / remote_address() (X-Forwarded-For
 only with trusted_proxies), "header:<Name>" / header(name), "user" / user(),
 or a callable given the framework's request. The headers and the
-on_redis_error policy are the same everywhere: docs/frameworks.md.
+on_redis_error policy are the same everywhere: docs/frameworks.md;
+exceeded_headers(exc) gives them to a 429 handler of your own.
 """
-from ._common import Key, header, remote_address, user
+from ._common import Key, exceeded_headers, header, remote_address, user
 
-__all__ = ["Key", "header", "remote_address", "user"]
+__all__ = ["Key", "exceeded_headers", "header", "remote_address", "user"]

@@ -24,7 +24,7 @@ from ratelimit import InvalidArgument, RateLimitError
 log = logging.getLogger("ratelimit.contrib")
 
 __all__ = ["Key", "Rule", "Decision", "RequestView", "Settings", "remote_address", "header", "user",
-           "response_headers", "denied", "ceil_seconds"]
+           "response_headers", "exceeded_headers", "denied", "ceil_seconds"]
 
 # what a denial the limiter could not get from Redis tells the client to wait
 FALLBACK_RETRY_AFTER = 1.0
@@ -396,6 +396,18 @@ def response_headers(decisions: Iterable[Decision], rate_limit_fields: bool = Tr
     out.append(("RateLimit-Remaining", str(main.remaining)))
     out.append(("RateLimit-Reset", str(ceil_seconds(main.reset_after))))
     return out
+
+
+def exceeded_headers(exc: ratelimit.RateLimitExceeded) -> List[Tuple[str, str]]:
+    """The headers of a 429 for a RateLimitExceeded raised by a limiter's
+    limit() decorator (Limiter.limit, AsyncLimiter.limit): Retry-After and
+    the rate-limit fields, as the integrations send them ("Headers" in
+    docs/frameworks.md). For an exception of unknown origin: Retry-After."""
+    lim, result = getattr(exc, "limiter", None), getattr(exc, "result", None)
+    if lim is None or result is None:
+        return [("Retry-After", str(max(1, ceil_seconds(exc.retry_after or FALLBACK_RETRY_AFTER))))]
+    rule = Rule(lim.rate, name=lim.name, algorithm=lim.algorithm)
+    return response_headers([Decision.of(lim.name, rule, result)])
 
 
 HEADER_NAMES = ("retry-after", "ratelimit-policy", "ratelimit", "ratelimit-limit", "ratelimit-remaining",

@@ -150,3 +150,22 @@ def test_pytest_plugin(tmp_path):
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and "2 passed" in run.stdout, run.stdout + run.stderr
+
+
+def test_exceeded_headers(ratelimit_redis_url):
+    """A 429 handler of one's own gets the integrations' headers from the exception."""
+    client = ratelimit.Client(ratelimit_redis_url)
+    try:
+        lim = client.limiter("own", "2/minute", algorithm="fixed_window")
+        f = lim.limit("u")(lambda: "ok")
+        f(), f()
+        with pytest.raises(ratelimit.RateLimitExceeded) as e:
+            f()
+        assert e.value.limiter is lim
+        h = dict(_common.exceeded_headers(e.value))
+        assert h["RateLimit-Policy"] == '"own";q=2;w=60' and h["RateLimit-Remaining"] == "0"
+        assert 58 < int(h["Retry-After"]) <= 60 and h["RateLimit"].startswith('"own";r=0;t=')
+    finally:
+        client.close()
+    # raised by hand: all it knows is the retry
+    assert _common.exceeded_headers(ratelimit.RateLimitExceeded(2.5)) == [("Retry-After", "3")]
