@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The README's "Try it" as a new user meets it: a bare Debian 12 root
+# (debootstrap bookworm) with only python3, pip, venv, the headless JDK 17,
+# Maven, gcc, g++, make, CMake, git and ca-certificates, a clean clone of
+# REF, then scripts/demo.sh and scripts/test.sh inside it (as root, so they
+# use apt-get without sudo). Everything else they need they must install
+# themselves.
+#
+# Usage (as root): scripts/bare-trial.sh [REF] [DIR]
+#   REF  what to clone from this repository (default HEAD)
+#   DIR  the root to build, outside the clone (default /var/tmp/rl-bare; a
+#        directory this script made before is removed first)
+# Log: DIR.log (everything, with timings); exit status: test.sh's.
+# Env: RL_BARE_MIRROR (default http://deb.debian.org/debian); RL_BARE_DEMO_ONLY=1
+# stops after demo.sh (a quick check of the root itself).
+#
+# The root shares the host's network (the tests bind loopback ports only)
+# and kernel; /proc, /sys and /dev are bound into it. Services are not
+# started inside it (policy-rc.d), as on a machine where redis-server's
+# package would start one on 6379 the host may be using.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+ref=${1:-HEAD}
+dir=${2:-/var/tmp/rl-bare}
+mirror=${RL_BARE_MIRROR:-http://deb.debian.org/debian}
+log=$dir.log
+marker=.rl-bare-trial
+packages=python3,python3-pip,python3-venv,openjdk-17-jdk-headless,maven,gcc,g++,make,cmake,git,ca-certificates
+
+[ "$(id -u)" -eq 0 ] || { echo "bare-trial.sh: run as root (debootstrap, chroot, mounts)" >&2; exit 1; }
+case "$(realpath -m "$dir")" in
+  / | "$repo" | "$repo"/*) echo "bare-trial.sh: DIR must be outside the clone and not /" >&2; exit 1 ;;
+esac
+commit=$(git rev-parse --verify "$ref^{commit}")
+
+unmount() {
+  local m
+  # deepest first; --rbind mounts have submounts (/dev/pts, /dev/shm...)
+  for m in $(awk -v d="$(realpath -m "$dir")/" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r); do
+    umount -l "$m" 2>/dev/null || true
+  done
+}
+if [ -e "$dir" ]; then
+  [ -f "$dir/$marker" ] || { echo "bare-trial.sh: $dir exists and was not made by this script" >&2; exit 1; }
+  unmount
+  rm -rf --one-file-system "$dir"
+fi
+trap unmount EXIT
+
+command -v debootstrap >/dev/null 2>&1 || {
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+}
+
+exec > >(tee "$log") 2>&1
+echo "bare trial of $commit ($ref) in $dir, $(date -u '+%F %T') UTC"
+start=$SECONDS
+stamp() { printf '\n=== %s  [%dm%02ds]\n' "$*" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)); }
+
+stamp "debootstrap bookworm + $packages"
+mkdir -p "$dir"
+touch "$dir/$marker"
+debootstrap --include="$packages" bookworm "$dir" "$mirror"
+printf '#!/bin/sh\nexit 101\n' >"$dir/usr/sbin/policy-rc.d"
+chmod +x "$dir/usr/sbin/policy-rc.d"
+cp /etc/resolv.conf "$dir/etc/resolv.conf"
+mount --bind /proc "$dir/proc"
+mount --rbind /sys "$dir/sys"
+mount --rbind /dev "$dir/dev"
+
+stamp "clone $commit"
+git clone -q --no-local "$repo" "$dir/root/ratelimit"
+git -C "$dir/root/ratelimit" checkout -q --detach "$commit"
+
+in_root() {
+  chroot "$dir" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    bash -c "cd /root/ratelimit && $1"
+}
+stamp "scripts/demo.sh"
+in_root scripts/demo.sh
+[ "${RL_BARE_DEMO_ONLY:-0}" = 1 ] && { stamp "done: demo.sh only"; exit 0; }
+stamp "scripts/test.sh"
+status=0
+in_root scripts/test.sh || status=$?
+stamp "done: scripts/test.sh exited $status"
+exit $status
