@@ -311,6 +311,10 @@ static int resolve_all(rl_client *client, const rl_request *requests, size_t n, 
         int rc;
         if (!requests[i].stored_spec) (*copy)[i] = requests[i];
         else if ((rc = rl_resolve_stored(client, &requests[i], &(*copy)[i]))) {
+            /* the spec unknown, what needs none is still checked: bad input never gets a fallback */
+            if (rc != RL_ERR_INVALID && requests[i].permits < 1)
+                rc = rl_fail(RL_ERR_INVALID, "permits must be at least 1 (got %lld)", (long long)requests[i].permits);
+            if (rc != RL_ERR_INVALID && rl_check_id(requests[i].id)) rc = RL_ERR_INVALID;
             set_outcome(&outcomes[i], rc, rl_errmsg());
             memset(&(*copy)[i].spec, 0, sizeof (*copy)[i].spec);
         }

@@ -158,6 +158,17 @@ static void test_boot_during_outage(void)
     }
     int64_t took = now_ms() - t;
     CHECK_EQ(fallbacks, 10000);
+    /* a stored spec that cannot be read: the policy decides per request, but
+     * never for bad input (an empty id refuses the batch) */
+    rl_request stored[2] = {{.name = "boot", .id = "x", .permits = 1, .stored_spec = 1},
+                            {.name = "boot", .id = "", .permits = 1, .stored_spec = 1}};
+    rl_result rs[2];
+    rl_outcome os[2];
+    CHECK_EQ(rl_execute_each(c, stored, 2, rs, os), RL_ERR_INVALID);
+    CHECK(strstr(os[1].error, "id") != NULL);
+    stored[1].id = "y";
+    CHECK_OK(rl_execute_each(c, stored, 2, rs, os));
+    CHECK(rs[0].fallback && rs[0].allowed && rs[1].fallback && os[1].status == RL_OK && os[1].error[0]);
     CHECK(took < 1000);
     printf("  Redis down: 10000 decisions by policy in %lld ms\n", (long long)took);
     CHECK(strstr(rl_errmsg(), "unreachable") != NULL || strstr(rl_errmsg(), "connect") != NULL);
