@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 root=$PWD
 scripts/deps.sh
 jobs=2
+# the fault suite needs Toxiproxy (deps.sh builds it): fail, never skip, here
+export RL_REQUIRE_TOXIPROXY=1
 # each step says how long the run has taken so far
 step() { printf '\n==> %s  [%dm%02ds]\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 # build and install chatter goes to a log that is shown only when the command fails
