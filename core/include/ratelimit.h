@@ -139,14 +139,20 @@ typedef struct rl_client rl_client;
  *            &ssl_ca_certs=/ca.pem&ssl_certfile=/c.pem&ssl_keyfile=/k.pem]
  *   unix:///path.sock[?db=N]
  *   redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db]
- *            [?sentinel_password=...]     (rediss+sentinel:// for TLS)
+ *            [?sentinel_username=...&sentinel_password=...]
+ *                                          (rediss+sentinel:// for TLS)
  *   redis+cluster://[[user]:password@]host:port[,host:port...]
  *                                          (rediss+cluster:// for TLS)
  * options may be NULL (defaults). A malformed URL or option is RL_ERR_INVALID
  * at once. With on_error RAISE the client connects here, so a dead server or
  * a bad password is reported now; with ALLOW or DENY opening succeeds while
  * Redis is down (an application can boot in an outage) and calls decide by
- * the policy until Redis answers. */
+ * the policy until Redis answers. Messages show the URL with its passwords
+ * masked ("redis://app:***@host/0"); a '/', '?', '#' in a password and an '@'
+ * after the host must be percent-encoded.
+ *
+ * A client survives fork(): the child's first call connects afresh and the
+ * I/O thread starts again; nothing of the parent's is used or freed there. */
 RL_API int rl_client_open(rl_client **out, const char *url, const rl_options *options);
 
 /* Closes all connections. NULL is a no-op. No call may be in flight. */

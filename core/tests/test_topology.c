@@ -450,6 +450,49 @@ static void test_tls_server_killed(void)
 }
 
 
+/* url with `from` replaced by `to` */
+static void url_with(char *out, size_t size, const char *url, const char *from, const char *to)
+{
+    const char *at = strstr(url, from);
+    CHECK(at != NULL);
+    if (!at) at = url + strlen(url);
+    snprintf(out, size, "%.*s%s%s", (int)(at - url), url, to, *at ? at + strlen(from) : "");
+}
+
+/* A sentinel whose default user is off: the URL's sentinel_username goes
+ * with sentinel_password; the password alone or another user does not get
+ * through, and the message never shows the password. */
+static void test_sentinel_acl(void)
+{
+    const char *url = env("RL_TEST_SENTINEL_ACL_URL");
+    const char *password = strstr(url, "sentinel_password=") + strlen("sentinel_password=");
+    rl_options o = RL_OPTIONS_INIT;
+    o.on_error = RL_ON_ERROR_RAISE;
+    rl_request req = {.name = "acl-sentinel", .id = "u", .spec = {.algorithm = RL_GCRA, .limit = 10, .period_ms = 1000, .burst = 0},
+                      .permits = 1, .op = RL_OP_ACQUIRE};
+    rl_result r;
+    rl_client *c = NULL;
+    CHECK_OK(rl_client_open(&c, url, &o));
+    if (c) {
+        CHECK_OK(rl_execute(c, &req, 1, &r));
+        CHECK(r.allowed);
+    }
+    rl_client_close(c);
+    char user[64], bad[2][1024];
+    snprintf(user, sizeof user, "sentinel_username=%.*s&", (int)strcspn(strstr(url, "sentinel_username=") + 18, "&"),
+             strstr(url, "sentinel_username=") + 18);
+    url_with(bad[0], sizeof bad[0], url, user, "");
+    url_with(bad[1], sizeof bad[1], url, user, "sentinel_username=nobody&");
+    for (int i = 0; i < 2; i++) {
+        c = NULL;
+        CHECK_EQ(rl_client_open(&c, bad[i], &o), RL_ERR_CONNECTION);
+        CHECK(strstr(rl_errmsg(), "WRONGPASS") != NULL);
+        CHECK(!strstr(rl_errmsg(), password));
+        printf("  sentinel ACL, %s: %s\n", i == 0 ? "no user" : "another user", rl_errmsg());
+        rl_client_close(c);
+    }
+}
+
 static void test_sentinel_failover(void)
 {
     rl_options o = RL_OPTIONS_INIT;
@@ -717,6 +760,7 @@ int main(int argc, char **argv)
         printf("  tls: skipped (this build has no TLS)\n");
     }
     suite("sentinel", env("RL_TEST_SENTINEL_URL"), NULL);
+    test_sentinel_acl();
     suite("cluster", env("RL_TEST_CLUSTER_URL"), NULL);
     test_sentinel_failover();
     test_cluster_node_stalls();

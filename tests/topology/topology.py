@@ -47,6 +47,10 @@ HOST = "127.0.0.1"
 MASTER_NAME = "mymaster"
 CLUSTER_SLOTS = 16384
 P12_PASSWORD = "changeit"
+# the sentinel that requires a user (RL_TEST_SENTINEL_ACL_URL) and its master's name
+SENTINEL_ACL_USER = "watcher"
+SENTINEL_ACL_PASSWORD = "T0p.Qw8k"
+ACL_MASTER_NAME = "aclmaster"
 POLL = 0.02
 
 _REDIS_SERVER = os.environ.get("RL_REDIS_SERVER") or shutil.which("redis-server") or "redis-server"
@@ -580,7 +584,44 @@ def _sentinel_settled(sentinels: list[int], master: int, replica: int, strict: b
     return True
 
 
+_ACL_SENTINEL_CONF = """\
+port {port}
+bind 127.0.0.1
+daemonize no
+dir {dir}
+logfile {dir}/{name}.log
+user default off
+user {user} on >{password} +@all
+sentinel monitor {master} 127.0.0.1 {mport} 1
+"""
+
+
+def _acl_sentinel_answers(port: int, master: int) -> bool:
+    with Conn(port, timeout=1) as c:
+        c.call("AUTH", SENTINEL_ACL_USER, SENTINEL_ACL_PASSWORD)
+        return c.call("SENTINEL", "get-master-addr-by-name", ACL_MASTER_NAME) == [HOST, str(master)]
+
+
+def _start_acl_sentinel(run: _Run, deadline: float) -> dict[str, Any]:
+    """A master of its own (no replica: nothing to fail over) and one sentinel
+    that requires a user (its default user is off)."""
+    m, sp = _free_ports(2)
+    d = run.root / "sentinel" / "acl-master"
+    pm = run.spawn("sentinel", "acl-master", m, _redis_args(d, "acl-master", "--port", str(m)))
+    _wait_serving([pm], deadline)
+    d = run.root / "sentinel" / "acl-sentinel"
+    d.mkdir(parents=True, exist_ok=True)
+    conf = d / "sentinel.conf"
+    conf.write_text(_ACL_SENTINEL_CONF.format(port=sp, dir=d, name="acl-sentinel", user=SENTINEL_ACL_USER,
+                                              password=SENTINEL_ACL_PASSWORD, master=ACL_MASTER_NAME, mport=m))
+    ps = run.spawn("sentinel", "acl-sentinel", sp, [_REDIS_SERVER, str(conf), "--sentinel"])
+    _wait(f"the ACL sentinel on {sp} to name master {m}", lambda: _acl_sentinel_answers(sp, m), deadline, [pm, ps])
+    return {"acl_port": sp, "acl_url": f"redis+sentinel://{HOST}:{sp}/{ACL_MASTER_NAME}/0?sentinel_username="
+                                       f"{SENTINEL_ACL_USER}&sentinel_password={SENTINEL_ACL_PASSWORD}"}
+
+
 def _start_sentinel(run: _Run, deadline: float) -> dict[str, Any]:
+    acl = _start_acl_sentinel(run, deadline)
     m, r, *sports = _free_ports(5)
     dm, dr = run.root / "sentinel" / "master", run.root / "sentinel" / "replica"
     pm = run.spawn("sentinel", "master", m, _redis_args(dm, "master", "--port", str(m)))
@@ -601,7 +642,7 @@ def _start_sentinel(run: _Run, deadline: float) -> dict[str, Any]:
     _wait("sentinels to agree on master, replica and each other",
           lambda: _sentinel_settled(sports, m, r), deadline, procs, interval=0.05)
     return {"master_name": MASTER_NAME, "sentinel_ports": sports, "data_ports": [m, r],
-            "url": "redis+sentinel://" + ",".join(f"{HOST}:{p}" for p in sports) + f"/{MASTER_NAME}/0"}
+            "url": "redis+sentinel://" + ",".join(f"{HOST}:{p}" for p in sports) + f"/{MASTER_NAME}/0", **acl}
 
 
 def _cluster_nodes(port: int) -> list[dict[str, Any]]:
@@ -732,6 +773,7 @@ class Topology:
     sentinel_ports: list[int] = field(default_factory=list)
     sentinel_data_ports: list[int] = field(default_factory=list)   # initial [master, replica]
     sentinel_master_name: str = MASTER_NAME
+    sentinel_acl_url: str | None = None   # a sentinel whose default user is off
     cluster_url: str | None = None
     cluster_ports: list[int] = field(default_factory=list)
     startup_seconds: dict[str, float] = field(default_factory=dict)
@@ -798,6 +840,7 @@ class Topology:
         if s := state.get("sentinel"):
             t.sentinel_url, t.sentinel_master_name = s["url"], s["master_name"]
             t.sentinel_ports, t.sentinel_data_ports = list(s["sentinel_ports"]), list(s["data_ports"])
+            t.sentinel_acl_url = s.get("acl_url")
         if s := state.get("cluster"):
             t.cluster_url, t.cluster_ports = s["url"], list(s["ports"])
         return t
@@ -830,6 +873,7 @@ class Topology:
             t.sentinel_data_ports = ports("RL_TEST_SENTINEL_DATA_PORTS")
             parts = urllib.parse.urlsplit(url).path.strip("/").split("/")
             t.sentinel_master_name = parts[0] if parts and parts[0] else MASTER_NAME
+            t.sentinel_acl_url = env.get("RL_TEST_SENTINEL_ACL_URL")
         if url := env.get("RL_TEST_CLUSTER_URL"):
             t.cluster_url = url
             t.cluster_ports = ports("RL_TEST_CLUSTER_PORTS") or [
@@ -859,6 +903,8 @@ class Topology:
             e["RL_TEST_SENTINEL_URL"] = self.sentinel_url
             e["RL_TEST_SENTINEL_PORTS"] = ",".join(map(str, self.sentinel_ports))
             e["RL_TEST_SENTINEL_DATA_PORTS"] = ",".join(map(str, self.sentinel_data_ports))
+            if self.sentinel_acl_url:
+                e["RL_TEST_SENTINEL_ACL_URL"] = self.sentinel_acl_url
         if self.cluster_url:
             e["RL_TEST_CLUSTER_URL"] = self.cluster_url
             e["RL_TEST_CLUSTER_PORTS"] = ",".join(map(str, self.cluster_ports))

@@ -592,7 +592,8 @@ class Client(_ratelimit.Client):
         "unix:///path.sock[?db=N]",
         "rediss://host:port/db[?ssl_cert_reqs=required|none&ssl_ca_certs=...
         &ssl_certfile=...&ssl_keyfile=...]" (TLS, see has_tls()),
-        "redis+sentinel://h1:26379,h2:26379/service[/db][?sentinel_password=...]",
+        "redis+sentinel://h1:26379,h2:26379/service[/db][?sentinel_username=...
+        &sentinel_password=...]",
         "redis+cluster://h1:7000,h2:7000" (and rediss+sentinel://,
         rediss+cluster:// for TLS).
         With on_redis_error="raise" (the default) one connection is made at

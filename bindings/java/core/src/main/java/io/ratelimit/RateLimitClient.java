@@ -44,7 +44,7 @@ public final class RateLimitClient implements AutoCloseable {
      * <li>{@code rediss://[[user]:password@]host[:port][/db][?ssl_cert_reqs=required|none&ssl_ca_certs=/ca.pem
      * &ssl_certfile=/c.pem&ssl_keyfile=/k.pem]} (TLS, when {@link #hasTls()})</li>
      * <li>{@code unix:///path.sock[?db=N]}</li>
-     * <li>{@code redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db][?sentinel_password=...]}
+     * <li>{@code redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db][?sentinel_username=...&sentinel_password=...]}
      * ({@code rediss+sentinel://} for TLS)</li>
      * <li>{@code redis+cluster://[[user]:password@]host:port[,host:port...]} ({@code rediss+cluster://})</li>
      * </ul>
