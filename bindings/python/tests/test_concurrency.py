@@ -1,4 +1,5 @@
 """Threads, processes, fork safety, the GIL, dead and slow Redis servers."""
+import asyncio
 import multiprocessing
 import os
 import signal
@@ -8,6 +9,7 @@ import time
 import pytest
 
 import ratelimit
+from ratelimit import aio
 
 
 @pytest.mark.parametrize("algorithm", ratelimit.ALGORITHMS)
@@ -77,6 +79,109 @@ def test_fork_child_uses_own_connections(client, raw):
     # 1 + 100 + 100 permits, none lost or double-counted on a shared socket
     assert lim.peek("u").remaining == 1000 - 201
     assert raw.info("clients")["connected_clients"] >= before
+
+
+class _Busy:
+    """Three threads on the blocking path and one event loop on the asyncio
+    path, all calling without pause on clients made before any fork."""
+
+    def __init__(self, url):
+        self.client = ratelimit.Client(url, timeout=5.0)
+        self.aclient = aio.AsyncClient(url, timeout=5.0)
+        self.stop = threading.Event()
+        self.calls = [0] * 4
+        self.threads = [threading.Thread(target=self._blocking, args=(i,)) for i in range(3)]
+        self.threads.append(threading.Thread(target=lambda: asyncio.run(self._asyncio())))
+        for t in self.threads:
+            t.start()
+        while min(self.calls) == 0:
+            time.sleep(0.01)
+
+    def _blocking(self, i):
+        lim = self.client.limiter("busy-blocking-%d" % i, "1000000/day")
+        while not self.stop.is_set():
+            lim.acquire("u")
+            self.calls[i] += 1
+
+    async def _asyncio(self):
+        lim = self.aclient.limiter("busy-async", "1000000/day")
+        while not self.stop.is_set():
+            await asyncio.gather(*(lim.acquire("u") for _ in range(64)))
+            self.calls[3] += 1
+
+    def close(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(30)
+        asyncio.run(self.aclient.close())
+        self.client.close()
+
+
+def _child_uses_the_parents_clients(busy, name):
+    """In a child: one blocking and one asyncio decision on the parent's
+    clients (a new event loop: the parent's stays with the parent)."""
+    lim = busy.client.limiter(name, "1000000/day", algorithm="fixed_window")
+    if not lim.acquire("u"):
+        return 2
+
+    async def on_the_async_path():
+        return await busy.aclient.limiter(name, "1000000/day", algorithm="fixed_window").acquire("u")
+    return 0 if asyncio.run(asyncio.wait_for(on_the_async_path(), 10)) else 3
+
+
+def _mp_child(busy, name):
+    os._exit(_child_uses_the_parents_clients(busy, name))
+
+
+FORKS = 200
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_forked_children_of_a_busy_process(server):
+    # forks land while the parent's threads hold the core's locks, have
+    # requests half-queued and connections checked out: each child must get
+    # its two decisions, neither hanging nor crashing (os.fork and
+    # multiprocessing's fork start method alike)
+    busy = _Busy(server.url)
+    failed = []
+    try:
+        for i in range(FORKS):
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    code = _child_uses_the_parents_clients(busy, "forked-busy")
+                finally:
+                    os._exit(code)
+            deadline = time.monotonic() + 20
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    status = "hung"
+                    break
+                time.sleep(0.005)
+            if status != 0:
+                failed.append(("os.fork", i, status))
+        ctx = multiprocessing.get_context("fork")
+        for i in range(10):
+            p = ctx.Process(target=_mp_child, args=(busy, "forked-busy"))
+            p.start()
+            p.join(20)
+            if p.exitcode != 0:
+                if p.exitcode is None:
+                    p.kill()
+                    p.join()
+                failed.append(("multiprocessing", i, p.exitcode))
+    finally:
+        busy.close()
+    assert failed == []
+    with ratelimit.Client(server.url) as c:  # two decisions in each child, none lost
+        lim = c.limiter("forked-busy", "1000000/day", algorithm="fixed_window")
+        assert lim.peek("u").remaining == 1000000 - 2 * (FORKS + 10)
 
 
 def test_gil_is_released_while_redis_is_slow(fresh_server):

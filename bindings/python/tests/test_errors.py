@@ -242,3 +242,75 @@ def test_good_client_options(server, raw):
     with ratelimit.Client(server.url, reconnect_max=600, ssl_ca_certs=None, ssl_certfile=None, ssl_keyfile=None,
                           ssl_cert_reqs=None) as c:
         assert c.limiter("y", "1/s").acquire("u")
+
+
+# Every password below is S3cr<sep>Xy9z (the sentinels': T0p<sep>Qw8k): no
+# half of one may show in an exception, its repr or traceback, or a log line,
+# whatever the parser made of the separator.
+SECRET_PARTS = ("S3cr", "Xy9z", "T0p", "Qw8k")
+URLS_WITH_PASSWORDS = [
+    "redis://app:S3cr#Xy9z@127.0.0.1:6379/0",
+    "redis://app:S3cr/Xy9z@127.0.0.1:6379/0",
+    "redis://app:S3cr?Xy9z@127.0.0.1:6379/0",
+    "redis://app:S3cr:Xy9z@127.0.0.1:99999/0",
+    "redis://app:S3cr.Xy9z@127.0.0.1:6379/0?nosuch=1",
+    "redis://:S3cr.Xy9z@127.0.0.1:6379/0?password=S3cr.Xy9z",
+    "rediss://app:S3cr.Xy9z@127.0.0.1:6379/0?ssl_cert_reqs=maybe",
+    "redis+sentinel://app:S3cr.Xy9z@127.0.0.1:1/mymaster?sentinel_password=T0p.Qw8k&bogus=1",
+    "redis+sentinel://127.0.0.1:1/mymaster?sentinel_password=T0p&Qw8k=1",
+    "redis+sentinel://127.0.0.1:1/mymaster?sentinel_password=T0p@Qw8k",
+    "redis://app:S3cr.Xy9z@127.0.0.1:1/0",
+    "redis+sentinel://app:S3cr.Xy9z@127.0.0.1:1/mymaster?sentinel_username=u&sentinel_password=T0p.Qw8k",
+    "redis+cluster://app:S3cr.Xy9z@127.0.0.1:1",
+    "app:S3cr.Xy9z@127.0.0.1:6379",
+]
+
+
+def _everything_said(error, caplog):
+    import traceback
+    return "\n".join([str(error), repr(error), repr(error.args), "".join(traceback.format_exception(error)),
+                      caplog.text])
+
+
+@pytest.mark.parametrize("url", URLS_WITH_PASSWORDS)
+def test_no_password_in_exceptions_or_logs(url, caplog):
+    import asyncio
+    import logging
+    from ratelimit import aio
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(ratelimit.RateLimitError) as info:
+        ratelimit.Client(url, timeout=0.3, connect_timeout=0.3)
+    said = _everything_said(info.value, caplog)
+    assert not [p for p in SECRET_PARTS if p in said], said
+    assert "***" in said or "connect to" in said  # the URL is quoted masked, or not at all
+
+    async def connect():
+        await aio.AsyncClient.connect(url, timeout=0.3, connect_timeout=0.3)
+    with pytest.raises(ratelimit.RateLimitError) as info:
+        asyncio.run(connect())
+    said = _everything_said(info.value, caplog)
+    assert not [p for p in SECRET_PARTS if p in said], said
+
+
+def test_no_password_in_a_working_clients_reprs_and_errors(fresh_server, caplog):
+    import asyncio
+    import logging
+    from ratelimit import aio
+    caplog.set_level(logging.DEBUG)
+    fresh_server.raw().config_set("requirepass", "S3cr.Xy9z")
+    url = "redis://:S3cr.Xy9z@127.0.0.1:%d/0" % fresh_server.port
+    client = ratelimit.Client(url, timeout=0.3, on_redis_error="raise")
+    aclient = aio.AsyncClient(url, timeout=0.3)
+    lim = client.limiter("secret-repr", "10/s")
+    said = [repr(client), str(client), repr(aclient), repr(lim), repr(lim.acquire("u"))]
+    fresh_server.pause()
+    try:
+        with pytest.raises(ratelimit.RedisFailure) as info:
+            lim.acquire("u")
+        said.append(_everything_said(info.value, caplog))
+    finally:
+        fresh_server.resume()
+    asyncio.run(aclient.close())
+    client.close()
+    said.append(repr(client))
+    assert not [p for p in SECRET_PARTS if p in "\n".join(said)], said
