@@ -139,7 +139,7 @@ TOPOLOGY_PY = REPO / "tests" / "topology" / "topology.py"
 # the fixture whose tests use it
 TOPOLOGY_VARS = {
     "tls": ("RL_TEST_TLS_URL", "RL_TEST_TLS_DIR", "RL_TEST_TLS_CLIENTAUTH_PORT", "RL_TEST_TLS_BADHOST_PORT"),
-    "sentinel": ("RL_TEST_SENTINEL_URL",),
+    "sentinel": ("RL_TEST_SENTINEL_URL", "RL_TEST_SENTINEL_ACL_URL"),
     "cluster": ("RL_TEST_CLUSTER_URL",),
 }
 TOPOLOGY_FIXTURES = {"tls": "tls_env", "sentinel": "sentinel_url", "cluster": "cluster_url"}
@@ -266,6 +266,12 @@ def tls_env(topologies):
 @pytest.fixture(scope="session")
 def sentinel_url(topologies):
     return topologies.get("sentinel")["RL_TEST_SENTINEL_URL"]
+
+
+@pytest.fixture(scope="session")
+def sentinel_acl_url(sentinel_url, topologies):
+    """A sentinel whose default user is off: the URL has sentinel_username and sentinel_password."""
+    return topologies.get("sentinel")["RL_TEST_SENTINEL_ACL_URL"]
 
 
 @pytest.fixture(scope="session")

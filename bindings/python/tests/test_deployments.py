@@ -243,3 +243,14 @@ def test_slot_migration_told_source_first(cluster_url, topologies):
             assert m and int(m[1]) > 3 and int(m[2]) >= 200, message
         assert calls[0] > 0 and admitted[0] == calls[0]
         assert lim.peek("hot").remaining == limit - admitted[0]
+
+
+def test_a_sentinel_that_requires_a_user(sentinel_acl_url):
+    with ratelimit.Client(sentinel_acl_url) as c:
+        assert c.limiter(name("acl"), "5/s").acquire("u")
+    password = re.search(r"sentinel_password=([^&]*)", sentinel_acl_url).group(1)
+    for bad in (re.sub(r"sentinel_username=[^&]*&", "", sentinel_acl_url),
+                re.sub(r"sentinel_username=[^&]*&", "sentinel_username=nobody&", sentinel_acl_url)):
+        with pytest.raises(ratelimit.ConnectionError, match="WRONGPASS") as info:
+            ratelimit.Client(bad)
+        assert password not in str(info.value) and password not in repr(info.value)

@@ -2,6 +2,7 @@ package io.ratelimit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
@@ -13,6 +14,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
@@ -39,6 +41,22 @@ class SentinelClusterTest {
     @AfterAll
     static void close() {
         clients.forEach(RateLimitClient::close);
+    }
+
+    @Test
+    void aSentinelThatRequiresAUser() {
+        String url = topo.sentinelAclUrl();
+        ClientOptions raise = ClientOptions.defaults().prefix(PREFIX).onRedisError(OnRedisError.RAISE);
+        try (RateLimitClient c = RateLimitClient.connect(url, raise)) {
+            assertTrue(c.limiter("acl-" + UUID.randomUUID(), "5/s", Algorithm.GCRA).acquire("u").allowed());
+        }
+        String password = url.replaceAll(".*sentinel_password=", "");
+        for (String bad : new String[] {url.replaceAll("sentinel_username=[^&]*&", ""),
+                url.replaceAll("sentinel_username=[^&]*&", "sentinel_username=nobody&")}) {
+            ConnectionException e = assertThrows(ConnectionException.class, () -> RateLimitClient.connect(bad, raise));
+            assertTrue(e.getMessage().contains("WRONGPASS"), e.getMessage());
+            assertFalse(e.getMessage().contains(password), e.getMessage());
+        }
     }
 
     private static RateLimitClient client(String topology) {

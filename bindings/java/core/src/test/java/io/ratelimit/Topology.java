@@ -299,6 +299,11 @@ public final class Topology {
         return get("RL_TEST_SENTINEL_URL");
     }
 
+    /** A sentinel whose default user is off: the URL carries sentinel_username and sentinel_password. */
+    public String sentinelAclUrl() {
+        return get("RL_TEST_SENTINEL_ACL_URL");
+    }
+
     public String clusterUrl() {
         return get("RL_TEST_CLUSTER_URL");
     }
