@@ -4,8 +4,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.nio.file.Files;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -15,30 +17,19 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
 /**
- * No password in a message, toString or stack trace. Every password here is S3cr&lt;sep&gt;Xy9z (the
- * sentinels' T0p&lt;sep&gt;Qw8k): no half of one may show, whatever the parser made of the separator.
+ * No password in a message, toString or stack trace. Every password of tests/vectors/url_secrets.txt is
+ * S3cr&lt;sep&gt;Xy9z (the sentinels' T0p&lt;sep&gt;Qw8k): no half of one may show, whatever the parser made
+ * of the separator.
  */
 class SecretsTest {
     static final String[] PARTS = {"S3cr", "Xy9z", "T0p", "Qw8k"};
     static final ClientOptions RAISE = ClientOptions.defaults().onRedisError(OnRedisError.RAISE)
             .timeout(Duration.ofMillis(300));
 
-    static Stream<String> urlsWithPasswords() {
-        return Stream.of(
-                "redis://app:S3cr#Xy9z@127.0.0.1:6379/0",
-                "redis://app:S3cr/Xy9z@127.0.0.1:6379/0",
-                "redis://app:S3cr?Xy9z@127.0.0.1:6379/0",
-                "redis://app:S3cr:Xy9z@127.0.0.1:99999/0",
-                "redis://app:S3cr.Xy9z@127.0.0.1:6379/0?nosuch=1",
-                "redis://:S3cr.Xy9z@127.0.0.1:6379/0?password=S3cr.Xy9z",
-                "rediss://app:S3cr.Xy9z@127.0.0.1:6379/0?ssl_cert_reqs=maybe",
-                "redis+sentinel://app:S3cr.Xy9z@127.0.0.1:1/mymaster?sentinel_password=T0p.Qw8k&bogus=1",
-                "redis+sentinel://127.0.0.1:1/mymaster?sentinel_password=T0p&Qw8k=1",
-                "redis+sentinel://127.0.0.1:1/mymaster?sentinel_password=T0p@Qw8k",
-                "redis://app:S3cr.Xy9z@127.0.0.1:1/0",
-                "redis+sentinel://app:S3cr.Xy9z@127.0.0.1:1/mymaster?sentinel_username=u&sentinel_password=T0p.Qw8k",
-                "redis+cluster://app:S3cr.Xy9z@127.0.0.1:1",
-                "app:S3cr.Xy9z@127.0.0.1:6379");
+    /** tests/vectors/url_secrets.txt, shared with C and Python: the first field of each line. */
+    static Stream<String> urlsWithPasswords() throws IOException {
+        return Files.readAllLines(Topology.repoRoot().resolve("tests/vectors/url_secrets.txt")).stream()
+                .filter(line -> !line.isBlank() && !line.startsWith("#")).map(line -> line.split(" ")[0]);
     }
 
     static String everythingSaid(Throwable e) {
@@ -57,9 +48,7 @@ class SecretsTest {
     @MethodSource("urlsWithPasswords")
     void noPasswordInExceptions(String url) {
         RateLimitException e = assertThrows(RateLimitException.class, () -> RateLimitClient.connect(url, RAISE));
-        String said = everythingSaid(e);
-        assertNoSecret(said);
-        assertTrue(said.contains("***") || said.contains("connect to"), said); // masked, or not quoted at all
+        assertNoSecret(everythingSaid(e));
     }
 
     @Test
