@@ -226,6 +226,12 @@ typedef struct {
  * library), "3/500ms". On error returns RL_ERR_INVALID and rl_errmsg()
  * names the problem. */
 RL_API int rl_parse_rate(const char *text, int64_t *limit, int64_t *period_ms);
+/* url as a log or message may show it: the password in the userinfo and the
+ * values of secret-looking options (sentinel_password...) masked as "***",
+ * everything after the scheme when a password's characters leave it unclear
+ * (the core's own messages quote URLs so). Writes at most size bytes
+ * including the NUL and returns the full length (like snprintf). */
+RL_API int rl_url_redact(const char *url, char *buf, size_t size);
 
 /* Several rates, "10/second;1000/hour" (';', ',' or '|' between them, as
  * the limits library writes them), into spec's limit, period_ms and more;

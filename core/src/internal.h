@@ -45,10 +45,6 @@ typedef struct {
 
 int rl_url_parse(const char *url, rl_url *out);
 void rl_url_free(rl_url *url);
-/* url as a message may quote it: the password in the userinfo and the
- * values of secret-looking options ("sentinel_password") masked as "***";
- * all after the scheme when a password's characters leave it unclear. */
-void rl_url_redact(const char *url, char *out, size_t size);
 
 /* ---- connections (conn.c) ---- */
 

@@ -74,23 +74,21 @@ static const char *secret_value(const char *s)
     return NULL;
 }
 
-void rl_url_redact(const char *url, char *out, size_t size)
+int rl_url_redact(const char *url, char *out, size_t size)
 {
     const char *sep = strstr(url, "://");
     if (!sep) { /* not a URL: what follows a first ':' may be anything */
         const char *colon = strchr(url, ':');
-        snprintf(out, size, "%.*s%s", colon ? (int)(colon - url + 1) : 0, url, "***");
-        return;
+        return snprintf(out, size, "%.*s%s", colon ? (int)(colon - url + 1) : 0, url, "***");
     }
     const char *rest = sep + 3, *at = strrchr(rest, '@'), *secret = secret_value(rest);
     int scheme_len = (int)(rest - url);
     if (secret && at && secret <= at) { /* they overlap: which '@' ends the userinfo is unclear */
-        snprintf(out, size, "%.*s***", scheme_len, url);
-        return;
+        return snprintf(out, size, "%.*s***", scheme_len, url);
     }
     const char *colon = at ? memchr(rest, ':', (size_t)(at - rest)) : NULL;
     const char *host = at ? at + 1 : rest, *end = secret ? secret : host + strlen(host);
-    snprintf(out, size, "%.*s%.*s%s%.*s%s", scheme_len, url, colon ? (int)(colon - rest + 1) : 0, rest,
+    return snprintf(out, size, "%.*s%.*s%s%.*s%s", scheme_len, url, colon ? (int)(colon - rest + 1) : 0, rest,
              at ? "***@" : "", (int)(end - host), host, secret ? "***" : "");
 }
 

@@ -267,8 +267,21 @@ static void test_keys(void)
     CHECK_EQ(rl_client_open(&c, "redis://127.0.0.1:1", &o), RL_ERR_INVALID);
 }
 
+/* rl_url_redact is public: what the core's messages show, for a binding's logs */
+static void test_redact_api(void)
+{
+    char small[16], buf[128];
+    const char *url = "redis://:s3cret@127.0.0.1:6379/0";
+    int n = rl_url_redact(url, buf, sizeof buf);
+    CHECK(strcmp(buf, "redis://:***@127.0.0.1:6379/0") == 0);
+    CHECK_EQ(n, (long long)strlen(buf));
+    CHECK_EQ(rl_url_redact(url, small, sizeof small), n); /* snprintf's contract */
+    CHECK_EQ(strlen(small), sizeof small - 1);
+}
+
 int main(void)
 {
+    test_redact_api();
     test_standalone();
     test_tls();
     test_sentinel_and_cluster();

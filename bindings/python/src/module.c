@@ -98,9 +98,31 @@ static PyObject *mod_has_tls(PyObject *module, PyObject *unused)
     return PyBool_FromLong(rl_has_tls());
 }
 
+PyDoc_STRVAR(redact_url_doc,
+"redact_url(url)\n--\n\n"
+"url as a log may show it: the password and secret-looking options\n"
+"(sentinel_password...) masked as ***, the way the core's messages quote URLs.");
+
+static PyObject *mod_redact_url(PyObject *module, PyObject *arg)
+{
+    Py_ssize_t len;
+    const char *url = PyUnicode_AsUTF8AndSize(arg, &len);
+    if (!url) return NULL;
+    char small[512], *buf = small;
+    int n = rl_url_redact(url, small, sizeof small);
+    if (n >= (int)sizeof small) {
+        if (!(buf = PyMem_Malloc((size_t)n + 1))) return PyErr_NoMemory();
+        rl_url_redact(url, buf, (size_t)n + 1);
+    }
+    PyObject *out = PyUnicode_DecodeUTF8(buf, n, "surrogateescape");
+    if (buf != small) PyMem_Free(buf);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"has_tls", (PyCFunction)mod_has_tls, METH_NOARGS, has_tls_doc},
     {"parse_rate", (PyCFunction)mod_parse_rate, METH_O, parse_rate_doc},
+    {"redact_url", (PyCFunction)mod_redact_url, METH_O, redact_url_doc},
     {"scripts", (PyCFunction)mod_scripts, METH_NOARGS, scripts_doc},
     {"strerror", (PyCFunction)mod_strerror, METH_O, strerror_doc},
     {NULL}};

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import re
 import threading
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -344,12 +343,9 @@ class Settings:
 
 
 def masked_url(url: Optional[str]) -> str:
-    """A Redis URL fit for a log: its password replaced by ***; None: the
-    client's default."""
-    if not url:
-        return "the default URL"
-    url = re.sub(r"(://[^/@:]*:)[^/]*@", r"\1***@", url)  # to the last @: a password may hold one
-    return re.sub(r"([?&]sentinel_password=)[^&]*", r"\1***", url)
+    """A Redis URL fit for a log, as the core's messages quote it (password
+    and secret options masked); None: the client's default."""
+    return ratelimit._ratelimit.redact_url(url) if url else "the default URL"
 
 
 def denied(decisions: Sequence[Decision]) -> Optional[Decision]:

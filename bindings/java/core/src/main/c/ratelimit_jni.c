@@ -370,6 +370,27 @@ done:
     return out;
 }
 
+static jbyteArray n_redact_url(JNIEnv *env, jclass cls, jbyteArray url)
+{
+    (void)cls;
+    char *curl, small[512], *buf = small;
+    jbyteArray out = NULL;
+    if (copy_bytes(env, url, &curl, NULL)) return NULL;
+    int n = rl_url_redact(curl, small, sizeof small);
+    if (n >= (int)sizeof small) {
+        if (!(buf = malloc((size_t)n + 1))) {
+            throw_oom(env);
+            goto done;
+        }
+        rl_url_redact(curl, buf, (size_t)n + 1);
+    }
+    if ((out = (*env)->NewByteArray(env, n))) (*env)->SetByteArrayRegion(env, out, 0, n, (const jbyte *)buf);
+done:
+    if (buf != small) free(buf);
+    free(curl);
+    return out;
+}
+
 /* ---- natives: asynchronous decisions ----------------------------------------------------- */
 
 /* rl_submit's target is a callback on the client's I/O thread; its ctx is a
@@ -489,6 +510,7 @@ static const JNINativeMethod methods[] = {
     {"algorithmParse", "(" B ")I", (void *)n_algorithm_parse},
     {"scripts", "()[Ljava/lang/String;", (void *)n_scripts},
     {"hasTls", "()Z", (void *)n_has_tls},
+    {"redactUrl", "(" B ")" B, (void *)n_redact_url},
     {"open", "(" B B "JJII" B B B "IJJ" B ")J", (void *)n_open},
     {"close", "(J)V", (void *)n_close},
     {"prefix", "(J)Ljava/lang/String;", (void *)n_prefix},

@@ -125,6 +125,9 @@ final class Native {
 
     static native byte[] key(long client, byte[] name, byte[] id, int algorithm);
 
+    /** rl_url_redact: the URL with its password and secret options masked, UTF-8. */
+    static native byte[] redactUrl(byte[] url);
+
     /** nowMs: 0 = Redis TIME; > 0 = explicit clock ({@link Limiter#at}); the core range-checks it. */
     static native Result decide(long client, byte[] name, byte[] id, long[] spec, long permits, int op,
             long maxWaitMs, long nowMs);

@@ -349,6 +349,15 @@ public final class RateLimitClient implements AutoCloseable {
         return Native.hasTls();
     }
 
+    /**
+     * {@code url} as a log may show it, as the core's own messages quote URLs:
+     * the password and secret-looking options ({@code sentinel_password}...)
+     * masked as {@code ***}.
+     */
+    public static String redactUrl(String url) {
+        return new String(Native.redactUrl(url.getBytes(StandardCharsets.UTF_8)), StandardCharsets.UTF_8);
+    }
+
     /** The Lua scripts embedded in the core, each as {name, SHA1 hex} (what EVALSHA sends). */
     public static List<String[]> scripts() {
         String[] flat = Native.scripts();

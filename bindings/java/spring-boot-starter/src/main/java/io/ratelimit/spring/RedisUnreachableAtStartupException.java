@@ -1,6 +1,7 @@
 package io.ratelimit.spring;
 
 import io.ratelimit.OnRedisError;
+import io.ratelimit.RateLimitClient;
 import io.ratelimit.RedisFailureException;
 
 /**
@@ -20,7 +21,7 @@ public class RedisUnreachableAtStartupException extends RuntimeException {
         this.onRedisError = onRedisError;
     }
 
-    /** The URL with its password (and a sentinel_password option) replaced by ***. */
+    /** The URL as the core's messages quote it: password and secret options masked. */
     public String url() {
         return url;
     }
@@ -30,11 +31,7 @@ public class RedisUnreachableAtStartupException extends RuntimeException {
         return onRedisError;
     }
 
-    /** Everything up to the authority's last '@' after "user:" is the password (it may hold an '@'). */
     static String masked(String url) {
-        if (url == null) {
-            return null;
-        }
-        return url.replaceFirst("(://[^/@:]*:)[^/]*@", "$1***@").replaceAll("([?&]sentinel_password=)[^&]*", "$1***");
+        return url == null ? null : RateLimitClient.redactUrl(url);
     }
 }

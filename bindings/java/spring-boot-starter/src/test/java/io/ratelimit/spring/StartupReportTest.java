@@ -57,6 +57,6 @@ class StartupReportTest {
         assertThat(RedisUnreachableAtStartupException.masked("redis://h:6379/0")).isEqualTo("redis://h:6379/0");
         assertThat(RedisUnreachableAtStartupException.masked(
                 "redis+sentinel://:pw@h1:26379,h2:26379/m/0?sentinel_password=x&db=1"))
-                .isEqualTo("redis+sentinel://:***@h1:26379,h2:26379/m/0?sentinel_password=***&db=1");
+                .isEqualTo("redis+sentinel://:***@h1:26379,h2:26379/m/0?sentinel_password=***");
     }
 }
