@@ -144,7 +144,6 @@ struct rl_async {
     pthread_t dialer;
     pthread_cond_t dial_wanted;
     dial *dial_jobs, *dial_done;
-    rl_async *abandoned_next; /* a forked child's list of its parents' states */
 };
 
 /* async.c */

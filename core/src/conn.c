@@ -386,8 +386,12 @@ void rl_conn_abandon(rl_conn *conn)
     /* OpenSSL's locks may be held by a thread that did not come along: a TLS
      * connection is left unfreed. Closing our copy of the socket leaves the
      * parent's open. */
-    if (conn->ssl) close(conn->ctx->fd);
-    else rl_conn_close(conn);
+    if (conn->ssl) {
+        close(conn->ctx->fd);
+        rl_fork_leave(conn);
+    } else {
+        rl_conn_close(conn);
+    }
 }
 
 int rl_conn_open_data(rl_client *c, rl_node *node, rl_conn **out)

@@ -98,6 +98,8 @@ typedef struct rl_fork_hooks {
 void rl_fork_track(rl_fork_hooks *hooks);
 void rl_fork_untrack(rl_fork_hooks *hooks);
 void rl_fork_track_client(rl_client *client);
+/* In a child: what is deliberately never freed (kept reachable) */
+void rl_fork_leave(void *what);
 
 struct rl_client {
     rl_fork_hooks fork_hooks; /* first: the hooks' self is the client */

@@ -61,20 +61,15 @@ static void free_conns(rl_async *a)
 
 /* In a forked child (fork.c): the parent's I/O threads did not come along
  * and may have been changing anything of theirs. Close our copies of the
- * descriptors that never change; leak the rest unread. */
-/* The parents' states a forked child cannot free (their I/O thread may have
- * been halfway through changing them): kept reachable, so a leak checker
- * reports real leaks only. Written only in a child's single-threaded start. */
-static rl_async *abandoned;
-
+ * descriptors that never change; leave the rest unread (kept reachable, so a
+ * leak checker reports real leaks only). */
 void rl_async_abandon(rl_client *c)
 {
     rl_async *a = c->async;
     if (!a) return;
     close(a->wake_fd);
     close(a->epoll_fd);
-    a->abandoned_next = abandoned;
-    abandoned = a;
+    rl_fork_leave(a);
     c->async = NULL;
 }
 
