@@ -51,7 +51,8 @@ typedef enum {
     RL_ERR_REDIS = -5,      /* Redis returned an error (script error, ACL, OOM...) */
     RL_ERR_NOMEM = -6,      /* out of memory */
     RL_ERR_CLOSED = -7,     /* the client was closed */
-    RL_ERR_CANCELLED = -8   /* a blocking wait was cancelled by the caller */
+    RL_ERR_CANCELLED = -8,  /* a blocking wait was cancelled by the caller */
+    RL_ERR_BACKLOG = -9     /* the server is behind: too many requests in flight to it, nothing was sent */
 } rl_status;
 
 /* Static text for a status code; never NULL. */
@@ -121,9 +122,18 @@ typedef struct {
      * [A-Za-z0-9._-], e.g. a host or pod name to keep a quota across
      * restarts. Default: 32 random hex digits drawn at open. */
     const char *client_id;
+    /* Requests in flight (sent or buffered, replies owed) on one connection
+     * of the asynchronous core, 1..1000000; default 1000. Past it a request
+     * waits, unsent, for room; while the server is behind (its oldest owed
+     * reply is older than command_timeout_ms) it fails at once with
+     * RL_ERR_BACKLOG, as does one still unsent at its timeout (the on_error
+     * policy decides, as for a timeout). The blocking pool carries one call
+     * per connection (pool_size per server): while a server is behind, a call
+     * that finds every pooled connection busy fails at once the same way. */
+    int max_in_flight;
 } rl_options;
 
-#define RL_OPTIONS_INIT { 1000, 1000, 8, "rl", RL_ON_ERROR_RAISE, NULL, NULL, NULL, RL_TLS_VERIFY_DEFAULT, 1000, 0, 1000, NULL }
+#define RL_OPTIONS_INIT { 1000, 1000, 8, "rl", RL_ON_ERROR_RAISE, NULL, NULL, NULL, RL_TLS_VERIFY_DEFAULT, 1000, 0, 1000, NULL, 1000 }
 
 RL_API void rl_options_init(rl_options *options);
 

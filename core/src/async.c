@@ -81,7 +81,7 @@ static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
     }
     if (c.status != RL_OK && !c.error[0]) snprintf(c.error, sizeof c.error, "%s", rl_errmsg());
     /* the on_error policy decides rate limits only, as in the blocking calls */
-    if ((c.status == RL_ERR_CONNECTION || c.status == RL_ERR_TIMEOUT) && r->kind == REQ_DECISION &&
+    if (rl_unreachable(c.status) && r->kind == REQ_DECISION &&
         a->client->options.on_error != RL_ON_ERROR_RAISE) {
         rl_fallback_result(a->client, r->capacity, r->permits, &c.result);
         c.status = RL_OK; /* the message still says what went wrong */
@@ -154,6 +154,8 @@ void rl_async_conn_drop(rl_async *a, aconn *ac, int status)
         return;
     }
     fail_list(a, &ac->inflight, status, msg);
+    fail_list(a, &ac->room, status, msg);
+    ac->count = 0;
     if (status == RL_ERR_CONNECTION) rl_topology_suspect(a->client, ac->node);
 }
 
@@ -249,6 +251,7 @@ static void append(aconn *ac, areq *r)
     }
     redisAppendCommandArgv(ac->conn->ctx, r->cmd.argc, r->cmd.argv, r->cmd.lens);
     list_push(&ac->inflight, r);
+    ac->count++;
 }
 
 /* An internal command (ASKING, SCRIPT LOAD) whose reply is read and dropped. */
@@ -261,10 +264,26 @@ static int append_internal(aconn *ac, req_kind kind, int argc, const char **argv
     r->sent_ms = rl_monotonic_ms();
     redisAppendCommandArgv(ac->conn->ctx, argc, argv, lens);
     list_push(&ac->inflight, r);
+    ac->count++;
     return RL_OK;
 }
 
-static void send_to(rl_async *a, aconn *ac, areq *r)
+/* The server is behind: the oldest reply ac owes is older than the command
+ * timeout (every caller waiting for it has had its timeout). */
+static int behind(const rl_async *a, const aconn *ac, int64_t now)
+{
+    return ac->inflight.head && now - ac->inflight.head->sent_ms > a->client->options.command_timeout_ms;
+}
+
+/* r was never sent: it cannot have consumed anything. */
+static void fail_unsent(rl_async *a, aconn *ac, areq *r, int64_t now)
+{
+    rl_fail(RL_ERR_BACKLOG, "not sent: %d requests in flight to %s:%d (max_in_flight), the oldest for %lld ms", ac->count,
+            ac->node->host, ac->node->port, (long long)(ac->inflight.head ? now - ac->inflight.head->sent_ms : 0));
+    rl_async_finish(a, r, RL_ERR_BACKLOG, NULL);
+}
+
+static void transmit(rl_async *a, aconn *ac, areq *r)
 {
     if (r->ask) {
         const char *asking[1] = {"ASKING"};
@@ -275,6 +294,26 @@ static void send_to(rl_async *a, aconn *ac, areq *r)
         r->ask = NULL;
     }
     append(ac, r);
+}
+
+/* Sends r on ac if there is room; else it waits for room, unsent, unless the
+ * server is behind: feeding it would only lengthen the queue in Redis,
+ * whose scripts run (consume) after their callers have given up. */
+static void send_to(rl_async *a, aconn *ac, areq *r)
+{
+    if (ac->room.head || ac->count >= a->client->options.max_in_flight) {
+        int64_t now = rl_monotonic_ms();
+        if (behind(a, ac, now)) fail_unsent(a, ac, r, now);
+        else list_push(&ac->room, r);
+        return;
+    }
+    transmit(a, ac, r);
+}
+
+/* Replies made room: the waiting requests go out, oldest first. */
+static void feed(rl_async *a, aconn *ac)
+{
+    while (ac->room.head && ac->count < a->client->options.max_in_flight) transmit(a, ac, list_pop(&ac->room));
 }
 
 /* Routes r and appends it to its server's output buffer, or parks it until
@@ -451,6 +490,7 @@ static void read_replies(rl_async *a, aconn *ac)
         }
         if (!reply) return;
         areq *r = list_pop(&ac->inflight);
+        if (r) ac->count--;
         if (r && r->kind <= REQ_POP && r->redirects > 0) ac->resent--;
         if (!r) {
             freeReplyObject(reply);
@@ -461,6 +501,7 @@ static void read_replies(rl_async *a, aconn *ac)
         handle_reply(a, ac, r, reply);
         freeReplyObject(reply);
         if (!ac->conn) return; /* dropped meanwhile */
+        feed(a, ac);
     }
 }
 
@@ -513,6 +554,24 @@ static int64_t expire(rl_async *a, int64_t now)
                 if (!ac->resent) break;
             }
         }
+    }
+    /* waiting for room: never sent, so BACKLOG (nothing consumed) once the
+     * server is behind or their time is up */
+    for (int i = 0; i < a->nconns; i++) {
+        aconn *ac = a->conns[i];
+        int late = ac->room.head && behind(a, ac, now);
+        areq_list kept = {NULL, NULL};
+        areq *p;
+        while ((p = list_pop(&ac->room))) {
+            if (late || p->deadline_ms <= now) {
+                fail_unsent(a, ac, p, now);
+            } else {
+                NEXT(p->deadline_ms);
+                list_push(&kept, p);
+            }
+        }
+        ac->room = kept;
+        if (kept.head && ac->inflight.head) NEXT(ac->inflight.head->sent_ms + a->client->options.command_timeout_ms + 1);
     }
     /* parked: waiting for a connection or a discovery */
     for (int i = 0; i <= a->nconns; i++) {
@@ -585,6 +644,7 @@ void *rl_async_io_thread(void *arg)
             fail_list(a, &a->unrouted, RL_ERR_CLOSED, closed);
             for (int i = 0; i < a->nconns; i++) {
                 fail_list(a, &a->conns[i]->pending, RL_ERR_CLOSED, closed);
+                fail_list(a, &a->conns[i]->room, RL_ERR_CLOSED, closed);
                 rl_fail(RL_ERR_CLOSED, "%s", closed);
                 rl_async_conn_drop(a, a->conns[i], RL_ERR_CLOSED);
             }

@@ -67,6 +67,7 @@ typedef struct areq {
     rl_node *ask;         /* an ASK redirect: the next send goes there, after ASKING */
     int redirects;
     int abandoned;        /* completed (timed out) while its reply is still due */
+    int reserved;         /* its completion has room in target.queue (rl_completions_reserve) */
     int failed;           /* failed before it could be sent: completed with this status */
     char failure[200];    /* its message; or the last redirect or retry's reply */
 } areq;
@@ -101,6 +102,8 @@ typedef struct aconn {
     rl_conn *conn;       /* NULL: not connected */
     int polling_out;     /* EPOLLOUT registered: the socket took less than we had */
     areq_list inflight;  /* sent (or buffered), replies due in this order */
+    int count;           /* how many: at most max_in_flight, but for NOSCRIPT's re-sends */
+    areq_list room;      /* routed here, waiting (unsent) for count to drop under max_in_flight */
     int resent;          /* of those, sent again (NOSCRIPT, MOVED...): older deadlines among newer */
     unsigned loading;    /* scripts a SCRIPT LOAD was queued for on this connection */
     int64_t last_read_ms;

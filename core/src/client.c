@@ -67,6 +67,7 @@ static rl_options with_defaults(const rl_options *o)
     if (!r.key_prefix) r.key_prefix = d.key_prefix;
     if (!r.reconnect_max_ms) r.reconnect_max_ms = d.reconnect_max_ms;
     if (!r.config_refresh_ms) r.config_refresh_ms = d.config_refresh_ms;
+    if (!r.max_in_flight) r.max_in_flight = d.max_in_flight;
     /* on_error and tls_verify: their zero values are the defaults already */
     return r;
 }
@@ -89,6 +90,8 @@ static int check_options(const rl_options *o)
     if (o->metrics_off < 0 || o->metrics_off > 1) return rl_fail(RL_ERR_INVALID, "metrics_off must be 0 or 1");
     if (o->reconnect_max_ms < 1 || o->reconnect_max_ms > 600000)
         return rl_check_range("reconnect_max_ms", o->reconnect_max_ms, 1, 600000);
+    if (o->max_in_flight < 1 || o->max_in_flight > 1000000)
+        return rl_check_range("max_in_flight", o->max_in_flight, 1, 1000000);
     if (o->config_refresh_ms < 1 || o->config_refresh_ms > 3600000)
         return rl_fail(RL_ERR_INVALID, "config_refresh_ms must be in 1..3600000 (got %d)", o->config_refresh_ms);
     /* it becomes part of keys, after "%P": nothing that needs escaping */
@@ -161,7 +164,7 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
      * allow / deny: an application boots during an outage, but not with a
      * server certificate it refuses (a misconfiguration, not an outage) */
     rc = rl_topology_connect(c);
-    if (rc && (options->on_error == RL_ON_ERROR_RAISE || (rc != RL_ERR_CONNECTION && rc != RL_ERR_TIMEOUT) ||
+    if (rc && (options->on_error == RL_ON_ERROR_RAISE || !rl_unreachable(rc) ||
                c->certificate_refused)) {
         free_client(c);
         return rc;
@@ -538,6 +541,7 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
         rc = send_and_read(c, conn, cmds, idx, m, asking, &read_by, replies);
         if (rc == RL_OK) rc = reload_scripts(c, conn, cmds, idx, m, asking, &read_by, replies);
         rl_conn_put(c, conn);
+        if (rc == RL_OK || rc == RL_ERR_TIMEOUT) rl_node_answered(target, rc == RL_OK);
         if (rc) {
             char msg[200];
             snprintf(msg, sizeof msg, "%s", rl_errmsg());

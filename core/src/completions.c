@@ -15,6 +15,7 @@ struct rl_completions {
     pthread_mutex_t mutex;
     rl_completion *items;
     size_t head, count, cap;
+    size_t reserved; /* slots held for requests submitted and not completed yet */
     int fd;
     int signalled; /* the fd holds a wake-up nobody took yet */
 };
@@ -72,19 +73,41 @@ int rl_completions_fd(const rl_completions *q)
     return q ? q->fd : -1;
 }
 
+/* Room for every completion is made when its request is submitted, where
+ * running out of memory fails that request (RL_ERR_NOMEM); posting it then
+ * never allocates, so a completion is never lost. */
+int rl_completions_reserve(rl_completions *q)
+{
+    int rc = RL_OK;
+    pthread_mutex_lock(&q->mutex);
+    if (q->count + q->reserved == q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 64;
+        rl_completion *grown = malloc(cap * sizeof *grown);
+        if (grown) {
+            for (size_t i = 0; i < q->count; i++) grown[i] = q->items[(q->head + i) % q->cap];
+            free(q->items);
+            q->items = grown;
+            q->head = 0;
+            q->cap = cap;
+        }
+    }
+    if (q->count + q->reserved < q->cap) q->reserved++;
+    else rc = rl_fail(RL_ERR_NOMEM, "out of memory (completion queue)");
+    pthread_mutex_unlock(&q->mutex);
+    return rc;
+}
+
+void rl_completions_unreserve(rl_completions *q)
+{
+    pthread_mutex_lock(&q->mutex);
+    q->reserved--;
+    pthread_mutex_unlock(&q->mutex);
+}
+
 void rl_completions_push(rl_completions *q, const rl_completion *c)
 {
     pthread_mutex_lock(&q->mutex);
-    if (q->count == q->cap) {
-        size_t cap = q->cap ? q->cap * 2 : 64;
-        rl_completion *grown = malloc(cap * sizeof *grown);
-        if (!grown) abort(); /* a completion must never be lost */
-        for (size_t i = 0; i < q->count; i++) grown[i] = q->items[(q->head + i) % q->cap];
-        free(q->items);
-        q->items = grown;
-        q->head = 0;
-        q->cap = cap;
-    }
+    q->reserved--; /* its room, made by rl_completions_reserve */
     q->items[(q->head + q->count++) % q->cap] = *c;
     if (!q->signalled) {
         uint64_t one = 1;

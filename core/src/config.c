@@ -315,17 +315,12 @@ static int lookup(rl_client *client, const char *name, int *found, rl_spec *spec
     return fetch(client, name, found, spec);
 }
 
-static int unreachable(int rc)
-{
-    return rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT;
-}
-
 /* The stored spec for name; a stale one serves while Redis cannot be read. */
 int rl_config_resolve(rl_client *client, const char *name, rl_spec *out)
 {
     int found, rc;
     if ((rc = lookup(client, name, &found, out))) {
-        if (unreachable(rc) && cache_get(client->configs, name, -1, &found, out) && found) return RL_OK;
+        if (rl_unreachable(rc) && cache_get(client->configs, name, -1, &found, out) && found) return RL_OK;
         return rc;
     }
     return found ? RL_OK : not_stored(name);
@@ -354,7 +349,7 @@ int rl_config_check(rl_client *client, const char *name, const rl_spec *spec)
     if ((rc = rl_check_name("name", name)) || (spec && (rc = rl_spec_validate(spec)))) return rc;
     if ((rc = lookup(client, name, &found, &stored))) {
         /* an outage must not stop an application making its limiters */
-        if (unreachable(rc) && client->options.on_error != RL_ON_ERROR_RAISE) {
+        if (rl_unreachable(rc) && client->options.on_error != RL_ON_ERROR_RAISE) {
             rl_clear_error();
             return RL_OK;
         }

@@ -554,11 +554,25 @@ static int wait_for_slot(rl_client *c, rl_node *node)
     return RL_OK;
 }
 
+void rl_node_answered(rl_node *node, int in_time)
+{
+    pthread_mutex_lock(&node->mutex);
+    node->behind = !in_time;
+    pthread_mutex_unlock(&node->mutex);
+}
+
 int rl_conn_get(rl_client *c, rl_node *node, rl_conn **out)
 {
     rl_conn *conn = NULL;
     int rc;
     pthread_mutex_lock(&node->mutex);
+    /* a server that is behind gets one call at a time: more would only
+     * lengthen its queue, whose scripts run after their callers gave up */
+    if (node->behind && node->open_count > node->idle_count) {
+        pthread_mutex_unlock(&node->mutex);
+        return rl_fail(RL_ERR_BACKLOG, "not sent: %s:%d is behind (a call timed out waiting for its reply) and has "
+                       "a call in flight", node->host, node->port);
+    }
     if ((rc = wait_for_slot(c, node))) {
         pthread_mutex_unlock(&node->mutex);
         return rc;

@@ -24,6 +24,7 @@ const char *rl_strerror(int status)
     case RL_ERR_NOMEM: return "out of memory";
     case RL_ERR_CLOSED: return "client is closed";
     case RL_ERR_CANCELLED: return "wait cancelled";
+    case RL_ERR_BACKLOG: return "too many requests in flight: the server is behind";
     default: return "unknown status";
     }
 }

@@ -77,6 +77,7 @@ struct rl_node {
     rl_conn **idle; /* pool_size slots */
     int idle_count;
     int open_count; /* idle + checked out */
+    int behind;     /* a call's reply did not come in time, and none has since: one call at a time */
     rl_backoff backoff;
 };
 
@@ -156,6 +157,13 @@ void rl_stats_begin(rl_client *client, const char *name, rl_stats_mark *mark);
 void rl_stats_end(const rl_stats_mark *mark, int status, const rl_result *result);
 void rl_stats_free(rl_stats *stats);
 
+/* Redis cannot be reached, did not answer in time, or is behind: the
+ * on_error policy decides a rate limit. */
+static inline int rl_unreachable(int status)
+{
+    return status == RL_ERR_CONNECTION || status == RL_ERR_TIMEOUT || status == RL_ERR_BACKLOG;
+}
+
 /* errors: set the thread's message and return the status */
 int rl_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* RL_ERR_INVALID for param (its C name; "_ms": milliseconds) out of
@@ -168,6 +176,8 @@ void rl_clear_error(void);
 rl_node *rl_node_for(rl_client *client, const char *host, int port); /* find or add; NULL: no memory */
 int rl_conn_get(rl_client *client, rl_node *node, rl_conn **out);
 void rl_conn_put(rl_client *client, rl_conn *conn);
+/* A call on node got its replies in time (or timed out waiting: behind). */
+void rl_node_answered(rl_node *node, int in_time);
 /* A connection of its own (SUBSCRIBE, sentinels); close with rl_conn_close. */
 int rl_conn_open(rl_client *client, rl_node *node, const char *password, const char *user, int db, rl_conn **out);
 void rl_conn_close(rl_conn *conn);
@@ -330,7 +340,11 @@ char *rl_wake_channel(const rl_client *client, const char *name, const char *kin
  * exactly in the scripts' doubles. */
 #define RL_MAX_WAIT_MS (RL_MAX_EXACT / 1000 / 4)
 
-/* completions.c: posts one completion (the I/O thread) */
+/* completions.c: room for one completion, made when its request is
+ * submitted (RL_ERR_NOMEM fails that request), taken back if it is not
+ * queued after all; posting it (the I/O thread) then never allocates. */
+int rl_completions_reserve(rl_completions *q);
+void rl_completions_unreserve(rl_completions *q);
 void rl_completions_push(rl_completions *q, const rl_completion *c);
 
 /* async.c: completes what is in flight with RL_ERR_CLOSED and stops the I/O thread */

@@ -431,7 +431,7 @@ static void execute(rl_client *client, const rl_request *requests, size_t n, rl_
     }
     for (size_t j = 0; j < m; j++) rl_cmd_free(&cmds[j]);
     for (size_t i = 0; i < n && client->options.on_error != RL_ON_ERROR_RAISE; i++) {
-        if (outcomes[i].status != RL_ERR_CONNECTION && outcomes[i].status != RL_ERR_TIMEOUT) continue;
+        if (!rl_unreachable(outcomes[i].status)) continue;
         /* the error stays in outcomes[i].error (and rl_errmsg()): why the policy decided */
         rl_fallback_result(client, rl_spec_capacity(&requests[i].spec), requests[i].permits, &results[i]);
         outcomes[i].status = RL_OK;

@@ -109,11 +109,19 @@ static areq *new_request(req_kind kind, uint64_t tag, const rl_target *target)
     return r;
 }
 
+/* r is not queued after all: its completion's room goes back. */
+static void discard(areq *r)
+{
+    if (r->reserved) rl_completions_unreserve(r->target.queue);
+    rl_async_req_free(r);
+}
+
 /* Hands a built request to the I/O thread (started on first use). */
 static int queue_request(rl_client *c, areq *r, int build_rc)
 {
     int rc = build_rc;
     if (!rc && r->cmd.failed) rc = rl_fail(RL_ERR_NOMEM, "out of memory building a command");
+    if (!rc && r->target.queue && (rc = rl_completions_reserve(r->target.queue)) == RL_OK) r->reserved = 1;
     if (rc) {
         rl_async_req_free(r);
         return rc;
@@ -126,7 +134,7 @@ static int queue_request(rl_client *c, areq *r, int build_rc)
         pthread_mutex_lock(&c->topology);
         if (!c->async && (rc = async_start(c))) {
             pthread_mutex_unlock(&c->topology);
-            rl_async_req_free(r);
+            discard(r);
             return rc;
         }
         a = c->async;
@@ -136,7 +144,7 @@ static int queue_request(rl_client *c, areq *r, int build_rc)
     pthread_mutex_lock(&a->mutex);
     if (a->closing) {
         pthread_mutex_unlock(&a->mutex);
-        rl_async_req_free(r);
+        discard(r);
         return rl_fail(RL_ERR_CLOSED, "the client is closing");
     }
     list_push(&a->submitted, r);
@@ -159,7 +167,7 @@ int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_ta
      * most once per config_refresh_ms and name) */
     if (request->stored_spec && (rc = rl_resolve_stored(c, request, &resolved))) {
         /* its stored spec cannot be read: the policy decides, as in rl_execute */
-        if ((rc != RL_ERR_CONNECTION && rc != RL_ERR_TIMEOUT) || c->options.on_error == RL_ON_ERROR_RAISE) return rc;
+        if (!rl_unreachable(rc) || c->options.on_error == RL_ON_ERROR_RAISE) return rc;
         if (!(r = new_request(REQ_DECISION, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
         r->permits = request->permits;
         r->failed = rc;

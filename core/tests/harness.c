@@ -30,7 +30,7 @@ void sleep_ms(int64_t ms)
     }
 }
 
-static int free_port(void)
+int free_port(void)
 {
     struct sockaddr_in addr;
     socklen_t len = sizeof addr;

@@ -15,6 +15,8 @@ typedef struct {
     char tls_dir[400]; /* non-empty: TLS only, with DIR/server.crt, server.key, ca.crt */
 } test_redis;
 
+/* A loopback TCP port nobody listens on (now). */
+int free_port(void);
 /* Starts redis-server on a free loopback port; exits the test on failure. */
 void redis_start(test_redis *r);
 /* The same, speaking only TLS (rediss://...?ssl_ca_certs=DIR/ca.crt). */

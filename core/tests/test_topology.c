@@ -392,7 +392,7 @@ static void *load_run(void *arg)
         if (rc == RL_OK) {
             if (r.allowed) __atomic_add_fetch(&l->admitted, 1, __ATOMIC_RELAXED);
             if (l->mark) __atomic_add_fetch(&l->ok_after_mark, 1, __ATOMIC_RELAXED);
-        } else if (rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) {
+        } else if (rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT || rc == RL_ERR_BACKLOG) {
             __atomic_add_fetch(&l->conn_errors, 1, __ATOMIC_RELAXED);
             sleep_ms(2);
         } else {

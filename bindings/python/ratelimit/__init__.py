@@ -29,6 +29,7 @@ from . import _ratelimit
 from ._ratelimit import (
     ALGORITHMS,
     AcquireTimeout,
+    Backlog,
     Cancelled,
     ClientClosed,
     ConnectionError,
@@ -49,6 +50,7 @@ from ._ratelimit import (
 __all__ = [
     "ALGORITHMS",
     "AcquireTimeout",
+    "Backlog",
     "Cancelled",
     "Client",
     "ClientClosed",
@@ -626,6 +628,14 @@ class Client(_ratelimit.Client):
         [A-Za-z0-9._-] (e.g. a host or pod name, to keep its quotas across
         restarts); default: 32 random hex digits. See the client_id
         property.
+    max_in_flight: requests in flight on one connection of the asynchronous
+        core (ratelimit.aio), 1..1000000 (core default 1000). Past it a
+        request waits, unsent, for room; while the server is behind (its
+        oldest owed reply is older than timeout) it raises Backlog at once
+        instead, as does one still unsent at its timeout: nothing was sent,
+        nothing consumed. Blocking calls: while a server is behind it gets
+        one call at a time, and a call that would be a second raises
+        Backlog. on_redis_error decides a rate limit, as for a Timeout.
 
     Thread-safe, and fork-safe: a child process opens its own connections
     on first use. Closing (close() or a with block) waits for no call: the
@@ -639,11 +649,13 @@ class Client(_ratelimit.Client):
                  on_redis_error: Optional[str] = None, ssl_ca_certs: Optional[FilePath] = None,
                  ssl_certfile: Optional[FilePath] = None, ssl_keyfile: Optional[FilePath] = None,
                  ssl_cert_reqs: Union[str, int, None] = None, reconnect_max: Optional[Seconds] = None,
-                 config_refresh: Optional[Seconds] = None, client_id: Optional[str] = None) -> None:
+                 config_refresh: Optional[Seconds] = None, client_id: Optional[str] = None,
+                 max_in_flight: Optional[int] = None) -> None:
         super().__init__(url, prefix=prefix, timeout=timeout, connect_timeout=connect_timeout,
                          pool_size=pool_size, on_redis_error=on_redis_error, ssl_ca_certs=ssl_ca_certs,
                          ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_cert_reqs=ssl_cert_reqs,
-                         reconnect_max=reconnect_max, config_refresh=config_refresh, client_id=client_id)
+                         reconnect_max=reconnect_max, config_refresh=config_refresh, client_id=client_id,
+                         max_in_flight=max_in_flight)
 
     def limiter(self, name: str, rate: Optional[Rate] = None, *, algorithm: Optional[str] = None,
                 burst: Union[int, List[Optional[int]], None] = None, initial_tokens: Optional[int] = None,

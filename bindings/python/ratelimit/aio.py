@@ -58,6 +58,7 @@ import ratelimit as _sync
 from ratelimit import _ratelimit
 from ratelimit import (  # noqa: F401  (re-exported for convenience)
     AcquireTimeout,
+    Backlog,
     Cancelled,
     ClientClosed,
     ConnectionError,
@@ -680,12 +681,14 @@ class AsyncClient:
                  on_redis_error: Optional[str] = None, ssl_ca_certs: Optional[_sync.FilePath] = None,
                  ssl_certfile: Optional[_sync.FilePath] = None, ssl_keyfile: Optional[_sync.FilePath] = None,
                  ssl_cert_reqs: Union[str, int, None] = None, reconnect_max: Optional[Seconds] = None,
-                 config_refresh: Optional[Seconds] = None, client_id: Optional[str] = None) -> None:
+                 config_refresh: Optional[Seconds] = None, client_id: Optional[str] = None,
+                 max_in_flight: Optional[int] = None) -> None:
         self.executor = executor
         self.sync = _sync.Client(url, prefix=prefix, timeout=timeout, connect_timeout=connect_timeout,
                                  pool_size=pool_size, on_redis_error=on_redis_error, ssl_ca_certs=ssl_ca_certs,
                                  ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_cert_reqs=ssl_cert_reqs,
-                                 reconnect_max=reconnect_max, config_refresh=config_refresh, client_id=client_id)
+                                 reconnect_max=reconnect_max, config_refresh=config_refresh, client_id=client_id,
+                                 max_in_flight=max_in_flight)
         self._run = _Runner(executor, self.sync)
 
     @classmethod
@@ -696,7 +699,7 @@ class AsyncClient:
                       ssl_certfile: Optional[_sync.FilePath] = None, ssl_keyfile: Optional[_sync.FilePath] = None,
                       ssl_cert_reqs: Union[str, int, None] = None,
                       reconnect_max: Optional[Seconds] = None, config_refresh: Optional[Seconds] = None,
-                      client_id: Optional[str] = None) -> "AsyncClient":
+                      client_id: Optional[str] = None, max_in_flight: Optional[int] = None) -> "AsyncClient":
         """Make an AsyncClient without blocking the event loop (the options
         are Client's)."""
         loop = asyncio.get_running_loop()
@@ -704,7 +707,8 @@ class AsyncClient:
             cls, url, executor=executor, prefix=prefix, timeout=timeout, connect_timeout=connect_timeout,
             pool_size=pool_size, on_redis_error=on_redis_error, ssl_ca_certs=ssl_ca_certs,
             ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_cert_reqs=ssl_cert_reqs,
-            reconnect_max=reconnect_max, config_refresh=config_refresh, client_id=client_id))
+            reconnect_max=reconnect_max, config_refresh=config_refresh, client_id=client_id,
+            max_in_flight=max_in_flight))
 
     @property
     def prefix(self) -> Optional[str]:

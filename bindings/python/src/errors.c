@@ -55,6 +55,7 @@ static PyObject *exception_for(rl_state *st, int rc)
     case RL_ERR_REDIS: return st->RedisError;
     case RL_ERR_CANCELLED: return st->Cancelled;
     case RL_ERR_CLOSED: return st->ClientClosed;
+    case RL_ERR_BACKLOG: return st->Backlog;
     default: return st->RateLimitError;
     }
 }
@@ -168,6 +169,11 @@ int errors_init(PyObject *module, rl_state *st)
     EXC(st->RedisError, "RedisError", "Redis returned an error reply (script error, ACL, OOM...).",
         PyTuple_Pack(1, failure), RL_ERR_REDIS);
     EXC(st->ClientClosed, "ClientClosed", "The client was closed.", PyTuple_Pack(1, failure), RL_ERR_CLOSED);
+    EXC(st->Backlog, "Backlog",
+        "Not sent, so nothing consumed: the server is behind and max_in_flight\n"
+        "requests are in flight to it (or, blocking, one call is, every pooled\n"
+        "connection being busy). on_redis_error decides a rate limit, as for a Timeout.",
+        PyTuple_Pack(1, failure), RL_ERR_BACKLOG);
     EXC(st->Cancelled, "Cancelled", "A blocking wait was cancelled by its cancel callable.",
         PyTuple_Pack(1, st->RateLimitError), RL_ERR_CANCELLED);
     EXC(st->RateLimitExceeded, "RateLimitExceeded",

@@ -183,7 +183,8 @@ static int module_exec(PyObject *module)
         PyModule_AddIntConstant(module, "ERR_REDIS", RL_ERR_REDIS) < 0 ||
         PyModule_AddIntConstant(module, "ERR_NOMEM", RL_ERR_NOMEM) < 0 ||
         PyModule_AddIntConstant(module, "ERR_CLOSED", RL_ERR_CLOSED) < 0 ||
-        PyModule_AddIntConstant(module, "ERR_CANCELLED", RL_ERR_CANCELLED) < 0)
+        PyModule_AddIntConstant(module, "ERR_CANCELLED", RL_ERR_CANCELLED) < 0 ||
+        PyModule_AddIntConstant(module, "ERR_BACKLOG", RL_ERR_BACKLOG) < 0)
         return -1;
     return 0;
 }
@@ -199,6 +200,7 @@ static int module_traverse(PyObject *module, visitproc visit, void *arg)
     Py_VISIT(st->RedisError);
     Py_VISIT(st->Cancelled);
     Py_VISIT(st->ClientClosed);
+    Py_VISIT(st->Backlog);
     Py_VISIT(st->RateLimitExceeded);
     Py_VISIT(st->ClientType);
     Py_VISIT(st->LimiterType);
@@ -218,6 +220,7 @@ static int module_clear(PyObject *module)
     Py_CLEAR(st->RedisError);
     Py_CLEAR(st->Cancelled);
     Py_CLEAR(st->ClientClosed);
+    Py_CLEAR(st->Backlog);
     Py_CLEAR(st->RateLimitExceeded);
     Py_CLEAR(st->ClientType);
     Py_CLEAR(st->LimiterType);

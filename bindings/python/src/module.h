@@ -27,6 +27,7 @@ typedef struct {
     PyObject *RedisError;
     PyObject *Cancelled;
     PyObject *ClientClosed;
+    PyObject *Backlog;
     PyObject *RateLimitExceeded;
     PyTypeObject *ClientType;
     PyTypeObject *LimiterType;

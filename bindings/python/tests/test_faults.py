@@ -494,3 +494,126 @@ def test_batch_cut_part_way_reports_what_redis_decided(toxiproxy, proxied, redis
                 check(raised.value.results, time.monotonic() - t, keys(lim.sync, ids))
             assert all(not r.fallback for r in await lim.acquire_many([prefix + "a", prefix + "e"]))
     asyncio.run(main())
+# ---- a server alive but slower than its callers: the backlog stays bounded
+
+CAP = 20  # max_in_flight
+
+
+def scripts_run(server):
+    """Scripts Redis has run (INFO commandstats, read directly)."""
+    raw = server.raw()
+    try:
+        return raw.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+    finally:
+        raw.close()
+
+
+def scripts_run_settled(server):
+    """The same once Redis has run everything it was sent."""
+    n, last = scripts_run(server), -1
+    while n != last:
+        time.sleep(0.3)
+        last, n = n, scripts_run(server)
+    return n
+
+
+@pytest.mark.parametrize("policy", ["raise", "allow"])
+def test_slow_server_async_backlog_stays_bounded(toxiproxy, proxied, redis_server, policy):
+    # 8 KB/s upstream: ~50 scripts/s reach Redis while the client is offered
+    # ~2,000/s. Past max_in_flight, the server behind, calls fail at once
+    # (Backlog, or the fallback) and are never sent: Redis runs at most the
+    # cap after the calls stop, and never a call that failed unsent.
+    async def main():
+        async with await aio.AsyncClient.connect(proxied, timeout=0.2, on_redis_error=policy,
+                                                 max_in_flight=CAP) as client:
+            lim = client.limiter("faults", RATE, algorithm="fixed_window")
+            assert not (await lim.acquire("backlog-" + policy)).fallback  # the script is loaded
+
+            async def timed():
+                t = time.monotonic()
+                try:
+                    return await lim.acquire("backlog-" + policy), time.monotonic() - t
+                except ratelimit.RateLimitError as e:
+                    return e, time.monotonic() - t
+
+            toxiproxy.toxic("redis", "bandwidth", "upstream", rate=8)
+            before = scripts_run(redis_server)
+            tasks = []
+            for i in range(2000):
+                tasks.append(asyncio.ensure_future(timed()))
+                if i % 2:
+                    await asyncio.sleep(0.001)
+            at_stop = scripts_run(redis_server)
+            outcomes = await asyncio.wait_for(asyncio.gather(*tasks), 10)
+            toxiproxy.reset()
+            return before, at_stop, scripts_run_settled(redis_server), outcomes
+
+    before, at_stop, after, outcomes = asyncio.run(main())
+    decided = sum(1 for r, _ in outcomes if isinstance(r, ratelimit.Result) and not r.fallback)
+    not_sent = [took for r, took in outcomes if isinstance(r, ratelimit.Backlog)]
+    timed_out = sum(1 for r, _ in outcomes if isinstance(r, ratelimit.Timeout))
+    fallbacks = [took for r, took in outcomes if isinstance(r, ratelimit.Result) and r.fallback]
+    print("\n%s: %d decided, %d timed out, %d not sent (Backlog), %d fallbacks; Redis ran %d (%d after the calls "
+          "stopped)" % (policy, decided, timed_out, len(not_sent), len(fallbacks), after - before, after - at_stop))
+    assert decided + timed_out + len(not_sent) + len(fallbacks) == len(outcomes)
+    assert after - at_stop <= CAP
+    if policy == "raise":
+        assert not fallbacks and len(not_sent) > len(outcomes) // 2
+        assert sorted(not_sent)[len(not_sent) // 2] < 0.1  # most at once, not at the timeout
+        assert decided <= after - before <= decided + timed_out  # what failed unsent never ran
+    else:
+        assert not not_sent and not timed_out  # the policy decides
+        assert all(r.allowed for r, _ in outcomes)
+        assert after - before <= CAP + decided + len(fallbacks) // 10  # far fewer ran than were called
+
+
+def test_slow_server_blocking_sends_one_call_at_a_time(toxiproxy, proxied, redis_server):
+    # every reply 500 ms late, timeout 0.25 s: once a call timed out the
+    # server is behind, and four threads send it one call at a time; the
+    # others raise Backlog at once, never sent
+    with ratelimit.Client(proxied, **options("raise"), max_in_flight=CAP) as client:
+        lim = client.limiter("faults", RATE, algorithm="fixed_window")
+        assert lim.acquire("backlog-blocking")
+        toxiproxy.toxic("redis", "latency", "upstream", latency=500)
+        before = scripts_run(redis_server)
+        outcomes, stop = [], threading.Event()
+
+        def run():
+            while not stop.is_set():
+                t = time.monotonic()
+                try:
+                    r = lim.acquire("backlog-blocking")
+                except ratelimit.RateLimitError as e:
+                    r = e
+                outcomes.append((r, time.monotonic() - t))
+                time.sleep(0.002)
+
+        threads = [threading.Thread(target=run) for _ in range(4)]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        stop.set()
+        for t in threads:
+            t.join(5)
+        window = time.monotonic() - started
+        toxiproxy.reset()
+        after = scripts_run_settled(redis_server)
+    not_sent = [took for r, took in outcomes if isinstance(r, ratelimit.Backlog)]
+    timed_out = sum(1 for r, _ in outcomes if isinstance(r, ratelimit.Timeout))
+    decided = sum(1 for r, _ in outcomes if isinstance(r, ratelimit.Result))
+    print("\n%d decided, %d timed out, %d not sent (Backlog); Redis ran %d" % (decided, timed_out, len(not_sent),
+                                                                            after - before))
+    assert decided + timed_out + len(not_sent) == len(outcomes)
+    assert not_sent and max(not_sent) < TIMEOUT  # at once
+    assert timed_out <= 4 + 2 * window / TIMEOUT  # one at a time once behind (four per timeout without)
+    assert decided <= after - before <= decided + timed_out
+
+
+def test_max_in_flight_is_checked(redis_server):
+    for bad in (0, -1, 1000001):
+        with pytest.raises(ratelimit.InvalidArgument, match="max_in_flight must be in 1..1000000"):
+            ratelimit.Client(redis_server.url, max_in_flight=bad)
+    with pytest.raises(TypeError):
+        ratelimit.Client(redis_server.url, max_in_flight="10")
+    assert issubclass(ratelimit.Backlog, ratelimit.RedisFailure) and ratelimit.Backlog.code == ratelimit._ratelimit.ERR_BACKLOG

@@ -294,7 +294,8 @@ enum { OPT_URL, OPT_PREFIX, OPT_CA, OPT_CERT, OPT_KEY, OPT_CLIENT_ID, OPT_COUNT 
 
 static jlong n_open(JNIEnv *env, jclass cls, jbyteArray url, jbyteArray prefix, jlong connect_ms, jlong command_ms,
                     jint pool_size, jint on_error, jbyteArray ca_file, jbyteArray cert_file, jbyteArray key_file,
-                    jint tls_verify, jlong reconnect_max_ms, jlong config_refresh_ms, jbyteArray client_id)
+                    jint tls_verify, jlong reconnect_max_ms, jlong config_refresh_ms, jbyteArray client_id,
+                    jint max_in_flight)
 {
     (void)cls;
     rl_options options;
@@ -311,6 +312,7 @@ static jlong n_open(JNIEnv *env, jclass cls, jbyteArray url, jbyteArray prefix, 
     if (pool_size != INT32_MIN) options.pool_size = pool_size;
     if (on_error != INT32_MIN) options.on_error = (rl_on_error)on_error;
     if (tls_verify != INT32_MIN) options.tls_verify = (rl_tls_verify)tls_verify;
+    if (max_in_flight != INT32_MIN) options.max_in_flight = max_in_flight;
     for (i = 0; i < OPT_COUNT; i++)
         if (copy_bytes(env, arrays[i], &str[i], NULL)) goto done; /* exception pending */
     if (str[OPT_PREFIX]) options.key_prefix = str[OPT_PREFIX];
@@ -511,7 +513,7 @@ static const JNINativeMethod methods[] = {
     {"scripts", "()[Ljava/lang/String;", (void *)n_scripts},
     {"hasTls", "()Z", (void *)n_has_tls},
     {"redactUrl", "(" B ")" B, (void *)n_redact_url},
-    {"open", "(" B B "JJII" B B B "IJJ" B ")J", (void *)n_open},
+    {"open", "(" B B "JJII" B B B "IJJ" B "I)J", (void *)n_open},
     {"close", "(J)V", (void *)n_close},
     {"prefix", "(J)Ljava/lang/String;", (void *)n_prefix},
     {"key", "(J" B B "I)[B", (void *)n_key},

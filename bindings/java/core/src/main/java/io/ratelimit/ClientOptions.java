@@ -23,6 +23,7 @@ public final class ClientOptions {
     private final Duration reconnectMax;
     private final Duration configRefresh;
     private final String clientId;
+    private final Integer maxInFlight;
 
     /** The mutable form a setter edits before freezing it into a new ClientOptions. */
     private static final class Fields {
@@ -38,6 +39,7 @@ public final class ClientOptions {
         Duration reconnectMax;
         Duration configRefresh;
         String clientId;
+        Integer maxInFlight;
     }
 
     private ClientOptions(Fields f) {
@@ -53,6 +55,7 @@ public final class ClientOptions {
         this.reconnectMax = f.reconnectMax;
         this.configRefresh = f.configRefresh;
         this.clientId = f.clientId;
+        this.maxInFlight = f.maxInFlight;
     }
 
     /** A copy with the edit applied. */
@@ -70,6 +73,7 @@ public final class ClientOptions {
         f.reconnectMax = reconnectMax;
         f.configRefresh = configRefresh;
         f.clientId = clientId;
+        f.maxInFlight = maxInFlight;
         edit.accept(f);
         return new ClientOptions(f);
     }
@@ -188,6 +192,21 @@ public final class ClientOptions {
         return with(f -> f.clientId = id);
     }
 
+    /**
+     * Requests in flight on one connection of the asynchronous calls
+     * ({@code ...Async}), 1..1000000 (core default 1000). Past it a request
+     * waits, unsent, for room; while the server is behind (its oldest owed
+     * reply is older than the command timeout) it fails at once with
+     * {@link BacklogException} instead, as does one still unsent at its
+     * timeout: nothing was sent, nothing consumed. Blocking calls: a server
+     * that is behind gets one call at a time, and a second fails the same
+     * way. The {@link OnRedisError} policy decides a rate limit, as for a
+     * timeout. null keeps the default.
+     */
+    public ClientOptions maxInFlight(Integer requests) {
+        return with(f -> f.maxInFlight = requests);
+    }
+
     private static String path(Path file) {
         return file == null ? null : file.toString();
     }
@@ -254,12 +273,19 @@ public final class ClientOptions {
         return clientId;
     }
 
+    int maxInFlightOrUnset() {
+        if (maxInFlight != null && maxInFlight <= 0) { // 0 would be the core's default
+            throw new InvalidArgumentException("maxInFlight must be in 1..1000000 (got " + maxInFlight + ")");
+        }
+        return maxInFlight == null ? Integer.MIN_VALUE : maxInFlight;
+    }
+
     @Override
     public String toString() {
         return "ClientOptions{prefix=" + prefix + ", connectTimeout=" + connectTimeout + ", commandTimeout="
                 + commandTimeout + ", poolSize=" + poolSize + ", onRedisError=" + onRedisError + ", tlsCaFile="
                 + tlsCaFile + ", tlsCertFile=" + tlsCertFile + ", tlsKeyFile=" + tlsKeyFile + ", tlsVerify="
                 + tlsVerify + ", reconnectMax=" + reconnectMax + ", configRefresh=" + configRefresh + ", clientId="
-                + clientId + "}";
+                + clientId + ", maxInFlight=" + maxInFlight + "}";
     }
 }

@@ -62,7 +62,8 @@ public final class RateLimitClient implements AutoCloseable {
                 options.onErrorOrUnset(), Native.name("TLS CA file", options.tlsCaFile()),
                 Native.name("TLS certificate file", options.tlsCertFile()),
                 Native.name("TLS key file", options.tlsKeyFile()), options.tlsVerifyOrUnset(),
-                options.reconnectMaxMs(), options.configRefreshMs(), Native.name("clientId", options.clientId()));
+                options.reconnectMaxMs(), options.configRefreshMs(), Native.name("clientId", options.clientId()),
+                options.maxInFlightOrUnset());
         ClientHandle handle;
         try {
             handle = new ClientHandle(ptr);

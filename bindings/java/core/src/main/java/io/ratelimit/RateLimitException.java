@@ -11,7 +11,7 @@ import java.util.List;
  * RateLimitException
  *   RedisFailureException      Redis failed: catch this for outages
  *     ConnectionException, TimeoutException (command), ProtocolException,
- *     RedisErrorException, ClientClosedException
+ *     RedisErrorException, ClientClosedException, BacklogException (not sent)
  *   NotAcquiredException       Redis answered no
  *     RateLimitExceededException, AcquireTimeoutException (busy lock / semaphore)
  *   InvalidArgumentException   nothing was sent
@@ -68,6 +68,8 @@ public class RateLimitException extends RuntimeException {
                 return new ClientClosedException(message, null);
             case CANCELLED:
                 return new CancelledException(message);
+            case BACKLOG:
+                return new BacklogException(message);
             default:
                 return new RateLimitException(status, message);
         }

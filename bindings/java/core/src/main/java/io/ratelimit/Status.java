@@ -10,6 +10,8 @@ public enum Status {
     NOMEM(-6),
     CLOSED(-7),
     CANCELLED(-8),
+    /** Not sent: the server is behind ({@link BacklogException}). */
+    BACKLOG(-9),
     /** Not a C code: a denial the caller asked to throw ({@link RateLimitExceededException}). */
     DENIED(1),
     /** Not a C code: a semaphore permit or lock not acquired in time ({@link AcquireTimeoutException}). */

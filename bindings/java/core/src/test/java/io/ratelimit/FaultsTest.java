@@ -2,6 +2,7 @@ package io.ratelimit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
@@ -16,6 +17,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -464,5 +466,67 @@ class FaultsTest {
                 }
             }
         }
+    }
+
+    @Test
+    void aServerBehindGetsOneBlockingCallAtATime() throws Exception {
+        // every reply 500 ms late: once a call timed out the server is behind,
+        // and four threads send it one call at a time; the others fail at
+        // once with BacklogException (never sent), or the policy decides
+        for (OnRedisError policy : new OnRedisError[] {OnRedisError.RAISE, OnRedisError.ALLOW}) {
+            try (RateLimitClient client = RateLimitClient.connect(proxied, options(policy).poolSize(4).maxInFlight(20))) {
+                Limiter lim = client.limiter("faults", RATE, Algorithm.FIXED_WINDOW);
+                String id = "backlog-" + policy;
+                assertTrue(lim.acquire(id).allowed());
+                toxic("latency", "upstream", "{\"latency\":500}");
+                List<Object> outcomes = Collections.synchronizedList(new ArrayList<>());
+                AtomicBoolean stop = new AtomicBoolean();
+                List<Thread> threads = new ArrayList<>();
+                for (int i = 0; i < 4; i++) {
+                    Thread th = new Thread(() -> {
+                        while (!stop.get()) {
+                            long t = System.nanoTime();
+                            Object outcome;
+                            try {
+                                outcome = lim.acquire(id);
+                            } catch (RateLimitException e) {
+                                outcome = e;
+                            }
+                            outcomes.add(new Object[] {outcome, (System.nanoTime() - t) / 1_000_000});
+                        }
+                    });
+                    th.start();
+                    threads.add(th);
+                }
+                Thread.sleep(1000);
+                stop.set(true);
+                for (Thread th : threads) {
+                    th.join(5000);
+                }
+                // not sent: BacklogException, or (allow) a fallback before the timeout could have run out
+                long notSent = 0, slowNotSent = 0;
+                for (Object o : outcomes) {
+                    Object outcome = ((Object[]) o)[0];
+                    boolean fast = (Long) ((Object[]) o)[1] < TIMEOUT.toMillis();
+                    if (outcome instanceof BacklogException) {
+                        assertEquals(Status.BACKLOG, ((BacklogException) outcome).status());
+                        assertTrue(((BacklogException) outcome).getMessage().startsWith("not sent"), outcome.toString());
+                        notSent++;
+                        slowNotSent += fast ? 0 : 1;
+                    } else if (outcome instanceof Result) {
+                        assertEquals(policy == OnRedisError.ALLOW, ((Result) outcome).fallback(), outcome.toString());
+                        notSent += fast ? 1 : 0;
+                    } else {
+                        assertInstanceOf(TimeoutException.class, outcome, policy.toString());
+                    }
+                }
+                assertTrue(notSent > outcomes.size() / 2, policy + ": " + notSent + " of " + outcomes.size());
+                assertEquals(0, slowNotSent);
+                api("POST", "/reset", null);
+            }
+        }
+        assertEquals(Status.BACKLOG, Status.fromCode(-9));
+        assertInstanceOf(BacklogException.class, RateLimitException.of(Status.BACKLOG, "not sent"));
+        assertInstanceOf(RedisFailureException.class, RateLimitException.of(Status.BACKLOG, "not sent"));
     }
 }
