@@ -141,6 +141,11 @@ RL_API void rl_options_init(rl_options *options);
  * and hiredis_ssl. Without it a rediss:// URL is RL_ERR_INVALID. */
 RL_API int rl_has_tls(void);
 
+/* The OpenSSL this binary runs with, as OpenSSL_version(OPENSSL_VERSION)
+ * says ("OpenSSL 3.0.20 1 Jul 2025"): whether an OpenSSL advisory concerns
+ * it. NULL without TLS. */
+RL_API const char *rl_tls_version(void);
+
 typedef struct rl_client rl_client;
 
 /* url, the same strings in every binding:

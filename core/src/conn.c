@@ -32,6 +32,16 @@ int rl_has_tls(void)
 #endif
 }
 
+const char *rl_tls_version(void)
+{
+#ifdef RL_HAVE_TLS
+    /* the library linked in, not the headers compiled against */
+    return OpenSSL_version(OPENSSL_VERSION);
+#else
+    return NULL;
+#endif
+}
+
 int64_t rl_monotonic_ms(void)
 {
     struct timespec ts;

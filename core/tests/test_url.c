@@ -178,11 +178,13 @@ static void test_options(void)
         o.tls_ca_file = "/nonexistent/ca.pem";
         CHECK_EQ(rl_client_open(&c, "rediss://127.0.0.1:1", &o), RL_ERR_INVALID);
         CHECK(strstr(rl_errmsg(), "/nonexistent/ca.pem") != NULL);
+        CHECK(rl_tls_version() && !strncmp(rl_tls_version(), "OpenSSL ", 8));
     } else {
         CHECK_EQ(rl_client_open(&c, "rediss://127.0.0.1:1", NULL), RL_ERR_INVALID);
         CHECK(strstr(rl_errmsg(), "no TLS") != NULL);
         /* and names the way out */
         CHECK(strstr(rl_errmsg(), "scripts/hiredis.sh") != NULL && strstr(rl_errmsg(), "RL_TLS") != NULL);
+        CHECK(rl_tls_version() == NULL);
     }
     CHECK(c == NULL);
 }

@@ -45,6 +45,7 @@ from ._ratelimit import (
     has_tls,
     parse_rate,
     scripts,
+    tls_version,
 )
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
     "has_tls",
     "parse_rate",
     "scripts",
+    "tls_version",
 ]
 
 __version__ = "%d.%d.%d" % (

@@ -119,8 +119,21 @@ static PyObject *mod_redact_url(PyObject *module, PyObject *arg)
     return out;
 }
 
+PyDoc_STRVAR(tls_version_doc,
+"tls_version()\n--\n\n"
+"The OpenSSL this build runs with (\"OpenSSL 3.0.20 1 Jul 2025\"), to tell\n"
+"whether an OpenSSL advisory concerns it; None without TLS.");
+
+static PyObject *mod_tls_version(PyObject *module, PyObject *unused)
+{
+    const char *version = rl_tls_version();
+    if (!version) Py_RETURN_NONE;
+    return PyUnicode_FromString(version);
+}
+
 static PyMethodDef module_methods[] = {
     {"has_tls", (PyCFunction)mod_has_tls, METH_NOARGS, has_tls_doc},
+    {"tls_version", (PyCFunction)mod_tls_version, METH_NOARGS, tls_version_doc},
     {"parse_rate", (PyCFunction)mod_parse_rate, METH_O, parse_rate_doc},
     {"redact_url", (PyCFunction)mod_redact_url, METH_O, redact_url_doc},
     {"scripts", (PyCFunction)mod_scripts, METH_NOARGS, scripts_doc},

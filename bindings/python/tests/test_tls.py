@@ -166,3 +166,12 @@ def test_rediss_without_tls_is_a_clear_error(url, policy):
 def test_has_tls_is_a_bool():
     assert ratelimit.has_tls() in (True, False)
     assert "has_tls" in ratelimit.__all__
+
+
+def test_tls_version_names_the_openssl_inside():
+    version = ratelimit.tls_version()
+    if ratelimit.has_tls():
+        assert re.match(r"OpenSSL \d+\.\d+\.\d+", version), version
+    else:
+        assert version is None
+    assert "tls_version" in ratelimit.__all__

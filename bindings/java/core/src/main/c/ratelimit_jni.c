@@ -288,6 +288,13 @@ static jboolean n_has_tls(JNIEnv *env, jclass cls)
     return rl_has_tls() ? JNI_TRUE : JNI_FALSE;
 }
 
+static jstring n_tls_version(JNIEnv *env, jclass cls)
+{
+    (void)cls;
+    const char *version = rl_tls_version();
+    return version ? (*env)->NewStringUTF(env, version) : NULL;
+}
+
 /* The string options: each byte[] (null = unset) becomes a malloc'd C string
  * that only has to outlive rl_client_open, which copies what it keeps. */
 enum { OPT_URL, OPT_PREFIX, OPT_CA, OPT_CERT, OPT_KEY, OPT_CLIENT_ID, OPT_COUNT };
@@ -513,6 +520,7 @@ static const JNINativeMethod methods[] = {
     {"scripts", "()[Ljava/lang/String;", (void *)n_scripts},
     {"hasTls", "()Z", (void *)n_has_tls},
     {"redactUrl", "(" B ")" B, (void *)n_redact_url},
+    {"tlsVersion", "()Ljava/lang/String;", (void *)n_tls_version},
     {"open", "(" B B "JJII" B B B "IJJ" B "I)J", (void *)n_open},
     {"close", "(J)V", (void *)n_close},
     {"prefix", "(J)Ljava/lang/String;", (void *)n_prefix},

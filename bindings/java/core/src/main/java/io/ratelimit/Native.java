@@ -112,6 +112,8 @@ final class Native {
 
     static native boolean hasTls();
 
+    static native String tlsVersion();
+
     /** Each option at UNSET / Integer.MIN_VALUE / null keeps the core's default. */
     static native long open(byte[] url, byte[] prefix, long connectTimeoutMs, long commandTimeoutMs, int poolSize,
             int onError, byte[] tlsCaFile, byte[] tlsCertFile, byte[] tlsKeyFile, int tlsVerify,

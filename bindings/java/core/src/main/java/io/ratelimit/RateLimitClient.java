@@ -359,6 +359,14 @@ public final class RateLimitClient implements AutoCloseable {
         return new String(Native.redactUrl(url.getBytes(StandardCharsets.UTF_8)), StandardCharsets.UTF_8);
     }
 
+    /**
+     * The OpenSSL this build runs with ({@code "OpenSSL 3.0.20 1 Jul 2025"}), to
+     * tell whether an OpenSSL advisory concerns it; null without TLS.
+     */
+    public static String tlsVersion() {
+        return Native.tlsVersion();
+    }
+
     /** The Lua scripts embedded in the core, each as {name, SHA1 hex} (what EVALSHA sends). */
     public static List<String[]> scripts() {
         String[] flat = Native.scripts();

@@ -2,6 +2,7 @@ package io.ratelimit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeFalse;
@@ -165,6 +166,16 @@ class ValidationTest extends RedisTestBase {
         e = assertThrows(InvalidArgumentException.class, () -> RateLimitClient.connect(redis.url(),
                 ClientOptions.defaults().reconnectMax(Duration.ofMinutes(11))));
         assertEquals("reconnectMax is too large (max PT10M, got PT11M)", e.getMessage());
+    }
+
+    @Test
+    void tlsVersionNamesTheOpenSslInside() {
+        String version = RateLimitClient.tlsVersion();
+        if (RateLimitClient.hasTls()) {
+            assertTrue(version != null && version.matches("OpenSSL \\d+\\.\\d+\\.\\d+.*"), version);
+        } else {
+            assertNull(version);
+        }
     }
 
     @Test

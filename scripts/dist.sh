@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# Builds what ships, into dist/:
+#   - Python wheels, manylinux2014 (glibc 2.17), one per CPython 3.9-3.13 and
+#     architecture, hiredis + hiredis_ssl + OpenSSL linked in (every wheel has TLS);
+#   - the sdist (builds from source where no wheel fits);
+#   - one jar with libratelimit_jni for linux-x86_64 and linux-aarch64, glibc 2.17,
+#     hiredis + OpenSSL inside.
+# Usage: scripts/dist.sh [x86_64] [aarch64]   (default: both)
+#   RL_DIST_PYTHONS="3.9 3.11"  only these CPython versions (default 3.9 ... 3.13)
+#   RL_DIST_JAVA_GOALS=verify   Maven goals for the jar (default package, no tests;
+#                               verify runs the Java suite on the very jar shipped)
+#   RL_DIST_CACHE               tools and built dependencies (default ~/.cache/ratelimit-dist)
+# No Docker: Zig's cc cross-compiles for either architecture against glibc 2.17.
+# OpenSSL (Debian bookworm's source package) and hiredis (trixie's, as
+# scripts/hiredis.sh) are fetched by apt (signature and hashes checked),
+# built static -fPIC once per source version and target, and cached.
+# Debian only (apt-get source); runs as root or uses sudo for apt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(x86_64 aarch64)
+read -r -a pythons <<<"${RL_DIST_PYTHONS:-3.9 3.10 3.11 3.12 3.13}"
+cache=${RL_DIST_CACHE:-$HOME/.cache/ratelimit-dist}
+glibc=2.17
+zig_version=0.17.1
+auditwheel_version=6.8.2
+version=$(python3 -c 'import re; t = open("core/include/ratelimit.h").read(); print(".".join(re.search(r"#define RL_VERSION_%s (\d+)" % p, t).group(1) for p in ("MAJOR", "MINOR", "PATCH")))')
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+
+step() { printf '\n==> dist: %s  [%dm%02ds]\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
+# chatter goes to a log shown only when the command fails
+quietly() {
+  local log
+  log=$(mktemp)
+  if ! "$@" >"$log" 2>&1; then
+    tail -n 60 "$log"
+    rm -f "$log"
+    return 1
+  fi
+  rm -f "$log"
+}
+for t in "${targets[@]}"; do
+  case "$t" in x86_64|aarch64) ;; *) echo "dist.sh: unknown target $t (x86_64, aarch64)" >&2; exit 2 ;; esac
+done
+
+step "tools: zig $zig_version, auditwheel $auditwheel_version ($cache/tools)"
+mkdir -p "$cache/bin" "$cache/src"
+tools=$cache/tools
+if [ ! -x "$tools/bin/python" ] || [ "$(cat "$tools/versions" 2>/dev/null)" != "$zig_version $auditwheel_version" ]; then
+  rm -rf "$tools"
+  quietly python3 -m venv "$tools"
+  quietly "$tools/bin/pip" install -q "ziglang==$zig_version" "auditwheel==$auditwheel_version"
+  echo "$zig_version $auditwheel_version" >"$tools/versions"
+fi
+# compilers as single commands, for Configure, make and CMake
+for arch in x86_64 aarch64; do
+  printf '#!/bin/sh\nexec "%s" -m ziglang cc -target %s-linux-gnu.%s "$@"\n' "$tools/bin/python" "$arch" "$glibc" \
+    >"$cache/bin/$arch-cc"
+done
+printf '#!/bin/sh\nexec "%s" -m ziglang ar "$@"\n' "$tools/bin/python" >"$cache/bin/ar"
+printf '#!/bin/sh\nexec "%s" -m ziglang ranlib "$@"\n' "$tools/bin/python" >"$cache/bin/ranlib"
+chmod +x "$cache/bin"/*
+
+step "sources: OpenSSL (Debian bookworm), hiredis (Debian trixie)"
+pkgs=()
+command -v dpkg-source >/dev/null 2>&1 || pkgs+=(dpkg-dev)
+command -v make >/dev/null 2>&1 || pkgs+=(make)
+command -v perl >/dev/null 2>&1 || pkgs+=(perl)
+command -v readelf >/dev/null 2>&1 || pkgs+=(binutils)
+command -v unzip >/dev/null 2>&1 || pkgs+=(unzip)
+if [ ${#pkgs[@]} -gt 0 ]; then
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+fi
+. scripts/trixie-src.sh
+trixie_sources hiredis
+bookworm_sources openssl
+# the newest bookworm OpenSSL this mirror serves: bookworm-security's, else the point release's
+fetch() { # package suite...: downloads into $cache/src, prints the .dsc
+  local package=$1 suite dsc
+  shift
+  for suite in "$@"; do
+    dsc=$(apt-get source -qq --print-uris "$package/$suite" 2>/dev/null | awk '/\.dsc /{print $2; exit}')
+    [ -n "$dsc" ] || continue
+    if [ ! -f "$cache/src/$dsc" ]; then
+      (cd "$cache/src" && apt-get source -qq --download-only "$package/$suite" >/dev/null 2>&1) || {
+        echo "dist.sh: $package/$suite ($dsc) cannot be downloaded; trying the next suite" >&2
+        continue
+      }
+    fi
+    echo "$cache/src/$dsc"
+    return 0
+  done
+  echo "dist.sh: no source package of $package could be downloaded ($*)" >&2
+  return 1
+}
+# as root apt downloads as _apt: let it write there
+if [ "$(id -u)" -eq 0 ] && id _apt >/dev/null 2>&1; then chown _apt "$cache/src"; fi
+openssl_dsc=$(fetch openssl bookworm-security bookworm)
+hiredis_dsc=$(fetch hiredis trixie)
+openssl_version=$(sed -n 's/^Version: //p' "$openssl_dsc")
+hiredis_version=$(sed -n 's/^Version: //p' "$hiredis_dsc")
+echo "OpenSSL $openssl_version, hiredis $hiredis_version"
+
+# unpacks a .dsc into a fresh directory (apt has verified the files)
+unpack() { rm -rf "$2"; dpkg-source -q --no-check -x "$1" "$2" >/dev/null; }
+
+build_openssl() { # arch -> $cache/openssl-<version>-<arch>
+  local arch=$1 out=$cache/openssl-$openssl_version-$arch work=$cache/work/openssl-$arch
+  [ -f "$out/lib/libssl.a" ] && return 0
+  echo "building OpenSSL $openssl_version for $arch (minutes; cached in $out)"
+  unpack "$openssl_dsc" "$work"
+  rm -rf "$out" "$out.stage"
+  # static, position-independent, no apps, engines or loadable modules;
+  # the trust store where Debian/Ubuntu keep it (SSL_CERT_FILE/SSL_CERT_DIR override)
+  (cd "$work" &&
+    quietly ./Configure "linux-$arch" no-shared no-tests no-module no-dso no-engine no-legacy -fPIC \
+      --prefix="$out" --libdir=lib --openssldir=/etc/ssl \
+      CC="$cache/bin/$arch-cc" AR="$cache/bin/ar" RANLIB="$cache/bin/ranlib" &&
+    quietly make -j2 build_libs &&
+    quietly make install_dev DESTDIR="$out.stage")
+  mv "$out.stage$out" "$out"
+  rm -rf "$out.stage" "$work"
+}
+
+build_hiredis() { # arch -> $cache/hiredis-<version>-<arch>, against that arch's OpenSSL
+  local arch=$1 out=$cache/hiredis-$hiredis_version-$arch work=$cache/work/hiredis-$arch
+  local openssl=$cache/openssl-$openssl_version-$arch
+  [ -f "$out/lib/libhiredis_ssl.a" ] && [ "$(cat "$out/openssl" 2>/dev/null)" = "$openssl_version" ] && return 0
+  echo "building hiredis $hiredis_version for $arch (cached in $out)"
+  unpack "$hiredis_dsc" "$work"
+  rm -rf "$out" "$out.stage"
+  quietly make -C "$work" -j2 USE_SSL=1 OPENSSL_PREFIX="$openssl" PREFIX="$out" \
+    CC="$cache/bin/$arch-cc" AR="$cache/bin/ar" libhiredis.a libhiredis_ssl.a hiredis.pc hiredis_ssl.pc
+  quietly make -C "$work" USE_SSL=1 OPENSSL_PREFIX="$openssl" PREFIX="$out" DESTDIR="$out.stage" \
+    CC="$cache/bin/$arch-cc" AR="$cache/bin/ar" install
+  # static archives only (built -fPIC)
+  rm -f "$out.stage$out"/lib/*.so* && rm -rf "$out.stage$out/lib/cmake"
+  mv "$out.stage$out" "$out"
+  rm -rf "$out.stage" "$work"
+  echo "$openssl_version" >"$out/openssl"
+}
+
+# A native library fit to ship: no glibc symbol newer than 2.17, and neither
+# hiredis nor OpenSSL expected on the host.
+check_native() { # file
+  local file=$1 newest needed
+  newest=$(readelf -V --wide "$file" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
+  if [ "$(printf '%s\n' "$newest" "$glibc" | sort -V | tail -n 1)" != "$glibc" ]; then
+    echo "dist.sh: $file needs GLIBC_$newest (> $glibc)" >&2
+    return 1
+  fi
+  needed=$(readelf -d --wide "$file" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+  if grep -Eq 'hiredis|libssl|libcrypto' <<<"$needed"; then
+    echo "dist.sh: $file needs $needed" >&2
+    return 1
+  fi
+  echo "  $(basename "$file"): newest glibc symbol GLIBC_$newest, needs: $needed"
+}
+
+rm -rf dist
+mkdir -p dist
+work=$cache/work/$version
+rm -rf "$work"
+mkdir -p "$work"
+
+step "sdist"
+quietly "$tools/bin/python" setup.py -q sdist -d dist
+rm -rf bindings/python/ratelimit_core.egg-info ratelimit_core.egg-info
+
+for arch in "${targets[@]}"; do
+  step "OpenSSL $openssl_version and hiredis $hiredis_version for $arch"
+  build_openssl "$arch"
+  build_hiredis "$arch"
+  openssl=$cache/openssl-$openssl_version-$arch
+  hiredis=$cache/hiredis-$hiredis_version-$arch
+  cc=$cache/bin/$arch-cc
+
+  for pyver in "${pythons[@]}"; do
+    step "wheel: CPython $pyver, manylinux2014 $arch"
+    py=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$pyver".* 2>/dev/null | sort -V | tail -n 1)/bin/python
+    if [ ! -x "$py" ]; then
+      echo "dist.sh: no CPython $pyver (pyenv install $pyver)" >&2
+      exit 1
+    fi
+    venv=$cache/venv-$pyver
+    if [ ! -x "$venv/bin/python" ]; then
+      quietly "$py" -m venv "$venv"
+      quietly "$venv/bin/pip" install -q setuptools wheel
+    fi
+    tag=$("$venv/bin/python" -c 'import sys; print("cpython-%d%d" % sys.version_info[:2])')
+    cross=()
+    if [ "$arch" != "$(uname -m)" ]; then
+      # the interpreter's headers with the target's pyconfig.h differences
+      # (checked against Debian's arm64 libpython3.11-dev: only these three)
+      inc=$work/include-$pyver-$arch
+      cp -r "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" "$inc"
+      sed -i -e 's|^#define HAVE_GCC_ASM_FOR_X64 1|/* #undef HAVE_GCC_ASM_FOR_X64 */|' \
+        -e 's|^#define HAVE_GCC_ASM_FOR_X87 1|/* #undef HAVE_GCC_ASM_FOR_X87 */|' \
+        -e 's|^/\* #undef HAVE_USABLE_WCHAR_T \*/|#define HAVE_USABLE_WCHAR_T 1|' "$inc/pyconfig.h"
+      cross=(CFLAGS="-I$inc" SETUPTOOLS_EXT_SUFFIX=".$tag-$arch-linux-gnu.so")
+    fi
+    rm -rf "$work/wheel"
+    (cd "$root" && quietly env CC="$cc" LDSHARED="$cc -shared" LDFLAGS= "${cross[@]}" \
+      RL_HIREDIS_PREFIX="$hiredis" PKG_CONFIG_PATH="$openssl/lib/pkgconfig" PKG_CONFIG_LIBDIR="$openssl/lib/pkgconfig" \
+      "$venv/bin/python" setup.py build --build-base "$work/build-$pyver-$arch" \
+      bdist_wheel --plat-name "linux_$arch" -d "$work/wheel" --bdist-dir "$work/bdist-$pyver-$arch")
+    rm -rf bindings/python/ratelimit_core.egg-info
+    wheel=$(ls "$work/wheel"/*.whl)
+    unzip -q -o "$wheel" 'ratelimit/_ratelimit*.so' -d "$work/so-$pyver-$arch"
+    check_native "$(ls "$work/so-$pyver-$arch"/ratelimit/_ratelimit*.so)"
+    # checks the policy (symbol versions, libraries) and writes the manylinux tags
+    quietly "$tools/bin/auditwheel" repair --plat "manylinux_2_17_$arch" --only-plat -w dist "$wheel"
+    "$tools/bin/auditwheel" show "$(ls -t dist/*.whl | head -n 1)" | tr '\n' ' ' | sed -E 's/ +/ /g; s/^ ?/  /'
+    echo
+  done
+
+  step "JNI library, linux-$arch"
+  native=$work/jni-natives/native/linux-$arch
+  quietly cmake -S bindings/java/core/src/main/c -B "$work/jni-$arch" -G Ninja \
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_AR="$cache/bin/ar" -DCMAKE_RANLIB="$cache/bin/ranlib" \
+    -DCMAKE_BUILD_TYPE=Release -DRL_HIREDIS_PREFIX="$hiredis" \
+    -DOPENSSL_ROOT_DIR="$openssl" -DOPENSSL_USE_STATIC_LIBS=TRUE -DRLJ_OUTPUT_DIR="$native"
+  grep -q 'RL_HAVE_TLS' "$work/jni-$arch/build.ninja" || { echo "dist.sh: JNI library for $arch without TLS" >&2; exit 1; }
+  quietly cmake --build "$work/jni-$arch" -j 2
+  check_native "$native/libratelimit_jni.so"
+done
+
+step "jar: natives for ${targets[*]/#/linux-} (Maven ${RL_DIST_JAVA_GOALS:-package})"
+goals=${RL_DIST_JAVA_GOALS:-package}
+skip=()
+[ "$goals" = package ] && skip=(-DskipTests)
+read -r -a goal_args <<<"$goals"
+if ! mvn -B -Dstyle.color=never -f bindings/java -Pdist -Dnative.dir="$work/jni-natives" "${skip[@]}" \
+    clean "${goal_args[@]}" >"$work/maven.log" 2>&1; then
+  tail -n 100 "$work/maven.log"
+  echo "dist.sh: Maven failed, full log: $work/maven.log" >&2
+  exit 1
+fi
+grep -E '^\[(INFO|WARNING|ERROR)\] Tests run:' "$work/maven.log" | grep -v 'Time elapsed' | sed -E 's/^\[[A-Z]+\] /  java: /' || true
+cp bindings/java/core/target/ratelimit-*[0-9T].jar dist/
+unzip -l dist/ratelimit-*.jar | awk '/native\//{print "  " $4}'
+
+step "dist/"
+ls -l dist
