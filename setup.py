@@ -232,7 +232,8 @@ extension = Extension(
     include_dirs=["core/include", "core/src"],
     depends=glob.glob("core/include/*.h") + glob.glob("core/src/*.h") + glob.glob("bindings/python/src/*.h")
     + glob.glob("lua/**/*.lua", recursive=True),
-    extra_compile_args=["-std=gnu11", "-fvisibility=hidden", "-pthread", "-Wall", "-Wno-unused-parameter"],
+    extra_compile_args=["-std=gnu11", "-fvisibility=hidden", "-pthread", "-Wall", "-Wno-unused-parameter",
+                        "-Werror=implicit-function-declaration"],
     extra_link_args=["-pthread"],
 )
 

