@@ -4,8 +4,9 @@
 # compile step can hide), then has_tls(), tls_version(), and the Python suite
 # (TLS included) against the installed package, never the source tree.
 # Usage: scripts/dist-test.sh [3.9 3.11 3.13]   (after scripts/dist.sh)
-#   RL_DIST_FULL=3.11  the version that runs the whole suite (the others: the
-#                      limiters, TLS, asyncio and errors files)
+#   RL_DIST_FULL=3.11  the version that runs the whole suite, in build/venv (the
+#                      venv the later suites of scripts/test.sh use); the others
+#                      run the limiters, TLS, asyncio and errors files
 # The test servers come from RL_TEST_* (scripts/test.sh starts them) or are
 # started here. The jar: scripts/dist.sh with RL_DIST_JAVA_GOALS=verify runs
 # the Java suite on the jar it ships.
@@ -28,6 +29,7 @@ for v in "${versions[@]}"; do
   py=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$v".* 2>/dev/null | sort -V | tail -n 1)/bin/python
   [ -x "$py" ] || { echo "dist-test.sh: no CPython $v (pyenv install $v)" >&2; exit 1; }
   venv=build/venv-dist-$v
+  [ "$v" = "$full" ] && venv=build/venv
   rm -rf "$venv"
   "$py" -m venv "$venv"
   "$venv/bin/pip" install -q --only-binary=:all: --no-index --find-links dist ratelimit-core
