@@ -187,9 +187,12 @@ for arch in "${targets[@]}"; do
       exit 1
     fi
     venv=$cache/venv-$pyver
-    if [ ! -x "$venv/bin/python" ]; then
+    # setuptools >= 61 reads pyproject.toml's [project] (older ones name the wheel UNKNOWN)
+    if [ ! -f "$venv/ready" ]; then
+      rm -rf "$venv"
       quietly "$py" -m venv "$venv"
-      quietly "$venv/bin/pip" install -q setuptools wheel
+      quietly "$venv/bin/pip" install -q --upgrade "setuptools>=70" wheel
+      touch "$venv/ready"
     fi
     tag=$("$venv/bin/python" -c 'import sys; print("cpython-%d%d" % sys.version_info[:2])')
     cross=()
@@ -240,7 +243,10 @@ if ! mvn -B -Dstyle.color=never -f bindings/java -Pdist -Dnative.dir="$work/jni-
   echo "dist.sh: Maven failed, full log: $work/maven.log" >&2
   exit 1
 fi
-grep -E '^\[(INFO|WARNING|ERROR)\] Tests run:' "$work/maven.log" | grep -v 'Time elapsed' | sed -E 's/^\[[A-Z]+\] /  java: /' || true
+# the test counts when the goals ran tests: per class, then the totals
+grep -E '^\[(INFO|WARNING|ERROR)\] Tests run:.*Time elapsed' "$work/maven.log" |
+  sed -E 's/^\[[A-Z]+\] //; s/, Time elapsed.* - in / /' || true
+grep -E '^\[(INFO|WARNING|ERROR)\] Tests run:' "$work/maven.log" | grep -v 'Time elapsed' | sed -E 's/^\[[A-Z]+\] /total: /' || true
 cp bindings/java/core/target/ratelimit-*[0-9T].jar dist/
 unzip -l dist/ratelimit-*.jar | awk '/native\//{print "  " $4}'
 

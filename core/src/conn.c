@@ -297,6 +297,25 @@ static void openssl_init(void)
     redisInitOpenSSL();
 }
 
+/* OpenSSL's default paths are where it was configured to look: for the wheels
+ * and the jar, /etc/ssl (Debian's layout). Where its bundle file is missing
+ * (and SSL_CERT_FILE does not name one), the distribution's own bundle, found
+ * where Go's crypto/x509 looks, so a verified rediss:// works on Fedora too. */
+static int load_system_store(SSL_CTX *ctx)
+{
+    static const char *const bundles[] = {
+        "/etc/ssl/certs/ca-certificates.crt", /* Debian, Ubuntu, Alpine, Arch */
+        "/etc/pki/tls/certs/ca-bundle.crt",   /* Fedora, RHEL, CentOS */
+        "/etc/ssl/ca-bundle.pem",             /* openSUSE */
+        "/etc/ssl/cert.pem",                  /* Alpine, macOS */
+    };
+    if (SSL_CTX_set_default_verify_paths(ctx) != 1) return -1;
+    if (getenv(X509_get_default_cert_file_env()) || access(X509_get_default_cert_file(), R_OK) == 0) return 0;
+    for (size_t i = 0; i < sizeof bundles / sizeof *bundles; i++)
+        if (access(bundles[i], R_OK) == 0) return SSL_CTX_load_verify_locations(ctx, bundles[i], NULL) == 1 ? 0 : -1;
+    return 0;
+}
+
 int rl_tls_setup(rl_client *c)
 {
     const rl_url *u = &c->url;
@@ -311,7 +330,7 @@ int rl_tls_setup(rl_client *c)
     } else {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
         if (u->tls_ca_file ? SSL_CTX_load_verify_locations(ctx, u->tls_ca_file, NULL) != 1
-                           : SSL_CTX_set_default_verify_paths(ctx) != 1)
+                           : load_system_store(ctx) != 0)
             return tls_fail("load CA certificates from", u->tls_ca_file ? u->tls_ca_file : "the system store");
     }
     if (u->tls_key_file && !u->tls_cert_file)

@@ -25,7 +25,8 @@ public final class Demo {
             }
             limiter.reset("user");
             System.out.println("core " + RateLimitClient.coreVersion() + ", native library from "
-                    + NativeLoader.loadedFrom());
+                    + NativeLoader.loadedFrom() + ", TLS: "
+                    + (RateLimitClient.hasTls() ? RateLimitClient.tlsVersion() : "none"));
             System.out.println("admitted " + admitted + " of 5");
         }
     }

@@ -6,11 +6,14 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 
 /**
  * Loads libratelimit_jni: an explicit path (-Dratelimit.native.path), then
- * java.library.path, then the copy inside the jar, extracted to a unique temp
+ * java.library.path, then the copy inside the jar for this platform
+ * (native/&lt;os&gt;-&lt;arch&gt;/, picked by os.name and os.arch), extracted to a unique temp
  * file (so two class loaders or two JVMs never share or clobber one file).
  */
 final class NativeLoader {
@@ -40,18 +43,23 @@ final class NativeLoader {
         } catch (UnsatisfiedLinkError e) {
             fromPath = e;
         }
-        String resource = "/native/" + platform() + "/" + System.mapLibraryName(LIBRARY);
+        String platform = platform();
+        String resource = resource(platform);
         try (InputStream in = NativeLoader.class.getResourceAsStream(resource)) {
             if (in == null) {
-                UnsatisfiedLinkError e = new UnsatisfiedLinkError("ratelimit: no native library for "
-                        + platform() + " (" + resource + " is not in the jar, and " + fromPath.getMessage() + ")");
-                throw e;
+                throw new UnsatisfiedLinkError(missing(platform, available(), fromPath.getMessage()));
             }
             String tmpdir = System.getProperty("ratelimit.native.tmpdir", System.getProperty("java.io.tmpdir"));
             Path file = Files.createTempFile(Paths.get(tmpdir), "libratelimit_jni-", ".so");
             try {
                 Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
-                System.load(file.toAbsolutePath().toString());
+                try {
+                    System.load(file.toAbsolutePath().toString());
+                } catch (UnsatisfiedLinkError e) {
+                    // e.g. on musl (Alpine): the jar's Linux libraries need glibc >= 2.17
+                    throw new UnsatisfiedLinkError("ratelimit: the jar's " + platform + " native library does not "
+                            + "load here (the Linux ones need glibc >= 2.17): " + e.getMessage() + "; " + FROM_SOURCE);
+                }
                 loadedFrom = "jar:" + resource;
             } finally {
                 // the loaded mapping stays valid after unlinking; nothing left behind
@@ -62,14 +70,46 @@ final class NativeLoader {
         }
     }
 
+    /** The platforms a jar may carry, as scripts/dist.sh and the Maven build name them. */
+    static final List<String> KNOWN = List.of("linux-x86_64", "linux-aarch64", "darwin-x86_64", "darwin-aarch64");
+
+    static final String FROM_SOURCE = "build the native library from source (bindings/java/README.md) and pass "
+            + "-D" + PATH_PROPERTY + "=/path/to/" + System.mapLibraryName(LIBRARY);
+
+    static String resource(String platform) {
+        return "/native/" + platform + "/" + System.mapLibraryName(LIBRARY);
+    }
+
+    /** The known platforms this class path carries a native library for. */
+    static List<String> available() {
+        List<String> found = new ArrayList<>();
+        for (String p : KNOWN) {
+            if (NativeLoader.class.getResource(resource(p)) != null) {
+                found.add(p);
+            }
+        }
+        return found;
+    }
+
+    static String missing(String platform, List<String> available, String pathError) {
+        return "ratelimit: no native library for " + platform + " in this jar (it has "
+                + (available.isEmpty() ? "none" : String.join(", ", available)) + ") nor on java.library.path ("
+                + pathError + "); " + FROM_SOURCE;
+    }
+
     /** Where the library came from (for diagnostics). */
     static synchronized String loadedFrom() {
         return loadedFrom;
     }
 
     static String platform() {
-        String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
-        String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
+        return platform(System.getProperty("os.name", ""), System.getProperty("os.arch", ""));
+    }
+
+    /** {@code <os>-<arch>} from os.name and os.arch: linux-x86_64, linux-aarch64, darwin-aarch64... */
+    static String platform(String osName, String osArch) {
+        String os = osName.toLowerCase(Locale.ROOT);
+        String arch = osArch.toLowerCase(Locale.ROOT);
         if (os.startsWith("linux")) {
             os = "linux";
         } else if (os.startsWith("mac")) {
