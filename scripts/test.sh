@@ -88,13 +88,16 @@ cmake -S . -B build-notls -G Ninja -DCMAKE_C_COMPILER=gcc -DRL_TLS=OFF -DRL_HIRE
 quietly cmake --build build-notls -j $jobs --target test_rate test_url test_limiters test_failure run_vectors test_topology
 ctest --test-dir build-notls --output-on-failure -j $jobs -R 'rate|url|limiters|failure|vectors|topology'
 
-step "Binaries: scripts/dist.sh x86_64 (manylinux2014 wheels for CPython 3.9, 3.11, 3.13, the sdist, the jar); the Java suite on the jar it ships"
-# the Java tests run on the classes and zig-built native the jar is made of,
+step "Binaries: scripts/dist.sh (manylinux2014 wheels, x86_64 and aarch64, CPython 3.9, 3.11, 3.13; the sdist; the jar); the Java suite on the jar it ships"
+# the Java tests run on the classes and zig-built natives the jar is made of,
 # JarStandaloneIT on the jar itself; the counts are surefire's summary lines
-RL_DIST_PYTHONS="3.9 3.11 3.13" RL_DIST_JAVA_GOALS=install scripts/dist.sh x86_64
+RL_DIST_PYTHONS="3.9 3.11 3.13" RL_DIST_JAVA_GOALS=install scripts/dist.sh x86_64 aarch64
 
 step "Python: the wheels from dist/ (pip --only-binary=:all: --no-index) on CPython 3.9, 3.11 (whole suite, build/venv) and 3.13"
 scripts/dist-test.sh 3.9 3.11 3.13
+
+step "aarch64 under qemu-user (arm64 Debian root): the wheel runs the conformance vectors and TLS, the jar TLS"
+scripts/arm64-test.sh
 
 step "Python from the sdist without TLS (system hiredis 0.14)"
 rm -rf build/venv-notls

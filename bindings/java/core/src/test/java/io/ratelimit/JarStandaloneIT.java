@@ -67,7 +67,8 @@ class JarStandaloneIT {
         String out = (String) r[1];
         assertEquals(0, r[0], out);
         assertTrue(out.contains("admitted 3 of 5"), out);
-        assertTrue(out.contains("native library from jar:/native/linux-x86_64/libratelimit_jni.so"), out);
+        assertTrue(out.contains("native library from jar:/native/" + NativeLoader.platform() + "/libratelimit_jni.so"),
+                out);
         assertTrue(!out.contains("WARNING"), "-Xcheck:jni complained:\n" + out);
         // the extracted copy is removed once loaded
         try (var files = Files.list(dir)) {
@@ -80,11 +81,21 @@ class JarStandaloneIT {
     }
 
     @Test
+    void aPlatformWithoutANativeIsNamed() throws Exception {
+        copyJar();
+        Object[] r = java("-Dos.arch=riscv64", "-cp", "ratelimit.jar", "io.ratelimit.Demo", redis.url());
+        String out = (String) r[1];
+        assertNotEquals(0, r[0], out);
+        assertTrue(out.contains("ratelimit: no native library for linux-riscv64 in this jar (it has "
+                + String.join(", ", NativeLoader.available()) + ")"), out);
+    }
+
+    @Test
     void explicitNativePathWinsAndFailsLoudly() throws Exception {
         Path jar = copyJar();
         Path so = dir.resolve("custom-libratelimit_jni.so");
         try (ZipFile zip = new ZipFile(jar.toFile())) {
-            ZipEntry e = zip.getEntry("native/linux-x86_64/libratelimit_jni.so");
+            ZipEntry e = zip.getEntry("native/" + NativeLoader.platform() + "/libratelimit_jni.so");
             assertNotNull(e);
             try (InputStream in = zip.getInputStream(e)) {
                 Files.copy(in, so);
