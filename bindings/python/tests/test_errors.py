@@ -257,8 +257,9 @@ URLS_WITH_PASSWORDS = [line.split()[0] for line in
 
 def _everything_said(error, caplog):
     import traceback
-    return "\n".join([str(error), repr(error), repr(error.args), "".join(traceback.format_exception(error)),
-                      caplog.text])
+    # the three-argument form: CPython 3.9 has no other
+    trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    return "\n".join([str(error), repr(error), repr(error.args), trace, caplog.text])
 
 
 @pytest.mark.parametrize("url", URLS_WITH_PASSWORDS)
