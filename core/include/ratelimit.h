@@ -142,7 +142,7 @@ RL_API void rl_options_init(rl_options *options);
 RL_API int rl_has_tls(void);
 
 /* The OpenSSL this binary runs with, as OpenSSL_version(OPENSSL_VERSION)
- * says ("OpenSSL 3.0.20 1 Jul 2025"): whether an OpenSSL advisory concerns
+ * says ("OpenSSL 3.0.20 7 Apr 2026"): whether an OpenSSL advisory concerns
  * it. NULL without TLS. */
 RL_API const char *rl_tls_version(void);
 

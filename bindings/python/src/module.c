@@ -121,7 +121,7 @@ static PyObject *mod_redact_url(PyObject *module, PyObject *arg)
 
 PyDoc_STRVAR(tls_version_doc,
 "tls_version()\n--\n\n"
-"The OpenSSL this build runs with (\"OpenSSL 3.0.20 1 Jul 2025\"), to tell\n"
+"The OpenSSL this build runs with (\"OpenSSL 3.0.20 7 Apr 2026\"), to tell\n"
 "whether an OpenSSL advisory concerns it; None without TLS.");
 
 static PyObject *mod_tls_version(PyObject *module, PyObject *unused)

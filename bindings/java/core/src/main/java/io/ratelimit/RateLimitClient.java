@@ -360,7 +360,7 @@ public final class RateLimitClient implements AutoCloseable {
     }
 
     /**
-     * The OpenSSL this build runs with ({@code "OpenSSL 3.0.20 1 Jul 2025"}), to
+     * The OpenSSL this build runs with ({@code "OpenSSL 3.0.20 7 Apr 2026"}), to
      * tell whether an OpenSSL advisory concerns it; null without TLS.
      */
     public static String tlsVersion() {
