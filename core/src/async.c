@@ -301,7 +301,9 @@ static void transmit(rl_async *a, aconn *ac, areq *r)
  * whose scripts run (consume) after their callers have given up. */
 static void send_to(rl_async *a, aconn *ac, areq *r)
 {
-    if (ac->room.head || ac->count >= a->client->options.max_in_flight) {
+    /* our own clean-ups (leave, release, push back) always go: dropped, a
+     * queued message taken back would be lost */
+    if (!r->silent && (ac->room.head || ac->count >= a->client->options.max_in_flight)) {
         int64_t now = rl_monotonic_ms();
         if (behind(a, ac, now)) fail_unsent(a, ac, r, now);
         else list_push(&ac->room, r);

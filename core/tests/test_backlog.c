@@ -186,7 +186,7 @@ static void test_async(const char *url)
 
 typedef struct {
     rl_client *client;
-    volatile int *stop;
+    int *stop;
     pthread_mutex_t lock;
     outcome o;
 } blocking_client;
@@ -194,7 +194,7 @@ typedef struct {
 static void *blocking_run(void *arg)
 {
     blocking_client *b = arg;
-    while (!*b->stop) {
+    while (!__atomic_load_n(b->stop, __ATOMIC_ACQUIRE)) {
         rl_result r;
         memset(&r, 0, sizeof r);
         int64_t t = now_ms();
@@ -211,7 +211,7 @@ static void *blocking_run(void *arg)
 
 static void test_blocking(const char *url)
 {
-    volatile int stop = 0;
+    int stop = 0;
     blocking_client clients[2];
     rl_on_error policies[2] = {RL_ON_ERROR_RAISE, RL_ON_ERROR_ALLOW};
     pthread_t threads[2][THREADS];
@@ -227,7 +227,7 @@ static void test_blocking(const char *url)
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < THREADS; i++) pthread_create(&threads[k][i], NULL, blocking_run, &clients[k]);
     sleep_ms(1000);
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < THREADS; i++) pthread_join(threads[k][i], NULL);
     int64_t window = now_ms() - started;
