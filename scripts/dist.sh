@@ -147,8 +147,8 @@ build_hiredis() { # arch -> $cache/hiredis-<version>-<arch>, against that arch's
   echo "$openssl_version" >"$out/openssl"
 }
 
-# A native library fit to ship: no glibc symbol newer than 2.17, and neither
-# hiredis nor OpenSSL expected on the host.
+# A native library fit to ship: no glibc symbol newer than 2.17, neither
+# hiredis nor OpenSSL expected on the host, nothing exported but its entry points.
 check_native() { # file
   local file=$1 newest needed
   newest=$(readelf -V --wide "$file" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
@@ -159,6 +159,13 @@ check_native() { # file
   needed=$(readelf -d --wide "$file" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
   if grep -Eq 'hiredis|libssl|libcrypto' <<<"$needed"; then
     echo "dist.sh: $file needs $needed" >&2
+    return 1
+  fi
+  # only the entry points leave it: hiredis and OpenSSL inside stay private
+  exported=$(readelf --dyn-syms -W "$file" | awk '$5 == "GLOBAL" && $7 != "UND" {print $8}' |
+    grep -Evx 'JNI_OnLoad|JNI_OnUnload|PyInit__ratelimit' || true)
+  if [ -n "$exported" ]; then
+    echo "dist.sh: $file exports more than its entry points: $(echo $exported | head -c 300)" >&2
     return 1
   fi
   echo "  $(basename "$file"): newest glibc symbol GLIBC_$newest, needs: $needed"
