@@ -68,6 +68,18 @@ cp /etc/resolv.conf "$dir/etc/resolv.conf"
 mount --bind /proc "$dir/proc"
 mount --rbind /sys "$dir/sys"
 mount --rbind /dev "$dir/dev"
+# A network that intercepts TLS (as this workplace's does) signs with a CA of
+# its own that only the host trusts: the root trusts the host's extra CAs too,
+# as local CAs, so apt's hooks keep them (and put them in Java's cacerts).
+python3 - /etc/ssl/certs/ca-certificates.crt "$dir/etc/ssl/certs/ca-certificates.crt" \
+  "$dir/usr/local/share/ca-certificates" <<'PY'
+import re, sys, pathlib
+pem = lambda p: re.findall(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", pathlib.Path(p).read_text(), re.S)
+known = set(pem(sys.argv[2]))
+for i, cert in enumerate(c for c in pem(sys.argv[1]) if c not in known):
+    pathlib.Path(sys.argv[3], f"host-{i}.crt").write_text(cert + "\n")
+PY
+chroot "$dir" update-ca-certificates >/dev/null
 
 stamp "clone $commit"
 git clone -q --no-local "$repo" "$dir/root/ratelimit"
