@@ -39,6 +39,20 @@ if now == 0 then
 end
 local decide = ALG[algorithm]
 local op, permits, max_wait, initial = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+if #KEYS == 1 and op ~= UP_TO then
+  -- one rate: it binds, and no tables or closures for combining rates
+  local r, write = decide(KEYS[1], now, {limit = tonumber(ARGV[7]), period = tonumber(ARGV[8]),
+                                         burst = tonumber(ARGV[9])}, permits, op, max_wait, initial)
+  -- the reply grows in place (as combine() would make it): one table less
+  if r[1] == 0 then
+    r[6], r[7] = 0, 0
+  else
+    if write then write() end
+    r[4], r[7] = -1, permits
+  end
+  r[8] = 0
+  return r
+end
 local rates = {}
 for i = 1, #KEYS do
   local at = 7 + 3 * (i - 1)

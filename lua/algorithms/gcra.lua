@@ -37,20 +37,22 @@ ALG.gcra = function(key, now, r, permits, op, max_wait, initial)
   end
   tat = math.max(tat, now)
 
-  local function ms(us) return math.ceil(us / 1000) end
-  local function available(t) return math.max(0, math.floor((now - (t - tolerance)) / interval)) end
-  local function write(t)
-    return function()
-      if t <= now then return redis.call('DEL', key) end
-      redis.call('SET', key, string.format('%d:%d', t, interval), 'PX', math.max(1, ms(t - now)))
-    end
+  -- helpers inlined and one write closure: a closure made per call costs time
+  local ceil, floor, max = math.ceil, math.floor, math.max
+  local t -- the TAT write stores
+  local function write()
+    if t <= now then return redis.call('DEL', key) end
+    redis.call('SET', key, string.format('%d:%d', t, interval), 'PX', max(1, ceil((t - now) / 1000)))
   end
 
   -- its debt runs from its first call on, admitted or not
-  if starts_short and op ~= PEEK then write(tat)() end
+  if starts_short and op ~= PEEK then
+    t = tat
+    write()
+  end
   if op == REFUND then
-    tat = math.max(now, tat - permits * interval)
-    return {1, burst, available(tat), -1, ms(tat - now), 0}, write(tat)
+    t = max(now, tat - permits * interval)
+    return {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, ceil((t - now) / 1000), 0}, write
   end
   local new_tat = tat + interval * permits
   local diff = now - (new_tat - tolerance)
@@ -59,12 +61,14 @@ ALG.gcra = function(key, now, r, permits, op, max_wait, initial)
     if op ~= RESERVE or -diff > max_wait then
       local retry = -diff
       if op == RESERVE then retry = -diff - max_wait end
-      return {0, burst, available(tat), ms(retry), ms(tat - now), 0}
+      return {0, burst, max(0, floor((now - (tat - tolerance)) / interval)), ceil(retry / 1000), ceil((tat - now) / 1000), 0}
     end
     wait = -diff
   end
   if op == PEEK then
-    return {1, burst, available(tat), -1, ms(tat - now), 0}
+    return {1, burst, max(0, floor((now - (tat - tolerance)) / interval)), -1, ceil((tat - now) / 1000), 0}
   end
-  return {1, burst, available(new_tat), -1, ms(new_tat - now), ms(wait)}, write(new_tat)
+  t = new_tat
+  return {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, ceil((t - now) / 1000), ceil(wait / 1000)},
+    write
 end
