@@ -46,7 +46,11 @@ for w in "${want[@]}"; do
        # libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
        ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
          pkgs+=(libclang-rt-14-dev) ;;
-    python) need python3 python3; python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv python3-dev) ;;
+    python) need python3 python3
+       python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)
+       # the wheels compile against the interpreter's headers
+       python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_path("include") + "/Python.h"))' \
+         >/dev/null 2>&1 || pkgs+=(python3-dev) ;;
     java) need javac openjdk-17-jdk-headless; need mvn maven ;;
   esac
 done

@@ -26,8 +26,7 @@ if [ -z "${RL_TEST_TLS_PORT:-}" ]; then
 fi
 
 for v in "${versions[@]}"; do
-  py=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$v".* 2>/dev/null | sort -V | tail -n 1)/bin/python
-  [ -x "$py" ] || { echo "dist-test.sh: no CPython $v (pyenv install $v)" >&2; exit 1; }
+  py=$("$root/scripts/find-python.sh" "$v") || { echo "dist-test.sh: no CPython $v (pyenv install $v)" >&2; exit 1; }
   venv=build/venv-dist-$v
   [ "$v" = "$full" ] && venv=build/venv
   rm -rf "$venv"

@@ -191,29 +191,30 @@ for arch in "${targets[@]}"; do
 
   for pyver in "${pythons[@]}"; do
     step "wheel: CPython $pyver, manylinux2014 $arch"
-    py=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$pyver".* 2>/dev/null | sort -V | tail -n 1)/bin/python
-    if [ ! -x "$py" ]; then
-      echo "dist.sh: no CPython $pyver (pyenv install $pyver)" >&2
-      exit 1
-    fi
+    py=$(scripts/find-python.sh "$pyver") || { echo "dist.sh: no CPython $pyver (pyenv install $pyver)" >&2; exit 1; }
     venv=$cache/venv-$pyver
-    if [ "$(cat "$venv/ready" 2>/dev/null)" != "$setuptools_req" ]; then
+    if [ "$(cat "$venv/ready" 2>/dev/null)" != "$setuptools_req $py" ]; then
       rm -rf "$venv"
       quietly "$py" -m venv "$venv"
       quietly "$venv/bin/pip" install -q --upgrade "$setuptools_req" wheel
-      echo "$setuptools_req" >"$venv/ready"
+      echo "$setuptools_req $py" >"$venv/ready"
     fi
     tag=$("$venv/bin/python" -c 'import sys; print("cpython-%d%d" % sys.version_info[:2])')
-    cross=()
+    # the interpreter's headers; a Debian python's pyconfig.h only includes
+    # /usr/include/<multiarch>/..., which zig's search path lacks: the real one
+    inc=$work/include-$pyver-$arch
+    rm -rf "$inc"
+    cp -r "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" "$inc"
+    multiarch_config=/usr/include/$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("MULTIARCH") or "-")')/python$pyver/pyconfig.h
+    [ ! -f "$multiarch_config" ] || cp "$multiarch_config" "$inc/pyconfig.h"
+    cross=(CFLAGS="-I$inc")
     if [ "$arch" != "$(uname -m)" ]; then
-      # the interpreter's headers with the target's pyconfig.h differences
-      # (checked against Debian's arm64 libpython3.11-dev: only these three)
-      inc=$work/include-$pyver-$arch
-      cp -r "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" "$inc"
+      # the target's pyconfig.h differences (checked against Debian's arm64
+      # libpython3.11-dev: only these three)
       sed -i -e 's|^#define HAVE_GCC_ASM_FOR_X64 1|/* #undef HAVE_GCC_ASM_FOR_X64 */|' \
         -e 's|^#define HAVE_GCC_ASM_FOR_X87 1|/* #undef HAVE_GCC_ASM_FOR_X87 */|' \
         -e 's|^/\* #undef HAVE_USABLE_WCHAR_T \*/|#define HAVE_USABLE_WCHAR_T 1|' "$inc/pyconfig.h"
-      cross=(CFLAGS="-I$inc" SETUPTOOLS_EXT_SUFFIX=".$tag-$arch-linux-gnu.so")
+      cross+=(SETUPTOOLS_EXT_SUFFIX=".$tag-$arch-linux-gnu.so")
     fi
     rm -rf "$work/wheel"
     (cd "$root" && quietly env CC="$cc" LDSHARED="$cc -shared" LDFLAGS=-Wl,--strip-debug "${cross[@]}" \

@@ -88,13 +88,25 @@ cmake -S . -B build-notls -G Ninja -DCMAKE_C_COMPILER=gcc -DRL_TLS=OFF -DRL_HIRE
 quietly cmake --build build-notls -j $jobs --target test_rate test_url test_limiters test_failure run_vectors test_topology
 ctest --test-dir build-notls --output-on-failure -j $jobs -R 'rate|url|limiters|failure|vectors|topology'
 
-step "Binaries: scripts/dist.sh (manylinux2014 wheels, x86_64 and aarch64, CPython 3.9, 3.11, 3.13; the sdist; the jar); the Java suite on the jar it ships"
+# the wheels are built and tested for CPython 3.9, 3.11 and 3.13 where this
+# machine has them (pyenv, or pythonX.Y on PATH: a bare Debian 12 has only
+# 3.11), and always for the system's python3, which runs the whole suite
+system_python=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+pythons=()
+missing=()
+for v in 3.9 3.11 3.13 "$system_python"; do
+  case " ${pythons[*]} " in *" $v "*) continue ;; esac
+  if scripts/find-python.sh "$v" >/dev/null; then pythons+=("$v"); else missing+=("$v"); fi
+done
+[ -z "${missing[*]:-}" ] || echo "NOT TESTED here: the wheels for CPython ${missing[*]} (no interpreter; pyenv install <version>)"
+
+step "Binaries: scripts/dist.sh (manylinux2014 wheels, x86_64 and aarch64, CPython ${pythons[*]}; the sdist; the jar); the Java suite on the jar it ships"
 # the Java tests run on the classes and zig-built natives the jar is made of,
 # JarStandaloneIT on the jar itself; the counts are surefire's summary lines
-RL_DIST_PYTHONS="3.9 3.11 3.13" RL_DIST_JAVA_GOALS=install scripts/dist.sh x86_64 aarch64
+RL_DIST_PYTHONS="${pythons[*]}" RL_DIST_JAVA_GOALS=install scripts/dist.sh x86_64 aarch64
 
-step "Python: the wheels from dist/ (pip --only-binary=:all: --no-index) on CPython 3.9, 3.11 (whole suite, build/venv) and 3.13"
-scripts/dist-test.sh 3.9 3.11 3.13
+step "Python: the wheels from dist/ (pip --only-binary=:all: --no-index) on CPython ${pythons[*]} (whole suite on $system_python, build/venv)"
+RL_DIST_FULL=$system_python scripts/dist-test.sh "${pythons[@]}"
 
 step "aarch64 under qemu-user (arm64 Debian root): the wheel runs the conformance vectors and TLS, the jar TLS"
 scripts/arm64-test.sh
