@@ -34,35 +34,33 @@ ALG.leaky_bucket = function(key, now_us, r, permits, op, max_wait, initial)
     end
   end
 
-  local function drain_time(units) -- ms until `units` have leaked out
-    if units <= 0 then return 0 end
-    return math.ceil(units / capacity)
-  end
-  local function remaining() return math.max(0, math.floor((full - water) / period)) end
+  -- helpers inlined (a closure made per call costs time): max(0, ceil(units / capacity))
+  -- is the ms until `units` have leaked out
+  local ceil, floor, max = math.ceil, math.floor, math.max
   local function write()
     if water <= 0 then return redis.call('DEL', key) end
     redis.call('HSET', key, 'water', water, 'ts', ts, 'period', period)
-    redis.call('PEXPIRE', key, drain_time(water))
+    redis.call('PEXPIRE', key, max(0, ceil(water / capacity)))
   end
   -- it drains from its first call on, admitted or not
   if starts_short and op ~= PEEK then write() end
 
   if op == REFUND then
     water = math.max(0, water - permits * period)
-    return {1, capacity, remaining(), -1, drain_time(water), 0}, write
+    return {1, capacity, max(0, floor((full - water) / period)), -1, max(0, ceil(water / capacity)), 0}, write
   end
   local pour = permits * period
-  local overflow = drain_time(water + pour - full)
+  local overflow = max(0, ceil((water + pour - full) / capacity))
   local wait = 0
-  if op == RESERVE then wait = drain_time(water) end
+  if op == RESERVE then wait = max(0, ceil(water / capacity)) end
   if overflow > 0 or wait > max_wait then
     local retry = overflow
     if op == RESERVE then retry = math.max(overflow, wait - max_wait) end
-    return {0, capacity, remaining(), retry, drain_time(water), 0}
+    return {0, capacity, max(0, floor((full - water) / period)), retry, max(0, ceil(water / capacity)), 0}
   end
   if op == PEEK then
-    return {1, capacity, remaining(), -1, drain_time(water), 0}
+    return {1, capacity, max(0, floor((full - water) / period)), -1, max(0, ceil(water / capacity)), 0}
   end
   water = water + pour
-  return {1, capacity, remaining(), -1, drain_time(water), wait}, write
+  return {1, capacity, max(0, floor((full - water) / period)), -1, max(0, ceil(water / capacity)), wait}, write
 end

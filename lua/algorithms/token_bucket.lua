@@ -34,13 +34,11 @@ ALG.token_bucket = function(key, now_us, r, permits, op, max_wait, initial)
   end
   level = math.min(level, full)
 
-  local function time_for(units) -- ms until `units` more have been refilled
-    if units <= 0 then return 0 end
-    return math.ceil(units / limit)
-  end
-  local function tokens() return math.max(0, math.floor(level / period)) end
+  -- helpers inlined (a closure made per call costs time): max(0, ceil(units / limit))
+  -- is the ms until `units` more have been refilled
+  local ceil, floor, max = math.ceil, math.floor, math.max
   local function write()
-    local reset_after = time_for(full - level)
+    local reset_after = max(0, ceil((full - level) / limit))
     if reset_after == 0 then return redis.call('DEL', key) end
     redis.call('HSET', key, 'level', level, 'ts', ts, 'period', period)
     redis.call('PEXPIRE', key, reset_after)
@@ -50,20 +48,20 @@ ALG.token_bucket = function(key, now_us, r, permits, op, max_wait, initial)
 
   if op == REFUND then
     level = math.min(full, level + permits * period)
-    return {1, burst, tokens(), -1, time_for(full - level), 0}, write
+    return {1, burst, max(0, floor(level / period)), -1, max(0, ceil((full - level) / limit)), 0}, write
   end
   local need = permits * period
-  local wait = time_for(need - level)
+  local wait = max(0, ceil((need - level) / limit))
   if wait > 0 then
     if op ~= RESERVE or wait > max_wait then
       local retry = wait
       if op == RESERVE then retry = wait - max_wait end
-      return {0, burst, tokens(), retry, time_for(full - level), 0}
+      return {0, burst, max(0, floor(level / period)), retry, max(0, ceil((full - level) / limit)), 0}
     end
   end
   if op == PEEK then
-    return {1, burst, tokens(), -1, time_for(full - level), 0}
+    return {1, burst, max(0, floor(level / period)), -1, max(0, ceil((full - level) / limit)), 0}
   end
   level = level - need
-  return {1, burst, tokens(), -1, time_for(full - level), wait}, write
+  return {1, burst, max(0, floor(level / period)), -1, max(0, ceil((full - level) / limit)), wait}, write
 end
