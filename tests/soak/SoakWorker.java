@@ -98,6 +98,7 @@ public class SoakWorker {
         if (t instanceof NotAcquiredException) {
             count("not_acquired");
         } else if (t instanceof ConnectionException || t instanceof io.ratelimit.TimeoutException
+                || t instanceof io.ratelimit.BacklogException
                 || t instanceof RedisErrorException) {
             count("redis_failure");
             write(String.format("E %.1f %s%n", now(), t.getClass().getSimpleName()));

@@ -42,7 +42,7 @@ URL, SECONDS, LOGDIR = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 IDS = ("a", "b")
 BUCKETS = ("token_bucket", "leaky_bucket", "gcra")
 # what the orchestrator's faults cause: not failures of the library
-EXPECTED = (ratelimit.ConnectionError, ratelimit.Timeout, ratelimit.RedisError)
+EXPECTED = (ratelimit.ConnectionError, ratelimit.Timeout, ratelimit.Backlog, ratelimit.RedisError)
 SEQ = itertools.count()
 stop = threading.Event()
 SHARED_CLIENT = [None]  # a client to store the spec again with (the warm-up's, then the main one)
