@@ -204,11 +204,17 @@ static int quoted(const char *url, const char *secret)
 }
 
 /* url parsed with this password: spoilt (a '#', an unknown option, a bad
- * port...), its message must not quote it. */
-static void check_secret_kept(const char *url, const char *secret)
+ * port...), its message must not quote it. Only where the secret is written
+ * in url as itself, in its own place (before the host's '@', or after its
+ * option's '='): a percent-decoded one ("%40jj" is "@jj") may match the
+ * host or another part, which messages do show. */
+static void check_secret_kept(const char *url, const char *secret, int in_userinfo)
 {
     static const char *const spoilers[] = {"#", "?nosuch=1", "&nosuch=1", ":99999", "/x", "&sentinel_password=%00"};
     if (!secret || strlen(secret) < 4) return;
+    const char *at = strstr(url, secret);
+    if (!at || occurrences(url, secret) != 1) return;
+    if (in_userinfo ? at[strlen(secret)] != '@' : (at == url || at[-1] != '=')) return;
     for (size_t i = 0; i < sizeof spoilers / sizeof spoilers[0]; i++) {
         size_t len = strlen(url) + strlen(spoilers[i]) + 1;
         char *spoilt = malloc(len);
@@ -234,8 +240,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(all_zero(&u, sizeof u)); /* nothing left to free */
     } else {
         check_parsed(url, &u);
-        check_secret_kept(url, u.password);
-        check_secret_kept(url, u.sentinel_password);
+        check_secret_kept(url, u.password, 1);
+        check_secret_kept(url, u.sentinel_password, 0);
         char *canonical = unparse(&u);
         if (strlen(canonical) <= 4096) {
             if (rl_url_parse(canonical, &again) != RL_OK) {
