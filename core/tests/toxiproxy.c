@@ -147,12 +147,12 @@ void proxy_reset(void)
 
 /* The same, and cuts every connection through the proxy: a TCP connection
  * that lost bytes (a blackhole toxic drops them) never comes back in
- * reality either. */
+ * reality either. Cut first: a call sent between removing the toxics and
+ * the cut would reach Redis and lose its reply. */
 void proxy_heal(void)
 {
-    proxy_reset();
     tox("POST", "/proxies/redis", "{\"enabled\":false}");
-    tox("POST", "/proxies/redis", "{\"enabled\":true}");
+    proxy_reset(); /* enables it again */
 }
 
 int create_proxy(int upstream_port)
