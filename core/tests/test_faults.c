@@ -518,8 +518,8 @@ static const fault proxy_faults[] = {
     {"accepts, never answers", never_answers, proxy_heal, 1, 1, NULL, COUNT_EXACT, 0, 0},
     {"half-open connections", half_open, proxy_heal, 1, 1, NULL, COUNT_EXACT, 0, 0},
     /* refused: fails at once, and between reconnect attempts without trying
-     * (not a connect timeout, 300 ms, per call) */
-    {"proxy down (refused)", proxy_down, proxy_reset, 1, 1, NULL, COUNT_EXACT, 0, 50},
+     * (not a connect timeout per call: that long at least, stalls aside) */
+    {"proxy down (refused)", proxy_down, proxy_reset, 1, 1, NULL, COUNT_EXACT, 0, CONNECT_MS - 1},
     {"CLIENT PAUSE WRITE", client_pause, client_unpause, 1, 1, NULL, COUNT_RANGE, 0, 0},
     {"SIGSTOP / SIGCONT", sigstop, sigcont, 1, 1, NULL, COUNT_RANGE, 0, 0},
     {"DEBUG SLEEP 0.9", debug_sleep, join_blocker, 1, 1, NULL, COUNT_RANGE, 0, 0},

@@ -30,6 +30,7 @@ TIMEOUT = 0.25          # command timeout, seconds
 RECONNECT_MAX = 0.1
 MARGIN = 0.25           # scheduling, a loaded 2-core machine
 WINDOW = 0.7            # how long a fault lasts while the client calls
+STALLED = TIMEOUT / 5   # a call that lost this to the machine may have timed out because of it
 RATE = "1000000000/hour"  # never denies: every admission is one count in Redis
 
 REPO = Path(__file__).resolve().parents[3]
@@ -92,9 +93,10 @@ class Toxiproxy:
     def heal(self, proxy):
         """No toxics, and every connection through proxy cut: a connection a
         blackhole dropped bytes of never comes back in reality either."""
-        self.reset()
+        # cut first: a call sent between removing the toxics and the cut
+        # would reach Redis and lose its reply
         self.enable(proxy, False)
-        self.enable(proxy, True)
+        self.reset()  # enables it again
 
     def stop(self):
         self.proc.terminate()
@@ -145,23 +147,37 @@ class Tally:
     """What one client saw: admissions, outcomes unknown to it (timed out or
     cut off after sending: they may have run), errors, slowest call; and how
     long the machine itself stalled meanwhile (a loaded 2-core box: a call
-    may take that much longer than its bound, no more)."""
+    may take that much longer than its bound, no more). "stalled": the
+    unknown calls that lost STALLED to the machine's stalls while they ran,
+    which may have failed (timed out) because of them, whatever the fault:
+    the exact counts hold give or take those."""
 
     def __init__(self, policy):
         self.policy = policy
-        self.calls = self.admitted = self.unknown = 0
+        self.calls = self.admitted = self.unknown = self.stalled = 0
         self.errors = []
         self.slowest = 0.0
+        self.slowest_failure = 0.0  # a failed call's time, less the machine's stalls meanwhile
         self.recovered = None
         self.stall = 0.0
+        self.stalled_total = 0.0
+        self.woke = time.monotonic()
         self._watching = threading.Event()
+
+    def stalled_so_far(self):
+        """All the lateness recorded so far, counting a stall still going on."""
+        return self.stalled_total + max(0.0, time.monotonic() - self.woke - 0.005)
 
     def __enter__(self):
         def watch():
             while not self._watching.is_set():
                 t = time.monotonic()
                 time.sleep(0.005)
-                self.stall = max(self.stall, time.monotonic() - t - 0.005)
+                woke = time.monotonic()
+                late = woke - t - 0.005
+                self.stall = max(self.stall, late)
+                self.stalled_total += max(0.0, late)
+                self.woke = woke
         self._watcher = threading.Thread(target=watch, daemon=True)
         self._watcher.start()
         return self
@@ -170,20 +186,24 @@ class Tally:
         self._watching.set()
         self._watcher.join()
 
-    def outcome(self, took, result=None, error=None):
+    def outcome(self, took, stalled, result=None, error=None):
         self.calls += 1
         self.slowest = max(self.slowest, took)
+        if error is not None or result.fallback:
+            self.slowest_failure = max(self.slowest_failure, took - stalled)
         if error is not None:
             # under allow / deny a timeout or a broken connection is a fallback, never an exception
             assert not isinstance(error, (ratelimit.Timeout, ratelimit.ConnectionError)) or self.policy == "raise", error
             if isinstance(error, (ratelimit.Timeout, ratelimit.ConnectionError)):
                 self.unknown += 1
+                self.stalled += stalled >= STALLED
             self.errors.append(error)
             return False
         if result.fallback:
             assert self.policy != "raise"
             assert bool(result) is (self.policy == "allow")
             self.unknown += 1
+            self.stalled += stalled >= STALLED
             return False
         assert result, "denied by Redis with a limit that never denies"
         self.admitted += 1
@@ -194,12 +214,12 @@ def hammer(call, tally, inject, clear, window=WINDOW):
     """call() -> Result, in a loop: while the fault lasts (window seconds),
     then until a decision comes from Redis again (3 s at most)."""
     def once():
-        t = time.monotonic()
+        t, stalled = time.monotonic(), tally.stalled_so_far()
         try:
             r = call()
         except ratelimit.RateLimitError as e:
-            return tally.outcome(time.monotonic() - t, error=e)
-        return tally.outcome(time.monotonic() - t, result=r)
+            return tally.outcome(time.monotonic() - t, tally.stalled_so_far() - stalled, error=e)
+        return tally.outcome(time.monotonic() - t, tally.stalled_so_far() - stalled, result=r)
     assert once(), "no decision from Redis before the fault"  # and the script is loaded there
     inject()
     end = time.monotonic() + window
@@ -218,12 +238,12 @@ def hammer(call, tally, inject, clear, window=WINDOW):
 async def ahammer(call, tally, inject, clear, window=WINDOW):
     """hammer on the asyncio client: call() -> awaitable Result."""
     async def once():
-        t = time.monotonic()
+        t, stalled = time.monotonic(), tally.stalled_so_far()
         try:
             r = await asyncio.wait_for(call(), 5)  # a hang fails here, not at the CI's time limit
         except ratelimit.RateLimitError as e:
-            return tally.outcome(time.monotonic() - t, error=e)
-        return tally.outcome(time.monotonic() - t, result=r)
+            return tally.outcome(time.monotonic() - t, tally.stalled_so_far() - stalled, error=e)
+        return tally.outcome(time.monotonic() - t, tally.stalled_so_far() - stalled, result=r)
     assert await once(), "no decision from Redis before the fault"
     inject()
     end = time.monotonic() + window
@@ -279,7 +299,7 @@ def test_reply_that_never_comes_ran_once(toxiproxy, proxied, redis_server, mode,
     bounded(tally)
     assert tally.unknown > 0
     assert all(isinstance(e, ratelimit.Timeout) for e in tally.errors)
-    assert count(redis_server, key) == tally.admitted + tally.unknown
+    assert tally.admitted + tally.unknown - tally.stalled <= count(redis_server, key) <= tally.admitted + tally.unknown
 
 
 @pytest.mark.parametrize("mode", ["sync", "aio"])
@@ -292,7 +312,7 @@ def test_reply_trickling_in_times_out(toxiproxy, proxied, redis_server, mode):
                      toxiproxy.reset)
     bounded(tally)
     assert tally.errors and all(isinstance(e, ratelimit.Timeout) for e in tally.errors)
-    assert count(redis_server, key) == tally.admitted + tally.unknown
+    assert tally.admitted + tally.unknown - tally.stalled <= count(redis_server, key) <= tally.admitted + tally.unknown
 
 
 @pytest.mark.parametrize("mode, policy", [("sync", "raise"), ("sync", "deny"), ("aio", "allow")])
@@ -306,7 +326,7 @@ def test_accepts_and_never_answers(toxiproxy, proxied, redis_server, mode, polic
     tally, key = run(mode, proxied, policy, "faults", id, inject, lambda: toxiproxy.heal("redis"))
     bounded(tally)
     assert tally.unknown > 0
-    assert count(redis_server, key) == tally.admitted
+    assert tally.admitted <= count(redis_server, key) <= tally.admitted + tally.stalled
 
 
 @pytest.mark.parametrize("mode, policy", [("sync", "raise"), ("sync", "allow"), ("aio", "deny")])
@@ -314,11 +334,11 @@ def test_refused_fails_fast_and_recovers(toxiproxy, proxied, redis_server, mode,
     id = "refused-%s-%s" % (mode, policy)
     tally, key = run(mode, proxied, policy, "faults", id, lambda: toxiproxy.enable("redis", False), toxiproxy.reset)
     bounded(tally)
-    # fast: between reconnect attempts a call does not touch the network (a
-    # connect timeout each would leave 3 calls in the window)
-    assert tally.calls >= 30
+    # fast: no failed call waits a connect timeout (0.3 s), besides what the
+    # machine stalled meanwhile
+    assert tally.slowest_failure < 0.3, "a failed call took %.3f s" % tally.slowest_failure
     assert all(isinstance(e, ratelimit.ConnectionError) for e in tally.errors)
-    assert count(redis_server, key) == tally.admitted
+    assert tally.admitted <= count(redis_server, key) <= tally.admitted + tally.stalled
 
 
 @pytest.mark.parametrize("mode, policy", [("sync", "raise"), ("aio", "allow")])
@@ -348,9 +368,10 @@ def test_out_of_memory_is_a_redis_error_under_every_policy(redis_server, mode):
         raw.config_set("maxmemory", 0)
         raw.close()
     bounded(tally)
-    assert tally.errors and tally.unknown == 0
+    # only the machine's stalls may time a call out here
+    assert tally.errors and tally.unknown == tally.stalled
     assert all(isinstance(e, ratelimit.RedisError) and str(e).startswith("OOM") for e in tally.errors), tally.errors[0]
-    assert count(redis_server, key) == tally.admitted
+    assert tally.admitted <= count(redis_server, key) <= tally.admitted + tally.stalled
 
 
 @pytest.mark.parametrize("mode", ["sync", "aio"])
@@ -372,9 +393,10 @@ def test_script_flush_under_load_reloads_invisibly(redis_server, mode):
         stop.set()
         thread.join()
     bounded(tally)
-    assert tally.errors == [] and tally.unknown == 0
+    # no error but a timeout the machine's stalls explain
+    assert len(tally.errors) == tally.unknown == tally.stalled
     assert tally.admitted > 20
-    assert count(redis_server, key) == tally.admitted
+    assert tally.admitted <= count(redis_server, key) <= tally.admitted + tally.stalled
 
 
 @pytest.mark.parametrize("mode", ["sync", "aio"])
