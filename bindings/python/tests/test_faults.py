@@ -421,10 +421,11 @@ def test_demoted_to_a_replica_answers_readonly(redis_server, start_redis, mode):
     tally, key = run(mode, server.url, "deny", "faults", id, demote, lambda: raw.replicaof("NO", "ONE"))
     raw.close()
     bounded(tally)
-    assert tally.errors and tally.unknown == 0
+    # only the machine's stalls may time a call out here
+    assert tally.errors and tally.unknown == tally.stalled
     assert all(isinstance(e, ratelimit.RedisError) and str(e).startswith("READONLY") for e in tally.errors)
     # the master never had the key; the warm-up's permit went with the full sync
-    assert count(server, key) == tally.admitted - 1
+    assert tally.admitted - 1 <= count(server, key) <= tally.admitted - 1 + tally.stalled
 
 
 # ---- a batch cut part-way: what Redis decided is still reported ---------------

@@ -22,6 +22,7 @@ import java.util.List;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
@@ -96,9 +97,9 @@ class FaultsTest {
     /** No toxics, and every connection through the proxy cut (one a blackhole dropped bytes of never recovers). */
     @AfterEach
     void heal() throws IOException {
-        api("POST", "/reset", null);
+        // cut first: a call sent between removing the toxics and the cut would reach Redis and lose its reply
         api("POST", "/proxies/redis", "{\"enabled\":false}");
-        api("POST", "/proxies/redis", "{\"enabled\":true}");
+        api("POST", "/reset", null); // enables it again
     }
 
     static String api(String method, String path, String body) throws IOException {
@@ -132,6 +133,11 @@ class FaultsTest {
                 .reconnectMax(Duration.ofMillis(RECONNECT_MAX_MS)).poolSize(2).onRedisError(policy);
     }
 
+    /** low <= count <= high: exact when nothing stalled */
+    static void assertBetween(long low, long high, long count, String id) {
+        assertTrue(low <= count && count <= high, id + ": Redis counted " + count + ", expected " + low + ".." + high);
+    }
+
     static long count(RedisServer server, String key) throws IOException {
         Object n = server.command("HGET", key, "count");
         return n == null ? 0 : Long.parseLong((String) n);
@@ -145,13 +151,21 @@ class FaultsTest {
      * What one client saw: admissions, outcomes it cannot know (timed out or
      * cut off after sending), errors; and how long the machine itself stalled
      * meanwhile (a loaded 2-core box, the JIT, GC: a call may take that much
-     * longer than its bound, no more).
+     * longer than its bound, no more). {@code stalled}: the unknown calls
+     * that lost {@link #STALLED_MS} to the machine's stalls while they ran,
+     * which may have timed out because of them, whatever the fault: the
+     * exact counts hold give or take those.
      */
     static final class Tally implements AutoCloseable {
+        /** a fifth of the timeout: the watcher, asleep most of the time, is held up less than a caller */
+        static final long STALLED_MS = TIMEOUT.toMillis() / 5;
         final OnRedisError policy;
-        long calls, admitted, unknown, slowestMs;
+        long calls, admitted, unknown, stalled, slowestMs;
+        long slowestFailureMs; // a failed call's time, less the machine's stalls meanwhile
         long recoveredMs = -1;
         volatile long stallMs;
+        final AtomicLong stalledTotalMs = new AtomicLong();
+        volatile long wokeNanos = System.nanoTime();
         final List<RateLimitException> errors = new ArrayList<>();
         private final AtomicBoolean watching = new AtomicBoolean(true);
         private final Thread watcher = new Thread(() -> {
@@ -163,9 +177,17 @@ class FaultsTest {
                 } catch (InterruptedException e) {
                     return;
                 }
-                stallMs = Math.max(stallMs, (System.nanoTime() - t) / 1_000_000 - 5);
+                long woke = System.nanoTime(), late = (woke - t) / 1_000_000 - 5;
+                stallMs = Math.max(stallMs, late);
+                stalledTotalMs.addAndGet(Math.max(0, late));
+                wokeNanos = woke;
             }
         });
+
+        /** All the lateness recorded so far, counting a stall still going on. */
+        long stalledSoFar() {
+            return stalledTotalMs.get() + Math.max(0, (System.nanoTime() - wokeNanos) / 1_000_000 - 5);
+        }
 
         Tally(OnRedisError policy) {
             this.policy = policy;
@@ -180,14 +202,18 @@ class FaultsTest {
         }
 
         /** True for a decision from Redis. */
-        boolean outcome(long tookMs, Result r, RateLimitException e) {
+        boolean outcome(long tookMs, long stalledMs, Result r, RateLimitException e) {
             calls++;
             slowestMs = Math.max(slowestMs, tookMs);
+            if (e != null || r.fallback()) {
+                slowestFailureMs = Math.max(slowestFailureMs, tookMs - stalledMs);
+            }
             boolean uncertain = e instanceof TimeoutException || e instanceof ConnectionException;
             if (e != null) {
                 // under ALLOW / DENY a timeout or a broken connection is a fallback, never an exception
                 assertTrue(!uncertain || policy == OnRedisError.RAISE, e.toString());
                 unknown += uncertain ? 1 : 0;
+                stalled += uncertain && stalledMs >= STALLED_MS ? 1 : 0;
                 errors.add(e);
                 return false;
             }
@@ -195,6 +221,7 @@ class FaultsTest {
                 assertTrue(policy != OnRedisError.RAISE, r.toString());
                 assertEquals(policy == OnRedisError.ALLOW, r.allowed(), r.toString());
                 unknown++;
+                stalled += stalledMs >= STALLED_MS ? 1 : 0;
                 return false;
             }
             assertTrue(r.allowed(), "denied by Redis with a limit that never denies: " + r);
@@ -243,7 +270,7 @@ class FaultsTest {
     }
 
     static boolean once(Limiter lim, boolean async, String id, Tally tally) throws Exception {
-        long t = System.nanoTime();
+        long t = System.nanoTime(), stalled = tally.stalledSoFar();
         Result r = null;
         RateLimitException error = null;
         try {
@@ -257,7 +284,7 @@ class FaultsTest {
             }
             error = (RateLimitException) e.getCause();
         }
-        return tally.outcome((System.nanoTime() - t) / 1_000_000, r, error);
+        return tally.outcome((System.nanoTime() - t) / 1_000_000, tally.stalledSoFar() - stalled, r, error);
     }
 
     @Test
@@ -274,7 +301,7 @@ class FaultsTest {
             t.bounded();
             assertTrue(t.unknown > 0, id);
             t.errors.forEach(e -> assertTrue(e instanceof TimeoutException, e.toString()));
-            assertEquals(t.admitted + t.unknown, count(redis, key), id);
+            assertBetween(t.admitted + t.unknown - t.stalled, t.admitted + t.unknown, count(redis, key), id);
         }
     }
 
@@ -290,7 +317,7 @@ class FaultsTest {
             t.bounded();
             assertFalse(t.errors.isEmpty(), id);
             t.errors.forEach(e -> assertTrue(e instanceof TimeoutException, e.toString()));
-            assertEquals(t.admitted + t.unknown, count(redis, key), id);
+            assertBetween(t.admitted + t.unknown - t.stalled, t.admitted + t.unknown, count(redis, key), id);
         }
     }
 
@@ -306,7 +333,7 @@ class FaultsTest {
             }, this::heal);
             t.bounded();
             assertTrue(t.unknown > 0 && t.errors.isEmpty(), id);
-            assertEquals(t.admitted, count(redis, key), id);
+            assertBetween(t.admitted, t.admitted + t.stalled, count(redis, key), id);
         }
     }
 
@@ -318,11 +345,11 @@ class FaultsTest {
             String key = run(proxied, OnRedisError.RAISE, async, id, t,
                     () -> api("POST", "/proxies/redis", "{\"enabled\":false}"), () -> api("POST", "/reset", null));
             t.bounded();
-            // between reconnect attempts a call does not touch the network (a
-            // connect timeout each would leave 3 calls in the window)
-            assertTrue(t.calls >= 30, t.calls + " calls");
+            // fast: no failed call waits a connect timeout (300 ms), besides
+            // what the machine stalled meanwhile
+            assertTrue(t.slowestFailureMs < 300, "a failed call took " + t.slowestFailureMs + " ms");
             t.errors.forEach(e -> assertTrue(e instanceof ConnectionException, e.toString()));
-            assertEquals(t.admitted, count(redis, key), id);
+            assertBetween(t.admitted, t.admitted + t.stalled, count(redis, key), id);
         }
     }
 
@@ -343,9 +370,9 @@ class FaultsTest {
             }
             t.bounded();
             assertFalse(t.errors.isEmpty(), id);
-            assertEquals(0, t.unknown);
+            assertEquals(t.stalled, t.unknown, "only the machine's stalls may time a call out here");
             t.errors.forEach(e -> assertTrue(e instanceof RedisErrorException && e.getMessage().contains("OOM"), e.toString()));
-            assertEquals(t.admitted, count(redis, key), id);
+            assertBetween(t.admitted, t.admitted + t.stalled, count(redis, key), id);
         }
     }
 
@@ -374,10 +401,11 @@ class FaultsTest {
                 flusher.join();
             }
             t.bounded();
-            assertTrue(t.errors.isEmpty(), () -> t.errors.get(0).toString());
-            assertEquals(0, t.unknown);
+            // no error but a timeout the machine's stalls explain
+            assertEquals(t.unknown, t.errors.size(), () -> t.errors.get(0).toString());
+            assertEquals(t.stalled, t.unknown, () -> t.errors.get(0).toString());
             assertTrue(t.admitted > 20, t.admitted + " admitted");
-            assertEquals(t.admitted, count(redis, key), id);
+            assertBetween(t.admitted, t.admitted + t.stalled, count(redis, key), id);
         }
     }
 
@@ -403,12 +431,12 @@ class FaultsTest {
                 }, () -> server.command("REPLICAOF", "NO", "ONE"));
                 t.bounded();
                 assertFalse(t.errors.isEmpty(), id);
-                assertEquals(0, t.unknown);
+                assertEquals(t.stalled, t.unknown, "only the machine's stalls may time a call out here");
                 t.errors.forEach(e -> assertTrue(
                         e instanceof RedisErrorException && e.getMessage().startsWith("READONLY"), e.toString()));
                 // the warm-up's permit went with the full sync; the master never had the key
                 assertNotNull(key);
-                assertEquals(t.admitted - 1, count(server, key), id);
+                assertBetween(t.admitted - 1, t.admitted - 1 + t.stalled, count(server, key), id);
             }
         }
     }
