@@ -5,7 +5,9 @@
  * Usage: bench_async [seconds]   (REDIS_URL=redis://host:port)
  *        bench_async metrics [seconds] [rounds]: what metrics cost (on / off)
  *        bench_async count N off async: N decisions and nothing else, for
- *          valgrind --tool=callgrind (off, async: 0 or 1) */
+ *          valgrind --tool=callgrind (off, async: 0 or 1)
+ *        bench_async submit IN_FLIGHT [seconds]: decisions/s of rl_submit alone
+ *          (bench_async.sh runs it against redis-benchmark, round by round) */
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -247,6 +249,22 @@ int main(int argc, char **argv)
     if (argc > 4 && !strcmp(argv[1], "count")) {
         if (getenv("REDIS_URL")) url = getenv("REDIS_URL");
         return count_calls(atol(argv[2]), atoi(argv[3]), atoi(argv[4]));
+    }
+    if (argc > 2 && !strcmp(argv[1], "submit")) {
+        if (getenv("REDIS_URL")) url = getenv("REDIS_URL");
+        if (argc > 3) seconds = atof(argv[3]);
+        rl_options o = RL_OPTIONS_INIT;
+        if (rl_client_open(&client, url, &o)) {
+            fprintf(stderr, "%s\n", rl_errmsg());
+            return 1;
+        }
+        double timed = seconds;
+        seconds = 0.2;
+        run_async(1); /* connected, script loaded: not timed */
+        seconds = timed;
+        printf("%.0f\n", run_async(atoi(argv[2])));
+        rl_client_close(client);
+        return 0;
     }
     int metrics = argc > 1 && !strcmp(argv[1], "metrics");
     if (metrics) {

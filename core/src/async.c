@@ -3,6 +3,7 @@
  * for what may block (see rl_submit in ratelimit.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,16 @@ void rl_async_wake(rl_async *a)
 }
 
 /* ---- completing ------------------------------------------------------------- */
+
+areq *rl_async_req_new(req_kind kind)
+{
+    areq *r = malloc(sizeof *r);
+    if (!r) return NULL;
+    memset(r, 0, offsetof(areq, cmd));
+    rl_cmd_init(&r->cmd);
+    r->kind = kind;
+    return r;
+}
 
 void rl_async_req_free(areq *r)
 {
@@ -249,7 +260,7 @@ static void append(aconn *ac, areq *r)
         r->wait->armed = rl_wait_armed(r->wait);
         r->wait->woken = 0;
     }
-    redisAppendCommandArgv(ac->conn->ctx, r->cmd.argc, r->cmd.argv, r->cmd.lens);
+    rl_append_command(ac->conn->ctx, r->cmd.argc, r->cmd.argv, r->cmd.lens);
     list_push(&ac->inflight, r);
     ac->count++;
 }
@@ -257,12 +268,10 @@ static void append(aconn *ac, areq *r)
 /* An internal command (ASKING, SCRIPT LOAD) whose reply is read and dropped. */
 static int append_internal(aconn *ac, req_kind kind, int argc, const char **argv, const size_t *lens)
 {
-    areq *r = calloc(1, sizeof *r);
+    areq *r = rl_async_req_new(kind);
     if (!r) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    rl_cmd_init(&r->cmd);
-    r->kind = kind;
     r->sent_ms = rl_monotonic_ms();
-    redisAppendCommandArgv(ac->conn->ctx, argc, argv, lens);
+    rl_append_command(ac->conn->ctx, argc, argv, lens);
     list_push(&ac->inflight, r);
     ac->count++;
     return RL_OK;

@@ -54,7 +54,6 @@ typedef struct areq {
     await *wait;          /* semaphore / lock acquire and queue pop */
     int silent;           /* a clean-up of ours (leave, release, push back): nobody to complete */
     req_kind kind;
-    rl_cmd cmd;
     uint64_t tag;
     rl_target target;
     int64_t capacity, permits; /* for the fallback decision */
@@ -70,6 +69,7 @@ typedef struct areq {
     int reserved;         /* its completion has room in target.queue (rl_completions_reserve) */
     int failed;           /* failed before it could be sent: completed with this status */
     char failure[200];    /* its message; or the last redirect or retry's reply */
+    rl_cmd cmd;           /* last: a new request zeroes what comes before only (cmd is 2 KB) */
 } areq;
 
 typedef struct {
@@ -153,6 +153,8 @@ struct rl_async {
 void *rl_async_io_thread(void *arg);
 void *rl_async_dialer(void *arg);
 void rl_async_wake(rl_async *a);
+/* zeroed, cmd empty; NULL: no memory */
+areq *rl_async_req_new(req_kind kind);
 void rl_async_req_free(areq *r);
 /* the command connection to node, or (sub) its subscriber connection; NULL: no memory */
 aconn *rl_async_find_conn(rl_async *a, rl_node *node, int sub);

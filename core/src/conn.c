@@ -263,7 +263,7 @@ int rl_conn_read_by(rl_conn *conn, void **reply, int64_t read_by_ms, int timeout
 redisReply *rl_command(rl_conn *conn, int argc, const char **argv, const size_t *lens)
 {
     void *reply = NULL;
-    if (redisAppendCommandArgv(conn->ctx, argc, argv, lens) != REDIS_OK || rl_conn_flush(conn) != REDIS_OK ||
+    if (rl_append_command(conn->ctx, argc, argv, lens) != REDIS_OK || rl_conn_flush(conn) != REDIS_OK ||
         rl_conn_read(conn, &reply) != REDIS_OK)
         return NULL;
     return reply;

@@ -268,6 +268,8 @@ void rl_sha256_hex(const void *data, size_t len, char *hex);
 #define RL_ID_MAX (1024 * 1024)
 /* EVALSHA script nkeys: the caller appends keys and args after this */
 void rl_cmd_script(rl_cmd *cmd, int script, int nkeys);
+/* redisAppendCommandArgv without its formatting cost */
+int rl_append_command(redisContext *ctx, int argc, const char **argv, const size_t *lens);
 
 /* Sends n commands pipelined on one connection and reads the n replies.
  * Script calls answered NOSCRIPT are loaded and re-sent once (they did not

@@ -101,9 +101,8 @@ static int check_target(const rl_client *c, const rl_target *target)
 
 static areq *new_request(req_kind kind, uint64_t tag, const rl_target *target)
 {
-    areq *r = calloc(1, sizeof *r);
+    areq *r = rl_async_req_new(kind);
     if (!r) return NULL;
-    r->kind = kind;
     r->tag = tag;
     r->target = *target;
     return r;

@@ -31,7 +31,7 @@ void rl_wait_sub_send(rl_async *a, aconn *ac, achannel *ch, int on)
     int sharded = a->client->url.mode == RL_MODE_CLUSTER;
     const char *argv[2] = {on ? (sharded ? "SSUBSCRIBE" : "SUBSCRIBE") : (sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE"),
                            ch->name};
-    redisAppendCommandArgv(ac->conn->ctx, 2, argv, NULL);
+    rl_append_command(ac->conn->ctx, 2, argv, NULL);
     ch->unacked++;
     ch->subscribed = on;
 }
@@ -165,9 +165,8 @@ void rl_wait_begin(rl_async *a, areq *r)
 static areq *cleanup_request(rl_async *a, req_kind kind)
 {
     if (a->stopping) return NULL;
-    areq *r = calloc(1, sizeof *r);
+    areq *r = rl_async_req_new(kind);
     if (!r) return NULL;
-    r->kind = kind;
     r->silent = 1;
     r->deadline_ms = rl_monotonic_ms() + a->client->options.command_timeout_ms;
     return r;
