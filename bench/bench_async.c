@@ -7,6 +7,7 @@
  *        bench_async count N off async: N decisions and nothing else, for
  *          valgrind --tool=callgrind (off, async: 0 or 1)
  *        bench_async submit IN_FLIGHT [seconds]: decisions/s of rl_submit alone
+ *          and the client CPU per decision (us)
  *          (bench_async.sh runs it against redis-benchmark, round by round) */
 #include <poll.h>
 #include <pthread.h>
@@ -262,7 +263,9 @@ int main(int argc, char **argv)
         seconds = 0.2;
         run_async(1); /* connected, script loaded: not timed */
         seconds = timed;
-        printf("%.0f\n", run_async(atoi(argv[2])));
+        double cpu = process_cpu(), rate = run_async(atoi(argv[2]));
+        /* decisions/s and this process's CPU per decision, us */
+        printf("%.0f %.2f\n", rate, (process_cpu() - cpu) / (rate * seconds) * 1e6);
         rl_client_close(client);
         return 0;
     }

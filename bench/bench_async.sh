@@ -6,6 +6,7 @@
 # first alternating, with the ratio of each round (neighbours in time: the
 # load of the machine moves both).
 # Usage: bench/bench_async.sh [seconds] [rounds]   (after building build/rl_bench_async)
+#        RL_BENCH_ASYNC_BEFORE=path/to/another/rl_bench_async: a third contender in the rounds
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=${BENCH_PORT:-6398}
@@ -17,14 +18,15 @@ monitor=
 trap 'kill $(cat /tmp/rl-bench-$port.pid) $monitor 2>/dev/null || true' EXIT
 until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
 url=redis://127.0.0.1:$port
-REDIS_URL=$url build/rl_bench_async "$seconds"
+bin=${RL_BENCH_ASYNC:-build/rl_bench_async} # another build of it: RL_BENCH_ASYNC=path
+REDIS_URL=$url "$bin" "$seconds"
 
 # the command rl_submit sends, as Redis saw it (MONITOR), replayed by redis-benchmark
 log=$(mktemp)
 redis-cli -p "$port" MONITOR >"$log" &
 monitor=$!
 sleep 0.2
-REDIS_URL=$url build/rl_bench_async count 1 0 1
+REDIS_URL=$url "$bin" count 1 0 1
 sleep 0.2
 kill "$monitor"
 monitor=
@@ -41,22 +43,52 @@ for opts in "-c 1" "-c 50" "-P 16 -c 4"; do
   printf '%-34s %10.0f decisions/s\n' "redis-benchmark $opts (same command)" "$(bench "$opts" 300000)"
 done
 
-echo "rl_submit 64 in flight / redis-benchmark -P 16 -c 4, ${seconds} s each, $rounds rounds:"
+# client CPU per decision (user + sys, us) of redis-benchmark sending n commands
+bench_cpu() {
+  local t
+  t=$(mktemp)
+  # shellcheck disable=SC2086
+  rps=$(/usr/bin/time -f '%U %S' -o "$t" redis-benchmark -p "$port" -n "$1" -P 16 -c 4 --csv "${cmd[@]}" |
+        tail -n 1 | cut -d, -f2 | tr -d '"')
+  awk -v r="$rps" -v n="$1" '{ printf "%s %.2f\n", r, ($1 + $2) / n * 1e6 }' "$t"
+  rm -f "$t"
+}
+# Redis's CPU seconds (user + sys) and the EVALSHA calls it ran, so far
+redis_cpu() { redis-cli -p "$port" INFO cpu | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { print s }'; }
+redis_calls() { redis-cli -p "$port" INFO commandstats | awk -F'[=,:]' '/^cmdstat_evalsha:/ { print $3 }'; }
+# rounds: each contender once, the first rotating; ratios to redis-benchmark of the same round
+names=(redis-benchmark rl_submit)
+[[ -n ${RL_BENCH_ASYNC_BEFORE:-} ]] && names+=(rl_submit-before)
+echo "64 in flight against redis-benchmark -P 16 -c 4, ${seconds} s each, $rounds rounds (decisions/s; client and Redis CPU per decision):"
 n=300000
-ratios=()
-for ((r = 1; r <= rounds; r++)); do
-  if ((r % 2)); then
-    ours=$(REDIS_URL=$url build/rl_bench_async submit 64 "$seconds")
-    theirs=$(bench "-P 16 -c 4" "$n")
-  else
-    theirs=$(bench "-P 16 -c 4" "$n")
-    ours=$(REDIS_URL=$url build/rl_bench_async submit 64 "$seconds")
-  fi
+declare -A ratio
+for ((r = 0; r < rounds; r++)); do
+  declare -A got=() server=()
+  for ((k = 0; k < ${#names[@]}; k++)); do
+    who=${names[(r + k) % ${#names[@]}]}
+    before=$(redis_cpu) calls=$(redis_calls)
+    case $who in
+      redis-benchmark) got[$who]=$(bench_cpu "$n") ;;
+      rl_submit) got[$who]=$(REDIS_URL=$url "$bin" submit 64 "$seconds") ;;
+      rl_submit-before) got[$who]=$(REDIS_URL=$url "$RL_BENCH_ASYNC_BEFORE" submit 64 "$seconds") ;;
+    esac
+    server[$who]=$(awk -v a="$before" -v b="$(redis_cpu)" -v m="$calls" -v n="$(redis_calls)" \
+                   'BEGIN { printf "%.2f", (b - a) / (n - m) * 1e6 }')
+  done
+  read -r theirs theirs_cpu <<<"${got[redis-benchmark]}"
   n=$(awk -v t="$theirs" -v s="$seconds" 'BEGIN { printf "%d", t * s }') # about as long as ours
-  ratio=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.3f", a / b }')
-  ratios+=("$ratio")
-  printf 'round %d: rl_submit %8.0f/s  redis-benchmark %8.0f/s  ratio %s\n' "$r" "$ours" "$theirs" "$ratio"
+  line="round $((r + 1)): redis-benchmark $theirs/s (client ${theirs_cpu}, Redis ${server[redis-benchmark]} us)"
+  for who in "${names[@]:1}"; do
+    read -r ours ours_cpu <<<"${got[$who]}"
+    q=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.3f", a / b }')
+    ratio[$who]+="$q "
+    line+=" | $who $ours/s (client ${ours_cpu}, Redis ${server[$who]} us) ratio $q"
+  done
+  echo "$line"
 done
-printf '%s\n' "${ratios[@]}" | sort -n |
-  awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
-         printf "ratio: median %.3f, min %.3f, max %.3f over %d rounds\n", m, v[1], v[NR], NR }'
+for who in "${names[@]:1}"; do
+  # shellcheck disable=SC2086
+  printf '%s\n' ${ratio[$who]} | sort -n |
+    awk -v who="$who" '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
+      printf "%s / redis-benchmark -P 16 -c 4: median %.3f, min %.3f, max %.3f over %d rounds\n", who, m, v[1], v[NR], NR }'
+done
