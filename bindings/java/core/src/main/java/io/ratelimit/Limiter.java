@@ -37,7 +37,9 @@ import java.util.function.Function;
  * {@link OnRedisError#DENY} give the same fallback results.</li>
  * <li><b>Threading</b>: the future is completed on the I/O thread, so
  * dependent stages added without an executor ({@code thenApply},
- * {@code whenComplete}...) run on it, as Lettuce's do on its event loop.
+ * {@code whenComplete}...) run on it, as Lettuce's do on its event loop
+ * (or, the JDK's rule, on a thread that is waiting in {@code get()} or
+ * {@code join()} on that very future as it completes).
  * Keep them short and never block in them (no {@code join()} or
  * {@code get()}, no blocking {@link #acquire} call, no I/O): while they run
  * no other completion of this client is delivered. Pass your own executor

@@ -434,9 +434,11 @@ class AsyncTest extends RedisTestBase {
         } finally {
             redis.command("CLIENT", "UNPAUSE");
         }
-        assertTrue(first.get(HANG, TimeUnit.SECONDS).allowed());
+        // closing first: a thread waiting in first.get() as first completes
+        // may run first's dependents itself (CompletableFuture's waiters help)
         closing.get(HANG, TimeUnit.SECONDS);
         assertTrue(closer.get().startsWith("ratelimit-io-"), closer.get());
+        assertTrue(first.get(HANG, TimeUnit.SECONDS).allowed());
         for (CompletableFuture<Result> f : others) {
             try {
                 assertNotNull(f.get(HANG, TimeUnit.SECONDS)); // replied before the close got there
