@@ -21,8 +21,10 @@ final class Http {
     }
 
     CompletableFuture<HttpResponse<String>> send(String path, String... headers) {
+        // a hang guard, not a speed bound (as AsyncTest's HANG): at 20 s a
+        // request timed out once on a machine at load 8
         HttpRequest.Builder b = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
-                .timeout(Duration.ofSeconds(20));
+                .timeout(Duration.ofSeconds(60));
         for (int i = 0; i + 1 < headers.length; i += 2) {
             b.header(headers[i], headers[i + 1]);
         }
