@@ -56,17 +56,18 @@ def test_async_blocking_paths_do_not_block_the_loop(server, raw):
         client = aio.AsyncClient(server.url)
         stop = asyncio.Event()
         tick = asyncio.ensure_future(ticker(stop))
-        lim = client.limiter("aio-wait", "4/s", algorithm="gcra", burst=1)
+        # each wait below would stall a loop it blocked for >= 1 s
+        lim = client.limiter("aio-wait", "1/s", algorithm="gcra", burst=1)
         await lim.acquire("u")
         start = time.monotonic()
-        r = await lim.acquire("u", timeout=2.0)  # ~250 ms of sleeping on the loop
-        assert r and time.monotonic() - start >= 0.2
+        r = await lim.acquire("u", timeout=2.0)  # ~1 s of sleeping on the loop
+        assert r and time.monotonic() - start >= 0.8
 
         sem = client.semaphore("aio-sem", permits=1, lease=10.0)
         async with sem.acquire(timeout=1.0) as permit:
             assert permit.fencing_token > 0 and await sem.holders() == 1
             with pytest.raises(ratelimit.AcquireTimeout):
-                await sem.acquire(timeout=0.3)
+                await sem.acquire(timeout=1.0)
             assert await sem.try_acquire() is None
             assert await permit.refresh(5.0)
         assert await sem.available() == 1
@@ -87,7 +88,8 @@ def test_async_blocking_paths_do_not_block_the_loop(server, raw):
 
         stop.set()
         ticks, worst = await tick
-        assert worst < 0.2 and ticks > 20
+        # a machine's stall may hold the loop for a while, none of the waits
+        assert worst < 0.8 and ticks > 20
         await client.close()
     run(main())
 
