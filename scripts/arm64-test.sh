@@ -19,7 +19,8 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 wheel=$(ls dist/*cp311-cp311-manylinux*aarch64*.whl 2>/dev/null | head -n 1)
 jar=$(ls dist/ratelimit-*.jar 2>/dev/null | head -n 1)
-if [ -z "$wheel" ] || [ -z "$jar" ] || ! unzip -l "$jar" | grep -q native/linux-aarch64/; then
+# the listing first: grep -q stopping early would fail unzip's write (SIGPIPE), hence the pipeline
+if [ -z "$wheel" ] || [ -z "$jar" ] || ! grep -q native/linux-aarch64/ <<<"$(unzip -l "$jar")"; then
   echo "arm64-test.sh: no aarch64 wheel (cp311) or jar in dist/: run scripts/dist.sh aarch64 first" >&2
   exit 1
 fi
