@@ -537,12 +537,16 @@ def _start_tls(run: _Run, deadline: float) -> dict[str, Any]:
             "url": f"rediss://{HOST}:{pa}/0?ssl_ca_certs={tls / 'ca.crt'}"}
 
 
-_SENTINEL_CONF = """\
+# what every sentinel here shares
+_SENTINEL_HEAD = """\
 port {port}
 bind 127.0.0.1
 daemonize no
 dir {dir}
 logfile {dir}/{name}.log
+"""
+
+_SENTINEL_CONF = _SENTINEL_HEAD + """\
 sentinel monitor {master} 127.0.0.1 {mport} 2
 sentinel down-after-milliseconds {master} 1000
 sentinel failover-timeout {master} 3000
@@ -584,12 +588,7 @@ def _sentinel_settled(sentinels: list[int], master: int, replica: int, strict: b
     return True
 
 
-_ACL_SENTINEL_CONF = """\
-port {port}
-bind 127.0.0.1
-daemonize no
-dir {dir}
-logfile {dir}/{name}.log
+_ACL_SENTINEL_CONF = _SENTINEL_HEAD + """\
 user default off
 user {user} on >{password} +@all
 sentinel monitor {master} 127.0.0.1 {mport} 1
