@@ -170,7 +170,8 @@ typedef struct rl_client rl_client;
  * I/O thread starts again; nothing of the parent's is used or freed there. */
 RL_API int rl_client_open(rl_client **out, const char *url, const rl_options *options);
 
-/* Closes all connections. NULL is a no-op. No call may be in flight. */
+/* Gives back every lease's unused permits (rl_leases_give_back), then
+ * closes all connections. NULL is a no-op. No call may be in flight. */
 RL_API void rl_client_close(rl_client *client);
 
 /* The key prefix in use (owned by the client). */
@@ -277,6 +278,13 @@ typedef struct {
     /* 1: use the spec stored in Redis for name (rl_config_set); spec is
      * ignored. The client caches it for config_refresh_ms. */
     int stored_spec;
+    /* ACQUIRE and ACQUIRE_UP_TO: 0 (default) asks Redis every time; > 0
+     * takes permits from Redis in blocks valid this long (ms, at most
+     * 3,600,000) and decides from this client's memory until the block is
+     * used or its validity ends; unused permits go back when it ends. The
+     * limit stays exact whatever mix of clients shares the key
+     * (docs/semantics.md, "Leases"). Other ops ignore it. */
+    int64_t lease_ms;
 } rl_request;
 
 typedef struct {
@@ -292,6 +300,9 @@ typedef struct {
     int rate_index;         /* the rate that binds (0 = the first): when allowed the one with
                              * the least remaining; when denied the one that denied (the
                              * longest retry_after_ms) */
+    int local;              /* 1: decided from this client's lease (or a denial it
+                             * remembers) without a round trip; remaining and
+                             * reset_after_ms are then its best knowledge */
 } rl_result;
 
 /* One decision, one round trip. */
@@ -348,6 +359,12 @@ typedef struct {
  * On timeout returns RL_OK with the last denied result. */
 RL_API int rl_acquire_wait(rl_client *client, const rl_request *request,
                            const rl_wait *wait, rl_result *out);
+
+/* Ends this client's leases on name (NULL: every name) now: their unused
+ * permits go back to Redis, one round trip per lease, bounded by
+ * command_timeout_ms. Later calls take new blocks. A limiter's close in
+ * the bindings calls it; rl_client_close does for all. */
+RL_API int rl_leases_give_back(rl_client *client, const char *name);
 
 /* ---- stored configuration ------------------------------------------------ */
 
@@ -587,6 +604,9 @@ typedef struct {
     uint64_t denied;
     uint64_t fallback;
     uint64_t errors;
+    uint64_t local_allowed;                 /* of allowed / denied: decided from a lease */
+    uint64_t local_denied;                  /* (or a remembered denial), no round trip */
+    uint64_t lease_calls;                   /* script calls that took or gave back a block */
     uint64_t latency_sum_us;                /* over all four outcomes */
     uint64_t latency_buckets[RL_STATS_BUCKETS];
 } rl_limiter_stats;

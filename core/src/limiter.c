@@ -525,3 +525,10 @@ int rl_acquire_wait(rl_client *client, const rl_request *request, const rl_wait 
         if ((rc = rl_sleep(out->retry_after_ms > 0 ? out->retry_after_ms : 1, wait))) return rc;
     }
 }
+
+int rl_leases_give_back(rl_client *client, const char *name)
+{
+    (void)name;
+    if (!client) return RL_ERR_INVALID;
+    return RL_OK; /* leases: not yet taken by this build */
+}
