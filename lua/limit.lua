@@ -9,13 +9,38 @@
 --          limit, period_ms, burst for each rate
 -- op       0 acquire, 1 peek (writes nothing), 2 reserve (book a slot up
 --          to max_wait_ms away), 3 acquire up to `permits` (as many as all
---          rates allow, at least 1), 4 refund (give `permits` back)
+--          rates allow, at least 1), 4 refund (give `permits` back),
+--          5 lease (a block of up to `permits`, valid up to max_wait_ms),
+--          6 give back (`permits` unused of a lease; ARGV after the rate
+--          triples: the lease's handles in rate order)
 -- reply    {allowed, limit, remaining, retry_after_ms, reset_after_ms,
 --          wait_ms, granted, rate_index}: the rate that binds reports
 --          limit and remaining (the smallest remaining; when denied, the
---          denial with the longest retry_after_ms), rate_index from 0
-local ACQUIRE, PEEK, RESERVE, UP_TO, REFUND = 0, 1, 2, 3, 4
+--          denial with the longest retry_after_ms), rate_index from 0.
+--          A lease replies wait_ms = its validity (ms) and granted = the
+--          block, then one opaque handle per rate; a give back, granted =
+--          what rate 0 took back.
+-- Leases (docs/semantics.md, Leases): a block is granted only if an
+-- acquire of it would pass now, and is booked as taken at the end of its
+-- validity; a give back happens only where the booking is still on top.
+local ACQUIRE, PEEK, RESERVE, UP_TO, REFUND, LEASE, GIVE_BACK = 0, 1, 2, 3, 4, 5, 6
 local ALG = {}
+-- GIVE_BACK only (a function made per call costs time): for token_bucket and
+-- leaky_bucket, whether the booking a handle names is still on top, and then
+-- (the latest time its permits may have been taken, grant time, amount before
+-- the grant, permits used)
+local bucket_booking
+if ARGV[3] == '6' then
+  bucket_booking = function(handle, stored_ts, stored_amount, same_period, permits, now)
+    local ts, amount, before, g, block = string.match(handle, '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+)$')
+    ts, g, block = tonumber(ts), tonumber(g), tonumber(block)
+    if not ts or tonumber(stored_ts) ~= ts or tonumber(stored_amount) ~= tonumber(amount) or not same_period
+        or permits > block or now < g then
+      return nil
+    end
+    return math.min(now, ts), g, tonumber(before), block - permits
+  end
+end
 -- only the algorithm asked for is made (a closure per call costs time)
 local algorithm = ARGV[2]
 if algorithm == 'fixed_window' then
@@ -39,7 +64,7 @@ if now == 0 then
 end
 local decide = ALG[algorithm]
 local op, permits, max_wait, initial = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-if #KEYS == 1 and op ~= UP_TO then
+if #KEYS == 1 and op ~= UP_TO and op < LEASE then
   -- one rate: it binds, and no tables or closures for combining rates
   local r, write = decide(KEYS[1], now, {limit = tonumber(ARGV[7]), period = tonumber(ARGV[8]),
                                          burst = tonumber(ARGV[9])}, permits, op, max_wait, initial)
@@ -95,6 +120,42 @@ local function combine(replies, ok, granted)
   return {1, r[2], remaining, -1, reset, wait, granted, pick - 1}
 end
 
+if op == LEASE then
+  local probe, _, ok = decide_all(1, PEEK)
+  if ok then
+    -- never more than half of what is left, 1 near the limit
+    local avail = probe[1][3]
+    for _, r in ipairs(probe) do avail = math.min(avail, r[3]) end
+    local block = math.min(permits, math.max(1, math.floor(avail / 2)))
+    local replies, writes = {}, {}
+    for i = 1, #KEYS do
+      replies[i], writes[i] = decide(KEYS[i], now, rates[i], block, LEASE, max_wait, initial)
+      -- unreachable (a peek of 1 passed and the block is at most what is left): never book part of it
+      if replies[i][1] == 0 then return redis.error_reply('ERR lease: rate ' .. i .. ' refused the block') end
+    end
+    local valid = max_wait
+    for i = 1, #KEYS do
+      writes[i]()
+      valid = math.min(valid, replies[i][6])
+    end
+    local r = combine(replies, true, block)
+    r[6] = valid -- a rate booked for longer is only stricter
+    for i = 1, #KEYS do r[8 + i] = replies[i][7] end
+    return r
+  end
+  -- denied as an acquire of one, which (as any call) starts a new entity's refill
+  permits, op = 1, ACQUIRE
+elseif op == GIVE_BACK then
+  local replies = {}
+  for i = 1, #KEYS do
+    local write
+    replies[i], write = decide(KEYS[i], now, rates[i], permits, GIVE_BACK, 0, initial, ARGV[6 + 3 * #KEYS + i])
+    if write then write() end
+  end
+  local r = combine(replies, true, replies[1][7])
+  r[6] = 0
+  return r
+end
 if op == UP_TO then
   local probe, _, ok = decide_all(1, PEEK)
   if ok then

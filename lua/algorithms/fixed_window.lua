@@ -4,7 +4,10 @@
 -- State: hash {start = window start (ms), count = permits taken}.
 -- A rate change keeps the count and the window's start; the window then
 -- ends at start + the new period.
-ALG.fixed_window = function(key, now_us, r, permits, op)
+-- LEASE: the block is counted in the window and valid no later than its
+-- last ms (a block never outlives its window). Handle "<start>:<count>";
+-- GIVE_BACK takes the unused permits out of the same window while it lasts.
+ALG.fixed_window = function(key, now_us, r, permits, op, max_wait, _, handle)
   local now, limit, period = math.floor(now_us / 1000), r.limit, r.period
   local state = redis.call('HMGET', key, 'start', 'count')
   local start, count = tonumber(state[1]), tonumber(state[2])
@@ -18,6 +21,13 @@ ALG.fixed_window = function(key, now_us, r, permits, op)
     redis.call('PEXPIRE', key, window_left)
   end
 
+  if op == GIVE_BACK then
+    local h_start = tonumber(string.match(handle, '^(%-?%d+):%-?%d+$'))
+    local on_top = h_start == start and count >= permits
+    if on_top then count = count - permits end
+    return {1, limit, math.max(0, limit - count), -1, count > 0 and window_left or 0, 0, on_top and permits or 0},
+      on_top and write or nil
+  end
   if op == REFUND then
     count = math.max(0, count - permits)
     return {1, limit, math.max(0, limit - count), -1, count > 0 and window_left or 0, 0}, write
@@ -29,5 +39,9 @@ ALG.fixed_window = function(key, now_us, r, permits, op)
     return {1, limit, limit - count, -1, count > 0 and window_left or 0, 0}
   end
   count = count + permits
+  if op == LEASE then
+    return {1, limit, limit - count, -1, window_left, math.min(max_wait, window_left - 1),
+            string.format('%d:%d', start, count)}, write
+  end
   return {1, limit, limit - count, -1, window_left, 0}, write
 end

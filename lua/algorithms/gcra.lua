@@ -9,9 +9,14 @@
 -- use are kept (rounded up), as in the other buckets.
 -- RESERVE books the slot even when it lies in the future (up to max_wait_ms)
 -- and returns the wait. REFUND moves the TAT back, never before now.
+-- LEASE books the block behind the end of its validity (at most half the
+-- tolerance): TAT = max(TAT, now + validity) + block * interval, if an
+-- acquire of the block passes now. Handle "<TAT written>:<TAT before>:<block>";
+-- GIVE_BACK only while that TAT is on top: the used permits count as taken
+-- at the latest time they can have been (now, or the end of the validity).
 -- State: string "<TAT us>:<interval us>" (a bare TAT, the old layout, is read
 -- with the current interval)
-ALG.gcra = function(key, now, r, permits, op, max_wait, initial)
+ALG.gcra = function(key, now, r, permits, op, max_wait, initial, handle)
   local limit, period, burst = r.limit, r.period, r.burst
   max_wait = max_wait * 1000
   local interval = math.ceil(period * 1000 / limit)
@@ -46,9 +51,21 @@ ALG.gcra = function(key, now, r, permits, op, max_wait, initial)
   end
 
   -- its debt runs from its first call on, admitted or not
-  if starts_short and op ~= PEEK then
+  if starts_short and op ~= PEEK and op ~= GIVE_BACK then
     t = tat
     write()
+  end
+  if op == GIVE_BACK then
+    local h_tat, h_from, h_block = string.match(handle, '^(%d+):(%d+):(%d+)$')
+    h_tat, h_block = tonumber(h_tat), tonumber(h_block)
+    local given, on_top = 0, false
+    t = tat
+    if h_tat and stored and tonumber(string.match(stored, '^%d+')) == h_tat and stored_interval == interval and permits <= h_block then
+      t = math.min(h_tat - permits * interval, max(tonumber(h_from), now) + (h_block - permits) * interval)
+      given, on_top = permits, true
+    end
+    return {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, max(0, ceil((t - now) / 1000)), 0, given},
+      on_top and write or nil
   end
   if op == REFUND then
     t = max(now, tat - permits * interval)
@@ -67,6 +84,12 @@ ALG.gcra = function(key, now, r, permits, op, max_wait, initial)
   end
   if op == PEEK then
     return {1, burst, max(0, floor((now - (tat - tolerance)) / interval)), -1, ceil((tat - now) / 1000), 0}
+  end
+  if op == LEASE then
+    local valid = math.min(max_wait / 1000, floor(tolerance / 2000)) -- ms (max_wait is in us here)
+    t = max(tat, now + valid * 1000) + interval * permits
+    return {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, ceil((t - now) / 1000), valid,
+            string.format('%d:%d:%d', t, tat, permits)}, write
   end
   t = new_tat
   return {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, ceil((t - now) / 1000), ceil(wait / 1000)},

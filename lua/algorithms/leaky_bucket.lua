@@ -9,8 +9,14 @@
 -- water already in it and told how long until that has drained (smooth
 -- outflow, no retry storm); it is refused if the queue is full or the wait
 -- would exceed max_wait_ms. REFUND takes permits back out of the bucket.
+-- LEASE pours the block in as of the end of its validity (at most half the
+-- period): the water is stored as of ts = now + validity, and a state whose
+-- ts is ahead is read back to now (the water that drains to it by ts).
+-- Handle "<ts>:<water>:<water before>:<now>:<block>"; GIVE_BACK only while
+-- that booking is on top: the used permits count as poured at the latest
+-- time they can have been (now, or the end of the validity).
 -- State: hash {water = permits * period, ts = last update (ms), period}
-ALG.leaky_bucket = function(key, now_us, r, permits, op, max_wait, initial)
+ALG.leaky_bucket = function(key, now_us, r, permits, op, max_wait, initial, handle)
   local now, capacity, period = math.floor(now_us / 1000), r.limit, r.period
   local full = capacity * period
 
@@ -31,6 +37,9 @@ ALG.leaky_bucket = function(key, now_us, r, permits, op, max_wait, initial)
         water = water - (now - ts) * capacity
       end
       ts = now
+    elseif ts > now then
+      -- booked ahead by a lease: the water now is the one that drains to it by ts
+      water, ts = water + (ts - now) * capacity, now
     end
   end
 
@@ -43,8 +52,16 @@ ALG.leaky_bucket = function(key, now_us, r, permits, op, max_wait, initial)
     redis.call('PEXPIRE', key, max(0, ceil(water / capacity)))
   end
   -- it drains from its first call on, admitted or not
-  if starts_short and op ~= PEEK then write() end
+  if starts_short and op ~= PEEK and op ~= GIVE_BACK then write() end
 
+  if op == GIVE_BACK then
+    local at, g, before, used = bucket_booking(handle, state[2], state[1], stored_period == period, permits, now)
+    if at then -- the used permits as poured at `at`, then the drain until now
+      water = max(0, max(0, before - (at - g) * capacity) + used * period - (now - at) * capacity)
+    end
+    return {1, capacity, max(0, floor((full - water) / period)), -1, max(0, ceil(water / capacity)), 0,
+            at and permits or 0}, at and write or nil
+  end
   if op == REFUND then
     water = math.max(0, water - permits * period)
     return {1, capacity, max(0, floor((full - water) / period)), -1, max(0, ceil(water / capacity)), 0}, write
@@ -60,6 +77,18 @@ ALG.leaky_bucket = function(key, now_us, r, permits, op, max_wait, initial)
   end
   if op == PEEK then
     return {1, capacity, max(0, floor((full - water) / period)), -1, max(0, ceil(water / capacity)), 0}
+  end
+  if op == LEASE then
+    local valid = math.min(max_wait, floor(period / 2))
+    local before = water
+    water = max(0, water - valid * capacity) + pour
+    local handle_out = string.format('%d:%d:%d:%d:%d', now + valid, water, before, now, permits)
+    local reset_after = valid + ceil(water / capacity)
+    return {1, capacity, max(0, floor((full - water - valid * capacity) / period)), -1, reset_after, valid, handle_out},
+      function()
+        redis.call('HSET', key, 'water', water, 'ts', now + valid, 'period', period)
+        redis.call('PEXPIRE', key, reset_after)
+      end
   end
   water = water + pour
   return {1, capacity, max(0, floor((full - water) / period)), -1, max(0, ceil(water / capacity)), wait}, write

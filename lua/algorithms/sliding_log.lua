@@ -22,8 +22,14 @@
 -- the first acquire migrates it: exactly when its live permits span at most
 -- MIGRATE_MAX distinct ms, else the older ones count as taken at the oldest
 -- of the newest MIGRATE_MAX ms (stricter for at most one period).
+-- LEASE logs the block as ONE member at the end of its validity (at most
+-- half the period; later if the newest member is later), so it counts from
+-- before the grant until validity + period after it. Handle: that member;
+-- GIVE_BACK only while it is the newest member: it is logged again with
+-- the used permits at the latest time they can have been (now, or the end
+-- of the validity; not before the member below it).
 -- State: zset {"<ms>:<total>:<permits>:<edge>" -> ms}
-ALG.sliding_log = function(key, now_us, r, permits, op)
+ALG.sliding_log = function(key, now_us, r, permits, op, max_wait, _, handle)
   local now, limit, period = math.floor(now_us / 1000), r.limit, r.period
   local WRAP = 2000000000000000 -- totals modulo 2 x 10^15 (limit <= 10^15)
   local PURGE_MAX = 1000
@@ -115,6 +121,28 @@ ALG.sliding_log = function(key, now_us, r, permits, op)
     return entry(lo)
   end
 
+  if op == GIVE_BACK then
+    if not (newest and newest[5] == handle and permits <= newest[3] and now < newest[1] + period) then
+      return {1, limit, math.max(0, limit - count), -1, count > 0 and newest[1] + period - now or 0, 0, 0}
+    end
+    local used, below = newest[3] - permits, entry(-2)
+    local at, total = math.min(now, newest[1]), used
+    if below then
+      at = math.max(at, below[1])
+      total = below[2] + used
+      if at ~= below[1] and total >= WRAP then total = total - WRAP end
+    end
+    count = count - permits
+    local reset_after = 0
+    if used > 0 then reset_after = at + period - now elseif count > 0 then reset_after = below[1] + period - now end
+    return {1, limit, math.max(0, limit - count), -1, reset_after, 0, permits}, function()
+      redis.call('ZREM', key, newest[5])
+      if used > 0 then
+        redis.call('ZADD', key, int(at), member(at, total, used, newest[4]))
+        redis.call('PEXPIRE', key, at + period - now)
+      end
+    end
+  end
   if op == REFUND then
     local left = math.min(permits, count)
     local reset_after = 0 -- when the newest permit left slides out
@@ -145,6 +173,20 @@ ALG.sliding_log = function(key, now_us, r, permits, op)
     return {1, limit, limit - count, -1, reset_after, 0}
   end
 
+  if op == LEASE then
+    local at, total = now + math.min(max_wait, math.floor(period / 2)), permits
+    if newest then
+      at = math.max(at, newest[1])
+      total = newest[2] + permits
+      if at ~= newest[1] and total >= WRAP then total = total - WRAP end
+    end
+    local m = member(at, total, permits, edge)
+    return {1, limit, limit - count - permits, -1, at + period - now, math.min(max_wait, math.floor(period / 2)), m},
+      function()
+        redis.call('ZADD', key, int(at), m)
+        redis.call('PEXPIRE', key, at + period - now)
+      end
+  end
   return {1, limit, limit - count - permits, -1, math.max(now, newest and newest[1] or now) + period - now, 0},
     function()
       local at, total = now, permits

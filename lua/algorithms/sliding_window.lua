@@ -4,7 +4,11 @@
 -- State: hash {start = current window start (ms), cur, prev, period}.
 -- A rate change re-aligns the windows to the new period: the old estimate
 -- (rounded up) counts as taken in the new current window.
-ALG.sliding_window = function(key, now_us, r, permits, op)
+-- LEASE: the block is counted in the current window and valid no later
+-- than its last ms. Handle "<window start>"; GIVE_BACK takes the unused
+-- permits out of that window (cur, or prev once the next one began) while
+-- the period is the same.
+ALG.sliding_window = function(key, now_us, r, permits, op, max_wait, _, handle)
   local now, limit, period = math.floor(now_us / 1000), r.limit, r.period
   local state = redis.call('HMGET', key, 'start', 'cur', 'prev', 'period')
   local start, cur, prev = tonumber(state[1]), tonumber(state[2]) or 0, tonumber(state[3]) or 0
@@ -45,6 +49,23 @@ ALG.sliding_window = function(key, now_us, r, permits, op)
     redis.call('PEXPIRE', key, window_left + period)
   end
 
+  if op == GIVE_BACK then
+    local h_start = tonumber(string.match(handle, '^%-?%d+$'))
+    if stored_period ~= period or not h_start then
+      return {1, limit, remaining(), -1, reset_after(), 0, 0}
+    end
+    local given = 0
+    if h_start == start then
+      given = math.min(cur, permits)
+      cur = cur - given
+    elseif h_start + period == start then
+      given = math.min(prev, permits)
+      prev = prev - given
+    else
+      return {1, limit, remaining(), -1, reset_after(), 0, 0}
+    end
+    return {1, limit, remaining(), -1, reset_after(), 0, given}, write
+  end
   if op == REFUND then
     local from_cur = math.min(cur, permits)
     cur = cur - from_cur
@@ -70,5 +91,9 @@ ALG.sliding_window = function(key, now_us, r, permits, op)
     return {1, limit, remaining(), -1, reset_after(), 0}
   end
   cur = cur + permits
+  if op == LEASE then
+    return {1, limit, remaining(), -1, reset_after(), math.min(max_wait, window_left - 1), string.format('%d', start)},
+      write
+  end
   return {1, limit, remaining(), -1, reset_after(), 0}, write
 end

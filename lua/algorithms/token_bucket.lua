@@ -7,8 +7,15 @@
 -- (rounded down, at most the new burst) and refill at the new rate.
 -- RESERVE may take the bucket below zero (a debt the next callers wait
 -- out), bounded by max_wait_ms. REFUND adds tokens back, up to the burst.
+-- LEASE books the block as taken at the end of its validity (at most half
+-- the time to refill the bucket): the level is stored as of ts = now +
+-- validity, and a state whose ts is ahead is read back to now (the level
+-- that refills to it by ts), so nobody spends what the block may still
+-- take. Handle "<ts>:<level>:<level before>:<now>:<block>"; GIVE_BACK only
+-- while that booking is on top: the used permits count as taken at the
+-- latest time they can have been (now, or the end of the validity).
 -- State: hash {level = tokens * period, ts = last update (ms), period}
-ALG.token_bucket = function(key, now_us, r, permits, op, max_wait, initial)
+ALG.token_bucket = function(key, now_us, r, permits, op, max_wait, initial, handle)
   local now, limit, period, burst = math.floor(now_us / 1000), r.limit, r.period, r.burst
   local full = burst * period
 
@@ -30,6 +37,9 @@ ALG.token_bucket = function(key, now_us, r, permits, op, max_wait, initial)
         level = level + (now - ts) * limit
       end
       ts = now
+    elseif ts > now then
+      -- booked ahead by a lease: the level now is the one that refills to it by ts
+      level, ts = level - (ts - now) * limit, now
     end
   end
   level = math.min(level, full)
@@ -44,8 +54,16 @@ ALG.token_bucket = function(key, now_us, r, permits, op, max_wait, initial)
     redis.call('PEXPIRE', key, reset_after)
   end
   -- it refills from its first call on, admitted or not
-  if starts_short and op ~= PEEK then write() end
+  if starts_short and op ~= PEEK and op ~= GIVE_BACK then write() end
 
+  if op == GIVE_BACK then
+    local at, g, before, used = bucket_booking(handle, state[2], state[1], stored_period == period, permits, now)
+    if at then -- the used permits as taken at `at`, then the refill until now
+      level = math.min(full, math.min(full, before + (at - g) * limit) - used * period + (now - at) * limit)
+    end
+    return {1, burst, max(0, floor(level / period)), -1, max(0, ceil((full - level) / limit)), 0, at and permits or 0},
+      at and write or nil
+  end
   if op == REFUND then
     level = math.min(full, level + permits * period)
     return {1, burst, max(0, floor(level / period)), -1, max(0, ceil((full - level) / limit)), 0}, write
@@ -61,6 +79,18 @@ ALG.token_bucket = function(key, now_us, r, permits, op, max_wait, initial)
   end
   if op == PEEK then
     return {1, burst, max(0, floor(level / period)), -1, max(0, ceil((full - level) / limit)), 0}
+  end
+  if op == LEASE then
+    local valid = math.min(max_wait, floor(full / (2 * limit)))
+    local before = level
+    level = math.min(full, level + valid * limit) - need
+    local handle_out = string.format('%d:%d:%d:%d:%d', now + valid, level, before, now, permits)
+    local reset_after = valid + ceil((full - level) / limit)
+    return {1, burst, max(0, floor((level - valid * limit) / period)), -1, reset_after, valid, handle_out},
+      function()
+        redis.call('HSET', key, 'level', level, 'ts', now + valid, 'period', period)
+        redis.call('PEXPIRE', key, reset_after)
+      end
   end
   level = level - need
   return {1, burst, max(0, floor(level / period)), -1, max(0, ceil((full - level) / limit)), wait}, write

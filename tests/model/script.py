@@ -1,0 +1,42 @@
+"""lua/limit.lua assembled as the builds embed it (cmake/embed_lua.cmake:
+each "--@include <path>" line is replaced by that file, relative to lua/),
+and called directly with EVALSHA: for the script ops no binding sends yet
+(5 LEASE, 6 GIVE_BACK) and for checking the script against the model."""
+import hashlib
+import pathlib
+import re
+from typing import List, Optional, Sequence
+
+import limiter_model as m
+
+LUA = pathlib.Path(__file__).resolve().parents[2] / "lua"
+OPS = {"acquire": 0, "peek": 1, "reserve": 2, "acquire_up_to": 3, "refund": 4, "lease": 5, "give_back": 6}
+
+
+def text(name: str = "limit") -> str:
+    out = (LUA / f"{name}.lua").read_text()
+    for line in re.findall(r"--@include [^\n]+", out):
+        out = out.replace(line + "\n", (LUA / line[len("--@include "):]).read_text())
+    return out
+
+
+def sha1(name: str = "limit") -> str:
+    return hashlib.sha1(text(name).encode()).hexdigest()
+
+
+class Limit:
+    """EVALSHA of the limit script on one redis-py connection."""
+
+    def __init__(self, r):
+        self.r = r
+        self.sha = r.script_load(text())
+
+    def call(self, keys: Sequence[str], spec: m.Spec, op: str, permits: int, now_ms: int, max_wait_ms: int = 0,
+             handles: Optional[List[str]] = None) -> list:
+        initial = -1 if spec.initial_tokens is None else spec.initial_tokens
+        args = [now_ms, spec.algorithm, OPS[op], permits, max_wait_ms, initial]
+        for rate in spec.rates:
+            args += [rate.limit, rate.period, rate.capacity(spec.algorithm)]
+        args += handles or []
+        reply = self.r.evalsha(self.sha, len(keys), *keys, *args)
+        return [x.decode() if isinstance(x, bytes) else x for x in reply]
