@@ -54,6 +54,7 @@ static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
     rl_completion c;
     if (r->silent) return;
     if (r->wait) rl_wait_ended(a, r, status);
+    if (r->lease) rl_lease_async_failed(a->client, r, status); /* its LEASE got no reply */
     memset(&c, 0, sizeof c);
     c.tag = r->tag;
     c.status = status;
@@ -83,7 +84,12 @@ static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
         case REQ_POP:
             break;
         default:
-            c.status = rl_decode_result(reply, &c.result);
+            if (r->decided) {
+                c.status = r->decided_status;
+                c.result = r->result;
+            } else {
+                c.status = rl_decode_result(reply, &c.result);
+            }
         }
     }
     if (r->kind == REQ_POP) { /* taken from Redis: handed over even with an error */
@@ -456,6 +462,8 @@ static void handle_reply(rl_async *a, aconn *ac, areq *r, redisReply *reply)
             rl_async_finish(a, r, RL_ERR_REDIS, NULL);
         } else if (r->wait) {
             rl_wait_reply(a, r, reply);
+        } else if (r->lease) {
+            if (!rl_lease_async_reply(a, r, reply)) rl_async_finish(a, r, RL_OK, reply);
         } else {
             rl_async_finish(a, r, RL_OK, reply);
         }
@@ -617,6 +625,8 @@ static int64_t expire(rl_async *a, int64_t now)
     a->waiting = still;
     int64_t retry = rl_wait_expire(a, now);
     if (retry >= 0) NEXT(retry);
+    int64_t lease_due = rl_leases_tick(a, now);
+    if (lease_due >= 0) NEXT(lease_due);
     return next;
 #undef NEXT
 }

@@ -19,6 +19,7 @@ typedef enum {
 } req_kind;
 
 struct aconn;
+struct lease;
 
 /* One wake-up channel subscribed on a server's subscriber connection. */
 typedef struct achannel {
@@ -69,6 +70,12 @@ typedef struct areq {
     int reserved;         /* its completion has room in target.queue (rl_completions_reserve) */
     int failed;           /* failed before it could be sent: completed with this status */
     char failure[200];    /* its message; or the last redirect or retry's reply */
+    struct lease *lease;  /* a LEASE fetching this lease's next block (lease.c) */
+    rl_op lease_op;
+    int64_t lease_sent_ms;
+    int decided;          /* result (and decided_status) hold its decision already */
+    int decided_status;
+    rl_result result;
     rl_cmd cmd;           /* last: a new request zeroes what comes before only (cmd is 2 KB) */
 } areq;
 
@@ -167,6 +174,24 @@ void rl_async_dispatch(rl_async *a, areq *r);
 void rl_async_finish(rl_async *a, areq *r, int status, const redisReply *reply);
 /* fails what is in flight on ac (it may have run: never sent again) */
 void rl_async_conn_drop(rl_async *a, aconn *ac, int status);
+
+/* submit.c: hands r to the I/O thread (started if need be; its completion
+ * room already reserved); on failure (closing) r is freed, its room kept */
+int rl_async_send(rl_client *c, areq *r);
+/* starts the I/O thread if need be and has it look at its timers again */
+void rl_async_poke(rl_client *c);
+
+/* lease.c: the asynchronous side of leases */
+/* RL_OK when submitted through a lease (decided, parked or fetching), an
+ * error, or RL_LEASE_NOT_TAKEN: send it as without a lease */
+#define RL_LEASE_NOT_TAKEN 1
+int rl_lease_submit(rl_client *c, const rl_request *req, uint64_t tag, const rl_target *target);
+/* the reply to r's LEASE: 1 when r was sent again (a plain acquire), else
+ * r->decided holds its decision */
+int rl_lease_async_reply(rl_async *a, areq *r, const redisReply *reply);
+void rl_lease_async_failed(rl_client *c, areq *r, int status);
+/* the timer: gives back expired blocks; the next time to look, or -1 */
+int64_t rl_leases_tick(rl_async *a, int64_t now);
 
 /* waits.c: the I/O thread's side of the waits */
 void rl_wait_begin(rl_async *a, areq *r);

@@ -43,6 +43,7 @@ static void free_client(rl_client *c)
     rl_url_free(&c->url);
     rl_stats_free(c->stats);
     rl_config_cache_free(c->configs);
+    rl_leases_free(c->leases);
     free(c->prefix);
     pthread_cond_destroy(&c->discovered);
     pthread_mutex_destroy(&c->topology);
@@ -128,7 +129,8 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
     c->prefix = strdup(options->key_prefix);
     c->options.key_prefix = c->prefix;
     c->configs = rl_config_cache_new();
-    if (!c->prefix || !c->configs) {
+    c->leases = rl_leases_new();
+    if (!c->prefix || !c->configs || !c->leases) {
         free_client(c);
         return rl_fail(RL_ERR_NOMEM, "out of memory");
     }
@@ -180,6 +182,7 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
 void rl_client_close(rl_client *client)
 {
     if (!client) return;
+    rl_leases_give_back(client, NULL); /* bounded by the command timeout */
     rl_fork_untrack(&client->fork_hooks);
     rl_async_stop(client);
     free_client(client);

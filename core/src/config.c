@@ -90,8 +90,14 @@ static int cache_get(rl_config_cache *cache, const char *name, int64_t max_age_m
     return hit;
 }
 
-static void cache_put(rl_config_cache *cache, const char *name, int found, const rl_spec *spec)
+static int same_spec(const rl_spec *a, const rl_spec *b);
+
+/* Caches what is stored for name; a spec that changed (or went) ends this
+ * client's leases of that name, their rest given back. */
+static void cache_put(rl_client *client, const char *name, int found, const rl_spec *spec)
 {
+    rl_config_cache *cache = client->configs;
+    int changed = 0;
     unsigned b = bucket_of(name);
     pthread_mutex_lock(&cache->mutex);
     cache_entry *e = cache->buckets[b];
@@ -101,17 +107,20 @@ static void cache_put(rl_config_cache *cache, const char *name, int found, const
         size_t len = strlen(name);
         if ((e = malloc(sizeof *e + len + 1))) {
             memcpy(e->name, name, len + 1);
+            e->found = 0;
             e->next = cache->buckets[b];
             cache->buckets[b] = e;
             cache->count++;
         }
     }
     if (e) {
+        changed = e->found && (!found || !same_spec(&e->spec, spec));
         e->found = found;
         if (found) e->spec = *spec;
         e->fetched_ms = rl_monotonic_ms();
     }
     pthread_mutex_unlock(&cache->mutex);
+    if (changed) rl_leases_end(client, name, NULL, 1);
 }
 
 /* ---- the stored form --------------------------------------------------- */
@@ -219,7 +228,7 @@ static int fetch(rl_client *client, const char *name, int *found, rl_spec *spec)
     if (rc) return rc;
     rc = parse_stored(name, reply, found, spec);
     freeReplyObject(reply);
-    if (rc == RL_OK) cache_put(client->configs, name, *found, spec);
+    if (rc == RL_OK) cache_put(client, name, *found, spec);
     return rc;
 }
 
@@ -256,7 +265,7 @@ static int store(rl_client *client, const char *name, const rl_spec *spec, int i
     freeReplyObject(reply);
     if (rc) return rc;
     if (set) *set = done == 1;
-    if (done == 1) cache_put(client->configs, name, 1, spec);
+    if (done == 1) cache_put(client, name, 1, spec);
     return RL_OK;
 }
 
@@ -299,7 +308,7 @@ int rl_config_delete(rl_client *client, const char *name, int *deleted)
     freeReplyObject(reply);
     if (rc) return rc;
     if (deleted) *deleted = n > 0;
-    cache_put(client->configs, name, 0, NULL);
+    cache_put(client, name, 0, NULL);
     return RL_OK;
 }
 

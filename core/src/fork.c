@@ -94,7 +94,8 @@ static void client_unlock(rl_fork_hooks *h)
 
 /* Pools start empty (the parent's connections are the parent's), the I/O
  * thread starts again on the first rl_submit, metrics count this process's
- * decisions; the routes and stored specs known stay. Condition variables
+ * decisions; the routes and stored specs known stay; leases are the
+ * parent's (dropped here, never given back by the child). Condition variables
  * start anew: the parent's waiters on them did not come along. */
 static void client_start_afresh(rl_fork_hooks *h)
 {
@@ -111,6 +112,7 @@ static void client_start_afresh(rl_fork_hooks *h)
         node->backoff.probing = 0;
     }
     rl_async_abandon(c);
+    rl_leases_abandon(c);
     rl_stats_free(c->stats);
     c->stats = NULL;
 }

@@ -122,6 +122,7 @@ struct rl_client {
     rl_async *async;        /* the I/O thread, started by the first rl_submit */
     struct rl_stats *stats; /* metrics (stats.c): made by the first counted decision */
     struct rl_config_cache *configs; /* stored specs (config.c) */
+    struct rl_leases *leases; /* leases (lease.c); NULL: none taken (out of memory) */
     char id[65];            /* rl_client_id: per-client quotas */
 };
 
@@ -156,6 +157,9 @@ void rl_stats_execute(rl_client *client, const rl_request *requests, size_t n, c
 void rl_stats_begin(rl_client *client, const char *name, rl_stats_mark *mark);
 void rl_stats_end(const rl_stats_mark *mark, int status, const rl_result *result);
 void rl_stats_free(rl_stats *stats);
+/* a LEASE or GIVE_BACK script call for name */
+void rl_stats_lease_call(rl_client *client, const char *name);
+
 
 /* Redis cannot be reached, did not answer in time, or is behind: the
  * on_error policy decides a rate limit. */
@@ -230,8 +234,9 @@ void rl_backoff_ok(rl_backoff *b);
 void rl_backoff_record(rl_backoff *b, int status, int max_ms);
 
 /* A command under construction: argv with owned storage. */
-/* EVALSHA sha nkeys, a key and 3 numbers per rate, 6 more numbers */
-#define RL_CMD_MAX_ARGS (3 + 4 * RL_MAX_RATES + 6)
+/* EVALSHA sha nkeys, a key and 3 numbers per rate, 6 more numbers, and
+ * (GIVE_BACK) a lease's handle per rate */
+#define RL_CMD_MAX_ARGS (3 + 5 * RL_MAX_RATES + 6)
 typedef struct {
     int argc;
     const char *argv[RL_CMD_MAX_ARGS];
@@ -314,6 +319,32 @@ int64_t rl_spec_capacity(const rl_spec *spec);
 size_t rl_spec_rates(const rl_spec *spec, rl_rate *out);
 /* rate.c: "4/minute", "5/30 seconds", "3/500ms" (snprintf's return) */
 int rl_format_rate(char *buf, size_t size, int64_t limit, int64_t period_ms);
+
+/* ---- leases (lease.c) ---- */
+
+typedef struct rl_leases rl_leases;
+rl_leases *rl_leases_new(void);
+void rl_leases_free(rl_leases *leases);
+/* in a forked child: the parent's leases are the parent's */
+void rl_leases_abandon(rl_client *client);
+/* req is decided through this client's leases (lease_ms, acquire or up to,
+ * Redis time) */
+int rl_lease_applies(const rl_client *client, const rl_request *req);
+/* What a batch does with each request (rl_leases_plan). */
+enum { RL_PLAN_PLAIN = 0, RL_PLAN_FETCH = 1, RL_PLAN_DONE = 2 };
+/* A batch's leased requests: decided from memory (DONE, result or outcome
+ * set), or fetching their block (FETCH, wants[i] permits), or PLAIN. */
+void rl_leases_plan(rl_client *client, const rl_request *requests, size_t n, rl_result *results,
+                    rl_outcome *outcomes, char *plan, int64_t *wants);
+void rl_lease_build_fetch(rl_cmd *cmd, rl_client *client, const rl_request *req, int64_t want);
+/* A blocking fetch ended (sent at sent_ms, monotonic): RL_OK with req's
+ * result, RL_LEASE_AGAIN (ask again without the lease), or an error. */
+#define RL_LEASE_AGAIN 1
+int rl_lease_fetched(rl_client *client, const rl_request *req, int status, const redisReply *reply,
+                     int64_t sent_ms, rl_result *out);
+/* Ends this client's leases of name (NULL: all) and id (NULL: all):
+ * give_back 1 sends their GIVE_BACK on the I/O thread; 0 (a reset) drops them. */
+void rl_leases_end(rl_client *client, const char *name, const char *id, int give_back);
 
 /* sync.c: the semaphore / lock / queue commands, shared with rl_submit_* (every
  * argument copied into cmd) */

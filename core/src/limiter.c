@@ -13,6 +13,7 @@
  * total stays below 2^53, where Lua's doubles are exact. Its cost does not
  * depend on limit or permits. */
 #define RL_SLIDING_LOG_MAX 1000000000000000LL
+#define RL_LEASE_MAX_MS 3600000
 
 static const char *const algorithm_names[RL_ALGORITHM_COUNT] = {
     "fixed_window", "sliding_log", "sliding_window", "token_bucket", "leaky_bucket", "gcra",
@@ -186,6 +187,7 @@ int rl_validate_request(const rl_request *req)
     } else if (req->max_wait_ms != 0) {
         return rl_fail(RL_ERR_INVALID, "max_wait_ms applies to reserve only");
     }
+    if (req->lease_ms != 0 && (rc = rl_check_range("lease_ms", req->lease_ms, 1, RL_LEASE_MAX_MS))) return rc;
     return rl_check_range("now_ms", req->now_ms, 0, RL_MAX_NOW_MS);
 }
 
@@ -260,6 +262,7 @@ int rl_decode_result(const redisReply *r, rl_result *out)
     out->granted = v[6];
     out->rate_index = (int)v[7];
     out->fallback = 0;
+    out->local = 0;
     return RL_OK;
 }
 
@@ -276,6 +279,7 @@ void rl_fallback_result(const rl_client *client, int64_t capacity, int64_t permi
     out->fallback = 1;
     out->granted = allow ? permits : 0;
     out->rate_index = 0;
+    out->local = 0;
 }
 
 /* out = req with the spec stored for its name (req->stored_spec set). */
@@ -397,39 +401,67 @@ int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_resul
 
 /* Sends the requests whose outcome is still RL_OK (all valid) and sets each
  * one's result or error; then the on_error policy decides, per request, for
- * those Redis could not be asked or did not answer in time. */
+ * those Redis could not be asked or did not answer in time. A leased request
+ * is decided from memory when it can (rl_leases_plan); else it fetches its
+ * block, or (the block too small for it) is asked again plainly. */
 static void execute(rl_client *client, const rl_request *requests, size_t n, rl_result *results,
                     rl_outcome *outcomes)
 {
-    size_t m = 0;
     /* the common single decision needs no heap for its bookkeeping */
     rl_cmd one_cmd;
     redisReply *one_reply;
     rl_outcome one_out;
     size_t one_map;
+    char one_plan = RL_PLAN_PLAIN;
+    int64_t one_want;
     rl_cmd *cmds = n == 1 ? &one_cmd : calloc(n, sizeof *cmds);
     redisReply **replies = n == 1 ? &one_reply : calloc(n, sizeof *replies);
     rl_outcome *sent = n == 1 ? &one_out : calloc(n, sizeof *sent);
     size_t *map = n == 1 ? &one_map : calloc(n, sizeof *map);
-    if (!cmds || !replies || !sent || !map) {
+    char *plan = n == 1 ? &one_plan : calloc(n, 1);
+    int64_t *wants = n == 1 ? &one_want : calloc(n, sizeof *wants);
+    if (!cmds || !replies || !sent || !map || !plan || !wants) {
         rl_fail(RL_ERR_NOMEM, "out of memory");
         for (size_t i = 0; i < n; i++) set_outcome(&outcomes[i], RL_ERR_NOMEM, "out of memory");
         goto done;
     }
+    int leased = 0;
     for (size_t i = 0; i < n; i++) {
         if (outcomes[i].status) continue;
-        map[m] = i;
-        rl_build_decision(&cmds[m++], client, &requests[i]);
+        leased |= rl_lease_applies(client, &requests[i]);
+        /* a refund ends this client's leases on the entity (their rest given back first) */
+        if (requests[i].op == RL_OP_REFUND) rl_leases_end(client, requests[i].name, requests[i].id, 1);
     }
-    if (m > 0) rl_run_each(client, cmds, m, replies, sent);
-    for (size_t j = 0; j < m; j++) {
-        size_t i = map[j];
-        outcomes[i] = sent[j];
-        if (sent[j].status) continue;
-        if (rl_decode_result(replies[j], &results[i])) set_outcome(&outcomes[i], RL_ERR_PROTOCOL, rl_errmsg());
-        freeReplyObject(replies[j]);
+    if (leased) rl_leases_plan(client, requests, n, results, outcomes, plan, wants);
+    /* a second round for fetched blocks too small for their request */
+    for (int round = 0; round < 2; round++) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (outcomes[i].status || plan[i] == RL_PLAN_DONE) continue;
+            map[m] = i;
+            if (plan[i] == RL_PLAN_FETCH) rl_lease_build_fetch(&cmds[m++], client, &requests[i], wants[i]);
+            else rl_build_decision(&cmds[m++], client, &requests[i]);
+        }
+        if (m == 0) break;
+        int64_t sent_ms = rl_monotonic_ms(); /* a block's validity counts from here */
+        rl_run_each(client, cmds, m, replies, sent);
+        for (size_t j = 0; j < m; j++) {
+            size_t i = map[j];
+            outcomes[i] = sent[j];
+            if (plan[i] == RL_PLAN_FETCH) {
+                int rc = rl_lease_fetched(client, &requests[i], sent[j].status, sent[j].status ? NULL : replies[j],
+                                          sent_ms, &results[i]);
+                plan[i] = rc == RL_LEASE_AGAIN ? RL_PLAN_PLAIN : RL_PLAN_DONE;
+                if (rc && rc != RL_LEASE_AGAIN && !sent[j].status) set_outcome(&outcomes[i], rc, rl_errmsg());
+            } else {
+                plan[i] = RL_PLAN_DONE;
+                if (!sent[j].status && rl_decode_result(replies[j], &results[i]))
+                    set_outcome(&outcomes[i], RL_ERR_PROTOCOL, rl_errmsg());
+            }
+            if (!sent[j].status) freeReplyObject(replies[j]);
+        }
+        for (size_t j = 0; j < m; j++) rl_cmd_free(&cmds[j]);
     }
-    for (size_t j = 0; j < m; j++) rl_cmd_free(&cmds[j]);
     for (size_t i = 0; i < n && client->options.on_error != RL_ON_ERROR_RAISE; i++) {
         if (!rl_unreachable(outcomes[i].status)) continue;
         /* the error stays in outcomes[i].error (and rl_errmsg()): why the policy decided */
@@ -442,6 +474,8 @@ done:
         free(replies);
         free(sent);
         free(map);
+        free(plan);
+        free(wants);
     }
 }
 
@@ -500,6 +534,8 @@ int rl_reset(rl_client *client, const char *name, const char *id, const rl_spec 
         rl_cmd_free(&cmd);
         return rc;
     }
+    /* this client's leases on the entity end, given back to nobody */
+    rl_leases_end(client, name, id, 0);
     rc = rl_run(client, &cmd, 1, &reply);
     if (rc == RL_OK) freeReplyObject(reply);
     rl_cmd_free(&cmd);
@@ -524,11 +560,4 @@ int rl_acquire_wait(rl_client *client, const rl_request *request, const rl_wait 
         if (out->retry_after_ms > left) return RL_OK;
         if ((rc = rl_sleep(out->retry_after_ms > 0 ? out->retry_after_ms : 1, wait))) return rc;
     }
-}
-
-int rl_leases_give_back(rl_client *client, const char *name)
-{
-    (void)name;
-    if (!client) return RL_ERR_INVALID;
-    return RL_OK; /* leases: not yet taken by this build */
 }

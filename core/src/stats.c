@@ -19,6 +19,7 @@ enum { OUT_ALLOWED, OUT_DENIED, OUT_FALLBACK, OUT_ERROR, OUTCOMES };
 
 struct rl_stats_entry {
     uint64_t outcomes[OUTCOMES];
+    uint64_t local_allowed, local_denied, lease_calls;
     uint64_t latency_sum_us;
     uint64_t buckets[RL_STATS_BUCKETS];
     uint64_t hash;
@@ -114,6 +115,8 @@ static void count(rl_stats_entry *e, int status, const rl_result *result, int64_
                                      : OUT_DENIED;
     if (us < 0) us = 0;
     __atomic_fetch_add(&e->outcomes[outcome], 1, __ATOMIC_RELAXED);
+    if (outcome <= OUT_DENIED && result->local)
+        __atomic_fetch_add(result->allowed ? &e->local_allowed : &e->local_denied, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&e->latency_sum_us, (uint64_t)us, __ATOMIC_RELAXED);
     __atomic_fetch_add(&e->buckets[bucket_of(us)], 1, __ATOMIC_RELAXED);
 }
@@ -147,6 +150,12 @@ void rl_stats_end(const rl_stats_mark *mark, int status, const rl_result *result
     if (mark->entry && status != RL_ERR_INVALID) count(mark->entry, status, result, now_us() - mark->start_us);
 }
 
+void rl_stats_lease_call(rl_client *client, const char *name)
+{
+    rl_stats *s = table(client);
+    if (s) __atomic_fetch_add(&entry_for(s, name)->lease_calls, 1, __ATOMIC_RELAXED);
+}
+
 void rl_stats_free(rl_stats *s)
 {
     if (!s) return;
@@ -161,6 +170,9 @@ static void copy_entry(const rl_stats_entry *e, rl_limiter_stats *out)
     out->denied = __atomic_load_n(&e->outcomes[OUT_DENIED], __ATOMIC_RELAXED);
     out->fallback = __atomic_load_n(&e->outcomes[OUT_FALLBACK], __ATOMIC_RELAXED);
     out->errors = __atomic_load_n(&e->outcomes[OUT_ERROR], __ATOMIC_RELAXED);
+    out->local_allowed = __atomic_load_n(&e->local_allowed, __ATOMIC_RELAXED);
+    out->local_denied = __atomic_load_n(&e->local_denied, __ATOMIC_RELAXED);
+    out->lease_calls = __atomic_load_n(&e->lease_calls, __ATOMIC_RELAXED);
     out->latency_sum_us = __atomic_load_n(&e->latency_sum_us, __ATOMIC_RELAXED);
     for (int b = 0; b < RL_STATS_BUCKETS; b++) out->latency_buckets[b] = __atomic_load_n(&e->buckets[b], __ATOMIC_RELAXED);
 }

@@ -108,11 +108,42 @@ static areq *new_request(req_kind kind, uint64_t tag, const rl_target *target)
     return r;
 }
 
-/* r is not queued after all: its completion's room goes back. */
-static void discard(areq *r)
+int rl_async_send(rl_client *c, areq *r)
 {
-    if (r->reserved) rl_completions_unreserve(r->target.queue);
-    rl_async_req_free(r);
+    int rc;
+    if (r) r->deadline_ms = rl_monotonic_ms() + c->options.command_timeout_ms;
+
+    /* the common case takes no lock: the threads run */
+    rl_async *a = __atomic_load_n(&c->async, __ATOMIC_ACQUIRE);
+    if (!a) {
+        pthread_mutex_lock(&c->topology);
+        if (!c->async && (rc = async_start(c))) {
+            pthread_mutex_unlock(&c->topology);
+            if (r) rl_async_req_free(r);
+            return rc;
+        }
+        a = c->async;
+        pthread_mutex_unlock(&c->topology);
+    }
+
+    pthread_mutex_lock(&a->mutex);
+    if (a->closing) {
+        pthread_mutex_unlock(&a->mutex);
+        if (r) rl_async_req_free(r);
+        return rl_fail(RL_ERR_CLOSED, "the client is closing");
+    }
+    if (r) list_push(&a->submitted, r);
+    int sleeping = a->sleeping;
+    a->sleeping = 0; /* one wake-up is enough for everyone until it runs */
+    pthread_mutex_unlock(&a->mutex);
+    if (sleeping) rl_async_wake(a);
+    return RL_OK;
+}
+
+/* r NULL: only the start and the wake-up */
+void rl_async_poke(rl_client *c)
+{
+    rl_async_send(c, NULL);
 }
 
 /* Hands a built request to the I/O thread (started on first use). */
@@ -125,33 +156,10 @@ static int queue_request(rl_client *c, areq *r, int build_rc)
         rl_async_req_free(r);
         return rc;
     }
-    r->deadline_ms = rl_monotonic_ms() + c->options.command_timeout_ms;
-
-    /* the common case takes no lock: the threads run */
-    rl_async *a = __atomic_load_n(&c->async, __ATOMIC_ACQUIRE);
-    if (!a) {
-        pthread_mutex_lock(&c->topology);
-        if (!c->async && (rc = async_start(c))) {
-            pthread_mutex_unlock(&c->topology);
-            discard(r);
-            return rc;
-        }
-        a = c->async;
-        pthread_mutex_unlock(&c->topology);
-    }
-
-    pthread_mutex_lock(&a->mutex);
-    if (a->closing) {
-        pthread_mutex_unlock(&a->mutex);
-        discard(r);
-        return rl_fail(RL_ERR_CLOSED, "the client is closing");
-    }
-    list_push(&a->submitted, r);
-    int sleeping = a->sleeping;
-    a->sleeping = 0; /* one wake-up is enough for everyone until it runs */
-    pthread_mutex_unlock(&a->mutex);
-    if (sleeping) rl_async_wake(a);
-    return RL_OK;
+    int reserved = r->reserved;
+    rl_completions *queue = r->target.queue;
+    if ((rc = rl_async_send(c, r)) && reserved) rl_completions_unreserve(queue);
+    return rc;
 }
 
 int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_target *target)
@@ -176,6 +184,10 @@ int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_ta
     }
     if (request->stored_spec) request = &resolved;
     if ((rc = rl_validate_request(request))) return rc;
+    if (rl_lease_applies(c, request) && (rc = rl_lease_submit(c, request, tag, target)) != RL_LEASE_NOT_TAKEN)
+        return rc;
+    /* a refund ends this client's leases on the entity (their rest given back first) */
+    if (request->op == RL_OP_REFUND) rl_leases_end(c, request->name, request->id, 1);
     if (!(r = new_request(REQ_DECISION, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
     r->capacity = rl_spec_capacity(&request->spec);
     r->permits = request->permits;
@@ -335,7 +347,9 @@ int rl_submit_reset(rl_client *c, const char *name, const char *id, const rl_spe
 {
     int rc;
     areq *r = count_request(c, REQ_COUNT, tag, target, &rc);
-    return r ? queue_request(c, r, rl_build_reset(&r->cmd, c, name, id, spec)) : rc;
+    if (!r) return rc;
+    if ((rc = rl_build_reset(&r->cmd, c, name, id, spec)) == RL_OK) rl_leases_end(c, name, id, 0);
+    return queue_request(c, r, rc);
 }
 
 int rl_submit_semaphore_info(rl_client *c, const char *name, int64_t permits_max, uint64_t tag,

@@ -1,0 +1,821 @@
+/* Leases (docs/semantics.md, "Leases"): a client takes permits from Redis
+ * in blocks (limit.lua's LEASE op), decides from memory until the block is
+ * used or its validity ends, and gives back what is left (GIVE_BACK).
+ *
+ * One table per client under one mutex, held only to read or change an
+ * entry: a local decision takes that lock, allocates nothing and sends
+ * nothing. An entry is one (name, id, spec, lease_ms): its block, the next
+ * block's size, the fetch in progress (single flight: blocking callers wait
+ * on a condition variable, submissions park on the entry) and a denial it
+ * remembers. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "async.h"
+
+#define OP_LEASE 5
+#define OP_GIVE_BACK 6
+#define BUCKETS 1024
+/* past it, new keys are decided by Redis as without a lease (hostile ids
+ * cannot grow memory) */
+#define MAX_ENTRIES 100000
+#define MAX_BLOCK ((int64_t)1 << 20)
+#define HANDLE_MAX 120
+/* an entry with nothing in hand and unused this long is freed */
+#define IDLE_FREE_MS 10000
+
+/* A submission waiting for the fetch in progress. */
+typedef struct parked {
+    struct parked *next;
+    uint64_t tag;
+    rl_target target; /* room in target.queue reserved */
+    int64_t permits, capacity;
+    rl_op op;
+    rl_stats_mark stats;
+} parked;
+
+typedef struct lease {
+    struct lease *next;
+    uint64_t hash;
+    char *name, *id;
+    rl_spec spec;
+    int64_t lease_ms;
+    int64_t last_used_ms;
+    int users; /* blocking callers waiting on it: not freed meanwhile */
+    /* the block: left of block permits, decided on until valid_until_ms
+     * (monotonic, from before the LEASE was sent) */
+    int64_t block, left, taken_at_ms, valid_until_ms;
+    rl_result grant; /* the LEASE reply: limit, remaining for others, reset_after, rate_index */
+    int nhandles;
+    char handles[RL_MAX_RATES][HANDLE_MAX + 1];
+    int64_t size; /* the next block asked for */
+    /* single flight */
+    int fetching;
+    const void *fetcher;        /* the blocking batch fetching; NULL: a submission */
+    unsigned fetches;           /* fetches ended so far */
+    int fetch_status;           /* how the last one ended */
+    char fetch_error[200];
+    unsigned generation, fetch_generation; /* a reset drops what an older fetch brings */
+    parked *parked;
+    /* a denial remembered: calls needing >= denied_permits are denied until denied_until_ms */
+    int64_t denied_permits, denied_at_ms, denied_until_ms;
+    rl_result denial;
+} lease;
+
+struct rl_leases {
+    pthread_mutex_t mutex;
+    pthread_cond_t fetched;
+    size_t count;
+    int64_t next_due_ms; /* the timer's next look (0: nothing to watch) */
+    lease *buckets[BUCKETS];
+};
+
+rl_leases *rl_leases_new(void)
+{
+    rl_leases *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    pthread_mutex_init(&t->mutex, NULL);
+    pthread_cond_init(&t->fetched, NULL);
+    return t;
+}
+
+static void free_entry(lease *e)
+{
+    free(e->name);
+    free(e->id);
+    free(e);
+}
+
+void rl_leases_free(rl_leases *t)
+{
+    if (!t) return;
+    for (int b = 0; b < BUCKETS; b++)
+        for (lease *e = t->buckets[b], *next; e; e = next) {
+            next = e->next;
+            free_entry(e); /* nothing is parked: every fetch completed before the close freed us */
+        }
+    pthread_cond_destroy(&t->fetched);
+    pthread_mutex_destroy(&t->mutex);
+    free(t);
+}
+
+/* A forked child drops the parent's leases without giving back (the
+ * parent owns them) and starts an empty table. */
+void rl_leases_abandon(rl_client *c)
+{
+    if (c->leases) rl_fork_leave(c->leases);
+    c->leases = rl_leases_new();
+}
+
+int rl_lease_applies(const rl_client *c, const rl_request *req)
+{
+    return req->lease_ms > 0 && req->now_ms == 0 && c->leases &&
+           (req->op == RL_OP_ACQUIRE || req->op == RL_OP_ACQUIRE_UP_TO);
+}
+
+/* ---- the table -------------------------------------------------------------- */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t len)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < len; i++) h = (h ^ s[i]) * 1099511628211ULL;
+    return h;
+}
+
+static uint64_t hash_of(const rl_request *req)
+{
+    rl_rate rates[RL_MAX_RATES];
+    size_t n = rl_spec_rates(&req->spec, rates);
+    uint64_t h = fnv(14695981039346656037ULL, req->name, strlen(req->name) + 1);
+    h = fnv(h, req->id, strlen(req->id) + 1);
+    h = fnv(h, rates, n * sizeof rates[0]);
+    int64_t rest[4] = {req->spec.algorithm, req->spec.initial_tokens, req->spec.scope, req->lease_ms};
+    return fnv(h, rest, sizeof rest);
+}
+
+static int same_rates(const rl_spec *a, const rl_spec *b)
+{
+    rl_rate ra[RL_MAX_RATES], rb[RL_MAX_RATES];
+    size_t na = rl_spec_rates(a, ra), nb = rl_spec_rates(b, rb);
+    return a->algorithm == b->algorithm && a->initial_tokens == b->initial_tokens && a->scope == b->scope &&
+           na == nb && !memcmp(ra, rb, na * sizeof ra[0]);
+}
+
+/* The entry for req, made if new; NULL when the table is full or memory out. */
+static lease *entry_for(rl_leases *t, const rl_request *req, int64_t now)
+{
+    uint64_t h = hash_of(req);
+    lease **slot = &t->buckets[h % BUCKETS];
+    for (lease *e = *slot; e; e = e->next)
+        if (e->hash == h && e->lease_ms == req->lease_ms && !strcmp(e->name, req->name) && !strcmp(e->id, req->id) &&
+            same_rates(&e->spec, &req->spec))
+            return e;
+    if (t->count >= MAX_ENTRIES) return NULL;
+    lease *e = calloc(1, sizeof *e);
+    if (!e || !(e->name = strdup(req->name)) || !(e->id = strdup(req->id))) {
+        if (e) free_entry(e);
+        return NULL;
+    }
+    e->hash = h;
+    e->spec = req->spec;
+    e->lease_ms = req->lease_ms;
+    e->size = req->op == RL_OP_ACQUIRE ? req->permits : 1;
+    e->last_used_ms = now;
+    e->next = *slot;
+    *slot = e;
+    t->count++;
+    return e;
+}
+
+/* ---- commands ----------------------------------------------------------------- */
+
+static void entry_request(const lease *e, rl_request *req, rl_op op, int64_t permits, int64_t max_wait)
+{
+    memset(req, 0, sizeof *req);
+    req->name = e->name;
+    req->id = e->id;
+    req->spec = e->spec;
+    req->op = op;
+    req->permits = permits;
+    req->max_wait_ms = max_wait;
+}
+
+static void build_lease(rl_cmd *cmd, rl_client *c, const lease *e, int64_t want)
+{
+    rl_request req;
+    entry_request(e, &req, (rl_op)OP_LEASE, want, e->lease_ms);
+    rl_build_decision(cmd, c, &req);
+    rl_stats_lease_call(c, e->name);
+}
+
+/* GIVE_BACK of the block's unused permits, with its handles. */
+static void build_give_back(rl_cmd *cmd, rl_client *c, const lease *e)
+{
+    rl_request req;
+    entry_request(e, &req, (rl_op)OP_GIVE_BACK, e->left, 0);
+    rl_build_decision(cmd, c, &req);
+    for (int i = 0; i < e->nhandles; i++) rl_cmd_copy(cmd, e->handles[i], strlen(e->handles[i]));
+    rl_stats_lease_call(c, e->name);
+}
+
+/* ---- the block ------------------------------------------------------------------ */
+
+/* Worth a GIVE_BACK: permits unused, or time booked that was not used
+ * (the buckets book the block's validity ahead). */
+static int worth_giving_back(const lease *e, int64_t now)
+{
+    return e->block > 0 && (e->left > 0 || now < e->valid_until_ms);
+}
+
+/* Ends the block in hand: the next size adapts (doubles when the block
+ * went in under half its validity, halves when more than half came back);
+ * with give_back, its GIVE_BACK as a silent request to send (NULL: none). */
+static areq *end_block(rl_client *c, lease *e, int64_t now, int give_back)
+{
+    areq *r = NULL;
+    if (e->block == 0) return NULL;
+    int64_t validity = e->valid_until_ms - e->taken_at_ms;
+    if (e->left * 2 > e->block) {
+        e->size = e->size > 1 ? e->size / 2 : 1;
+    } else if (e->left == 0 && (now - e->taken_at_ms) * 2 < validity) {
+        int64_t grown = e->size * 2, cap = e->block * 4; /* never far past what Redis grants */
+        e->size = grown < cap ? grown : cap;
+        if (e->size > MAX_BLOCK) e->size = MAX_BLOCK;
+    }
+    if (give_back && worth_giving_back(e, now) && (r = rl_async_req_new(REQ_DECISION))) {
+        r->silent = 1;
+        build_give_back(&r->cmd, c, e);
+    }
+    e->block = e->left = 0;
+    e->valid_until_ms = 0;
+    return r;
+}
+
+/* Sends silent requests (GIVE_BACK) from a caller's thread; fire and
+ * forget: one that fails is dropped (the permits stay counted: safe). */
+static void send_all(rl_client *c, areq *list)
+{
+    for (areq *r = list, *next; r; r = next) {
+        next = r->next;
+        rl_async_send(c, r);
+    }
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* n permits out of the block. */
+static void take(lease *e, int64_t n, int64_t now, int local, rl_result *out)
+{
+    e->left -= n;
+    *out = e->grant;
+    out->allowed = 1;
+    out->remaining = e->grant.remaining + e->left;
+    out->retry_after_ms = -1;
+    int64_t reset = e->grant.reset_after_ms - (now - e->taken_at_ms);
+    out->reset_after_ms = reset > 0 ? reset : 0;
+    out->wait_ms = 0;
+    out->fallback = 0;
+    out->granted = n;
+    out->local = local;
+}
+
+static void remembered_denial(const lease *e, int64_t now, rl_result *out)
+{
+    int64_t elapsed = now - e->denied_at_ms;
+    *out = e->denial;
+    out->retry_after_ms = e->denial.retry_after_ms - elapsed > 1 ? e->denial.retry_after_ms - elapsed : 1;
+    out->reset_after_ms = e->denial.reset_after_ms - elapsed > 0 ? e->denial.reset_after_ms - elapsed : 0;
+    out->local = 1;
+}
+
+static void remember_denial(lease *e, int64_t need, int64_t now, const rl_result *denial)
+{
+    e->denial = *denial;
+    e->denied_permits = need;
+    e->denied_at_ms = now;
+    e->denied_until_ms = now + min64(denial->retry_after_ms > 0 ? denial->retry_after_ms : 0, e->lease_ms);
+}
+
+static int64_t need_of(rl_op op, int64_t permits)
+{
+    return op == RL_OP_ACQUIRE_UP_TO ? 1 : permits;
+}
+
+typedef enum {
+    STEP_LOCAL, /* decided: out holds it */
+    STEP_FETCH, /* this caller fetches the next block (want) */
+    STEP_BUSY,  /* another fetch is in progress */
+    STEP_PLAIN  /* ask Redis as without a lease */
+} step;
+
+/* One decision under the table's lock. */
+static step decide(rl_client *c, lease *e, rl_op op, int64_t permits, int64_t now, const void *fetcher,
+                   rl_result *out, int64_t *want, areq **give_back)
+{
+    int64_t need = need_of(op, permits);
+    e->last_used_ms = now;
+    if (now < e->denied_until_ms && need >= e->denied_permits) {
+        remembered_denial(e, now, out);
+        return STEP_LOCAL;
+    }
+    if (now < e->valid_until_ms && e->left >= need) {
+        take(e, op == RL_OP_ACQUIRE_UP_TO ? min64(permits, e->left) : permits, now, 1, out);
+        return STEP_LOCAL;
+    }
+    if (e->fetching) return fetcher && e->fetcher == fetcher ? STEP_PLAIN : STEP_BUSY;
+    areq *r = end_block(c, e, now, 1);
+    if (r) {
+        r->next = *give_back;
+        *give_back = r;
+    }
+    e->fetching = 1;
+    e->fetcher = fetcher;
+    e->fetch_generation = e->generation;
+    *want = e->size > need ? e->size : need;
+    if (op == RL_OP_ACQUIRE_UP_TO && permits > *want) *want = min64(permits, MAX_BLOCK);
+    return STEP_FETCH;
+}
+
+/* ---- a fetch's end ------------------------------------------------------------- */
+
+/* The LEASE reply: a denial (as an ACQUIRE of 1's, block 0), or the grant
+ * with its validity, block and one handle per rate. */
+static int decode_grant(const redisReply *r, size_t nrates, rl_result *res, int64_t *v_eff, int64_t *block,
+                        char (*handles)[HANDLE_MAX + 1])
+{
+    int64_t v[8];
+    int rc;
+    if ((rc = rl_reply_int(r, 0, &v[0]))) return rc;
+    if (!v[0]) {
+        *block = 0;
+        return rl_decode_result(r, res);
+    }
+    if (r->elements != 8 + nrates) return rl_fail(RL_ERR_PROTOCOL, "a lease reply had %zu parts", r->elements);
+    for (size_t i = 1; i < 8; i++)
+        if ((rc = rl_reply_int(r, i, &v[i]))) return rc;
+    if (v[5] < 0 || v[6] < 1 || v[7] < 0 || v[7] >= (int64_t)nrates)
+        return rl_fail(RL_ERR_PROTOCOL, "a lease reply granted %lld permits for %lld ms", (long long)v[6],
+                       (long long)v[5]);
+    for (size_t i = 0; i < nrates; i++) {
+        const redisReply *h = r->element[8 + i];
+        if (h->type != REDIS_REPLY_STRING || h->len < 1 || h->len > HANDLE_MAX)
+            return rl_fail(RL_ERR_PROTOCOL, "a lease reply's handle %zu is not a short string", i);
+        memcpy(handles[i], h->str, h->len);
+        handles[i][h->len] = '\0';
+    }
+    memset(res, 0, sizeof *res);
+    res->allowed = 1;
+    res->limit = v[1];
+    res->remaining = v[2];
+    res->retry_after_ms = -1;
+    res->reset_after_ms = v[4];
+    res->rate_index = (int)v[7];
+    *v_eff = v[5];
+    *block = v[6];
+    return RL_OK;
+}
+
+/* How the fetcher's own request came out of its fetch. */
+typedef enum { GOT_RESULT, GOT_ERROR, GOT_PLAIN } got;
+
+/* Under the lock: the fetch of e ended (status, and on RL_OK its reply);
+ * sets the fetcher's result, or says it needs a plain acquire (the block
+ * is smaller than the permits it asked for). Wakes the waiters. */
+static got fetched(rl_client *c, lease *e, int status, const redisReply *reply, int64_t sent_ms, rl_op op,
+                   int64_t permits, rl_result *out, int *wake_timer)
+{
+    rl_leases *t = c->leases;
+    int64_t v_eff = 0, block = 0, now = rl_monotonic_ms();
+    got g = GOT_RESULT;
+    rl_result res;
+    if (status == RL_OK)
+        status = decode_grant(reply, e->spec.more_count + 1, &res, &v_eff, &block, e->handles);
+    e->fetching = 0;
+    e->fetcher = NULL;
+    e->fetches++;
+    e->fetch_status = status;
+    snprintf(e->fetch_error, sizeof e->fetch_error, "%s", status ? rl_errmsg() : "");
+    pthread_cond_broadcast(&t->fetched);
+    if (status) return GOT_ERROR;
+    if (!block) { /* denied */
+        remember_denial(e, 1, now, &res);
+        *out = res;
+        out->local = 0;
+        return GOT_RESULT;
+    }
+    e->denied_until_ms = 0;
+    e->block = e->left = block;
+    e->taken_at_ms = sent_ms;
+    e->valid_until_ms = sent_ms + v_eff;
+    e->grant = res;
+    e->nhandles = (int)e->spec.more_count + 1;
+    /* the fetcher's decision is Redis's, made at the grant: valid however
+     * long the reply took */
+    if (op == RL_OP_ACQUIRE_UP_TO || e->left >= permits)
+        take(e, op == RL_OP_ACQUIRE_UP_TO ? min64(permits, e->left) : permits, now, 0, out);
+    else g = GOT_PLAIN;
+    if (e->fetch_generation != e->generation) { /* reset meanwhile: the rest is dropped */
+        e->block = e->left = 0;
+        e->valid_until_ms = 0;
+    } else if (!t->next_due_ms || e->valid_until_ms < t->next_due_ms) {
+        t->next_due_ms = e->valid_until_ms;
+        *wake_timer = 1;
+    }
+    return g;
+}
+
+static void deliver(rl_client *c, const parked *p, int status, const char *error, rl_result *res)
+{
+    rl_completion done;
+    memset(&done, 0, sizeof done);
+    if (rl_unreachable(status) && c->options.on_error != RL_ON_ERROR_RAISE) {
+        rl_fallback_result(c, p->capacity, p->permits, res);
+        status = RL_OK; /* the message still says what went wrong */
+    }
+    done.tag = p->tag;
+    done.status = status;
+    if (status == RL_OK) done.result = *res;
+    if (error && *error) snprintf(done.error, sizeof done.error, "%s", error);
+    rl_stats_end(&p->stats, status, &done.result);
+    if (p->target.queue) rl_completions_push(p->target.queue, &done);
+    else p->target.fn(p->target.ctx, &done);
+}
+
+static int start_async_fetch(rl_client *c, lease *e, parked *p, int64_t want, int submitting);
+
+/* After a fetch of e ended: the parked submissions get decided from the new
+ * block (one of them fetching the next if it runs out), or with the
+ * fetch's failure. Called without the lock. */
+static void serve_parked(rl_client *c, lease *e, int wake_timer)
+{
+    rl_leases *t = c->leases;
+    parked *done = NULL, *fetcher = NULL;
+    areq *give_back = NULL;
+    rl_result results[64];
+    int statuses[64];
+    char error[200] = "";
+    int64_t want = 0;
+    size_t n = 0;
+    pthread_mutex_lock(&t->mutex);
+    int failure = e->fetching ? RL_OK : e->fetch_status;
+    snprintf(error, sizeof error, "%s", e->fetch_error);
+    parked *list = e->parked, **keep = &e->parked;
+    e->parked = NULL;
+    int64_t now = rl_monotonic_ms();
+    while (list && n < 64) {
+        parked *p = list;
+        list = p->next;
+        p->next = NULL;
+        step s = STEP_BUSY;
+        memset(&results[n], 0, sizeof results[n]);
+        if (failure) statuses[n] = failure;
+        else if ((s = decide(c, e, p->op, p->permits, now, NULL, &results[n], &want, &give_back)) == STEP_LOCAL)
+            statuses[n] = RL_OK;
+        if (s == STEP_FETCH) {
+            fetcher = p;
+        } else if (s == STEP_BUSY && !failure) {
+            *keep = p; /* waits for the next fetch */
+            keep = &p->next;
+        } else {
+            p->next = done;
+            done = p;
+            n++;
+        }
+    }
+    *keep = list; /* past 64: the next round */
+    pthread_mutex_unlock(&t->mutex);
+    send_all(c, give_back);
+    if (wake_timer) rl_async_poke(c);
+    for (parked *p = done, *next; p; p = next) {
+        next = p->next;
+        n--;
+        deliver(c, p, statuses[n], statuses[n] ? error : "", &results[n]);
+        free(p);
+    }
+    if (fetcher) start_async_fetch(c, e, fetcher, want, 0);
+    else if (list) serve_parked(c, e, 0);
+}
+
+/* The fetch of e ended with status (not sent, failed): waiters and parked
+ * submissions hear of it. */
+static void fetch_failed(rl_client *c, lease *e, int status)
+{
+    int wake = 0;
+    rl_result unused;
+    pthread_mutex_lock(&c->leases->mutex);
+    fetched(c, e, status, NULL, 0, RL_OP_ACQUIRE, 1, &unused, &wake);
+    pthread_mutex_unlock(&c->leases->mutex);
+    serve_parked(c, e, wake);
+}
+
+/* ---- the asynchronous path ----------------------------------------------------- */
+
+/* p's request, as the fetch of e's next block (want permits). submitting:
+ * rl_submit's caller hears of a failure to queue it (no completion), else
+ * p's target does. */
+static int start_async_fetch(rl_client *c, lease *e, parked *p, int64_t want, int submitting)
+{
+    areq *r = rl_async_req_new(REQ_DECISION);
+    int rc = r ? RL_OK : rl_fail(RL_ERR_NOMEM, "out of memory");
+    if (r) {
+        r->tag = p->tag;
+        r->target = p->target;
+        r->permits = p->permits;
+        r->capacity = p->capacity;
+        r->stats = p->stats;
+        r->lease = e;
+        r->lease_op = p->op;
+        r->lease_sent_ms = rl_monotonic_ms();
+        build_lease(&r->cmd, c, e, want);
+        if (r->cmd.failed) {
+            rl_async_req_free(r);
+            rc = rl_fail(RL_ERR_NOMEM, "out of memory building a command");
+        } else {
+            r->reserved = p->target.queue != NULL;
+            rc = rl_async_send(c, r); /* on failure r is freed, its room kept */
+        }
+    }
+    if (rc) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s", rl_errmsg());
+        fetch_failed(c, e, rc);
+        if (submitting) {
+            if (p->target.queue) rl_completions_unreserve(p->target.queue);
+        } else {
+            rl_result none;
+            memset(&none, 0, sizeof none);
+            deliver(c, p, rc, msg, &none);
+        }
+        rl_fail(rc, "%s", msg);
+    }
+    free(p);
+    return submitting ? rc : RL_OK;
+}
+
+int rl_lease_submit(rl_client *c, const rl_request *req, uint64_t tag, const rl_target *target)
+{
+    rl_leases *t = c->leases;
+    int64_t now = rl_monotonic_ms(), want = 0;
+    areq *give_back = NULL;
+    rl_result res;
+    int rc;
+    parked *p = malloc(sizeof *p);
+    if (!p) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    if (target->queue && (rc = rl_completions_reserve(target->queue))) {
+        free(p);
+        return rc;
+    }
+    memset(p, 0, sizeof *p);
+    p->tag = tag;
+    p->target = *target;
+    p->permits = req->permits;
+    p->capacity = rl_spec_capacity(&req->spec);
+    p->op = req->op;
+    rl_stats_begin(c, req->name, &p->stats);
+    pthread_mutex_lock(&t->mutex);
+    lease *e = entry_for(t, req, now);
+    step s = e ? decide(c, e, req->op, req->permits, now, NULL, &res, &want, &give_back) : STEP_PLAIN;
+    if (s == STEP_BUSY) {
+        p->next = e->parked;
+        e->parked = p; /* served in no particular order: each is its own decision */
+    }
+    pthread_mutex_unlock(&t->mutex);
+    send_all(c, give_back);
+    switch (s) {
+    case STEP_LOCAL:
+        deliver(c, p, RL_OK, "", &res);
+        free(p);
+        return RL_OK;
+    case STEP_BUSY:
+        return RL_OK;
+    case STEP_FETCH:
+        return start_async_fetch(c, e, p, want, 1);
+    default:
+        if (target->queue) rl_completions_unreserve(target->queue);
+        free(p);
+        return RL_LEASE_NOT_TAKEN;
+    }
+}
+
+/* The I/O thread: the reply to r's LEASE. Returns 1 when r was sent again
+ * (a plain acquire: the block is smaller than its permits); else r holds
+ * its decision (r->decided) and the caller completes it. */
+int rl_lease_async_reply(rl_async *a, areq *r, const redisReply *reply)
+{
+    rl_client *c = a->client;
+    lease *e = r->lease;
+    int wake = 0;
+    r->lease = NULL;
+    pthread_mutex_lock(&c->leases->mutex);
+    got g = fetched(c, e, RL_OK, reply, r->lease_sent_ms, r->lease_op, r->permits, &r->result, &wake);
+    pthread_mutex_unlock(&c->leases->mutex);
+    r->decided = 1;
+    r->decided_status = g == GOT_ERROR ? e->fetch_status : RL_OK;
+    if (g == GOT_PLAIN) {
+        rl_request req;
+        entry_request(e, &req, r->lease_op, r->permits, 0);
+        rl_cmd_free(&r->cmd);
+        rl_build_decision(&r->cmd, c, &req);
+        r->decided = 0;
+    }
+    serve_parked(c, e, wake);
+    if (g != GOT_PLAIN) return 0;
+    rl_async_dispatch(a, r);
+    return 1;
+}
+
+/* r's LEASE failed (timeout, connection, closing, a Redis error). */
+void rl_lease_async_failed(rl_client *c, areq *r, int status)
+{
+    lease *e = r->lease;
+    r->lease = NULL;
+    fetch_failed(c, e, status);
+}
+
+/* ---- the blocking path -------------------------------------------------------- */
+
+/* Plans a batch's leased requests: each is decided from memory (plan
+ * LEASE_DONE, its outcome and result set), or fetches its entry's next block
+ * (LEASE_FETCH, want in wants[i]), or goes to Redis as without a lease
+ * (LEASE_PLAIN). A request finding another caller's fetch in progress
+ * waits for it (up to the command timeout), unless this batch already
+ * fetches something (two batches waiting on each other's fetch would stall). */
+void rl_leases_plan(rl_client *c, const rl_request *requests, size_t n, rl_result *results, rl_outcome *outcomes,
+                    char *plan, int64_t *wants)
+{
+    rl_leases *t = c->leases;
+    areq *give_back = NULL;
+    int claimed = 0;
+    int64_t deadline = 0;
+    pthread_mutex_lock(&t->mutex);
+    for (size_t i = 0; i < n; i++) {
+        const rl_request *req = &requests[i];
+        plan[i] = RL_PLAN_PLAIN;
+        if (outcomes[i].status || !rl_lease_applies(c, req)) continue;
+        int64_t now = rl_monotonic_ms();
+        lease *e = entry_for(t, req, now);
+        if (!e) continue;
+        for (;;) {
+            step s = decide(c, e, req->op, req->permits, now, outcomes, &results[i], &wants[i], &give_back);
+            if (s == STEP_LOCAL) {
+                plan[i] = RL_PLAN_DONE;
+            } else if (s == STEP_FETCH) {
+                plan[i] = RL_PLAN_FETCH;
+                claimed = 1;
+            } else if (s == STEP_BUSY && !claimed) {
+                if (!deadline) deadline = now + c->options.command_timeout_ms;
+                unsigned seen = e->fetches;
+                e->users++;
+                struct timespec until = rl_realtime_after((int)(deadline - now > 0 ? deadline - now : 0));
+                while (e->fetching && e->fetches == seen && now < deadline) {
+                    pthread_cond_timedwait(&t->fetched, &t->mutex, &until);
+                    now = rl_monotonic_ms();
+                }
+                e->users--;
+                if (e->fetches == seen) { /* still fetching at our deadline */
+                    outcomes[i].status = RL_ERR_TIMEOUT;
+                    snprintf(outcomes[i].error, sizeof outcomes[i].error,
+                             "no block within %d ms (another caller's fetch)", c->options.command_timeout_ms);
+                    plan[i] = RL_PLAN_DONE;
+                } else if (e->fetch_status && !e->fetching) {
+                    outcomes[i].status = e->fetch_status;
+                    snprintf(outcomes[i].error, sizeof outcomes[i].error, "%s", e->fetch_error);
+                    plan[i] = RL_PLAN_DONE;
+                } else {
+                    continue; /* decide again with the new block */
+                }
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&t->mutex);
+    send_all(c, give_back);
+}
+
+/* A blocking fetch's end: request req's result in *out (status RL_OK), or
+ * RL_LEASE_AGAIN when it must be asked again without the lease. */
+int rl_lease_fetched(rl_client *c, const rl_request *req, int status, const redisReply *reply, int64_t sent_ms,
+                     rl_result *out)
+{
+    rl_leases *t = c->leases;
+    int wake = 0;
+    pthread_mutex_lock(&t->mutex);
+    lease *e = entry_for(t, req, sent_ms); /* fetching: it is there */
+    got g = e ? fetched(c, e, status, reply, sent_ms, req->op, req->permits, out, &wake) : GOT_ERROR;
+    int rc = g == GOT_PLAIN ? RL_LEASE_AGAIN : g == GOT_ERROR ? (e ? e->fetch_status : RL_ERR_NOMEM) : RL_OK;
+    pthread_mutex_unlock(&t->mutex);
+    if (e) serve_parked(c, e, wake);
+    return rc;
+}
+
+void rl_lease_build_fetch(rl_cmd *cmd, rl_client *c, const rl_request *req, int64_t want)
+{
+    rl_request fetch = *req;
+    fetch.op = (rl_op)OP_LEASE;
+    fetch.permits = want;
+    fetch.max_wait_ms = req->lease_ms;
+    rl_build_decision(cmd, c, &fetch);
+    rl_stats_lease_call(c, req->name);
+}
+
+/* ---- ending leases --------------------------------------------------------------- */
+
+/* Ends the leases of name (NULL: all; id NULL: every id) in this client.
+ * give_back: their GIVE_BACKs go out on the I/O thread; else (a reset)
+ * they are dropped, and a fetch under way drops its block too. */
+void rl_leases_end(rl_client *c, const char *name, const char *id, int give_back)
+{
+    rl_leases *t = c->leases;
+    areq *list = NULL;
+    if (!t) return;
+    int64_t now = rl_monotonic_ms();
+    pthread_mutex_lock(&t->mutex);
+    for (int b = 0; b < BUCKETS; b++)
+        for (lease *e = t->buckets[b]; e; e = e->next) {
+            if ((name && strcmp(e->name, name)) || (id && strcmp(e->id, id))) continue;
+            areq *r = end_block(c, e, now, give_back);
+            if (r) {
+                r->next = list;
+                list = r;
+            }
+            if (!give_back) {
+                e->generation++;
+                e->denied_until_ms = 0;
+            }
+        }
+    pthread_mutex_unlock(&t->mutex);
+    send_all(c, list);
+}
+
+int rl_leases_give_back(rl_client *c, const char *name)
+{
+    rl_clear_error();
+    if (!c) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
+    if (name && (rl_check_name("name", name))) return RL_ERR_INVALID;
+    rl_leases *t = c->leases;
+    if (!t) return RL_OK;
+    size_t n = 0, cap = 0;
+    rl_cmd *cmds = NULL;
+    int64_t now = rl_monotonic_ms();
+    pthread_mutex_lock(&t->mutex);
+    for (int b = 0; b < BUCKETS; b++)
+        for (lease *e = t->buckets[b]; e; e = e->next) {
+            if (name && strcmp(e->name, name)) continue;
+            if (worth_giving_back(e, now)) {
+                if (n == cap) {
+                    size_t grown_cap = cap ? cap * 2 : 8;
+                    rl_cmd *grown = realloc(cmds, grown_cap * sizeof *grown);
+                    if (!grown) break; /* the rest stay until their validity ends */
+                    cmds = grown;
+                    cap = grown_cap;
+                }
+                build_give_back(&cmds[n++], c, e);
+            }
+            end_block(c, e, now, 0);
+        }
+    pthread_mutex_unlock(&t->mutex);
+    if (n) {
+        redisReply **replies = calloc(n, sizeof *replies);
+        rl_outcome *outcomes = calloc(n, sizeof *outcomes);
+        /* one round trip per server, bounded by the command timeout; a
+         * give-back that fails is dropped (the permits stay counted: safe) */
+        if (replies && outcomes) rl_run_each(c, cmds, n, replies, outcomes);
+        for (size_t i = 0; replies && outcomes && i < n; i++)
+            if (!outcomes[i].status) freeReplyObject(replies[i]);
+        free(replies);
+        free(outcomes);
+    }
+    for (size_t i = 0; i < n; i++) rl_cmd_free(&cmds[i]);
+    free(cmds);
+    rl_clear_error();
+    return RL_OK;
+}
+
+/* The I/O thread's timer: blocks whose validity ended are given back (an
+ * idle key's within ~validity + the loop's slack), idle entries freed.
+ * Returns when to look again (-1: nothing to watch). */
+int64_t rl_leases_tick(rl_async *a, int64_t now)
+{
+    rl_client *c = a->client;
+    rl_leases *t = c->leases;
+    if (!t) return -1;
+    int64_t due = __atomic_load_n(&t->next_due_ms, __ATOMIC_RELAXED);
+    if (!due) return -1;
+    if (now < due) return due;
+    areq *list = NULL;
+    int64_t next = 0;
+    pthread_mutex_lock(&t->mutex);
+    for (int b = 0; b < BUCKETS; b++)
+        for (lease **p = &t->buckets[b]; *p;) {
+            lease *e = *p;
+            if (e->block && !e->fetching && now >= e->valid_until_ms) {
+                areq *r = end_block(c, e, now, 1);
+                if (r) {
+                    r->next = list;
+                    list = r;
+                }
+            }
+            if (!e->block && !e->fetching && !e->parked && !e->users && now >= e->denied_until_ms &&
+                now - e->last_used_ms > IDLE_FREE_MS) {
+                *p = e->next;
+                t->count--;
+                free_entry(e);
+                continue;
+            }
+            int64_t when = e->block ? e->valid_until_ms : e->last_used_ms + IDLE_FREE_MS + 1;
+            if (!e->fetching && (!next || when < next)) next = when;
+            p = &e->next;
+        }
+    t->next_due_ms = next;
+    pthread_mutex_unlock(&t->mutex);
+    for (areq *r = list, *nx; r; r = nx) {
+        nx = r->next;
+        r->deadline_ms = now + c->options.command_timeout_ms;
+        rl_async_dispatch(a, r);
+    }
+    return next ? next : -1;
+}

@@ -1,0 +1,234 @@
+/* Leases (request.lease_ms): local decisions that never over-admit.
+ * Validation; decisions from memory (script calls counted by the client and
+ * by Redis); give-back on rl_leases_give_back, on close and by the idle
+ * timer (remaining goes back up); local denials; a reset ends leases;
+ * rl_submit decides locally too; and, for every algorithm, threads and
+ * asynchronous submitters, leasing and not, hammering one key for a few
+ * periods with every admission timestamped and checked against the
+ * algorithm's bound (lease_bound.c). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static test_redis redis;
+
+static long long scripts_run(void)
+{
+    redisContext *c = redis_raw(&redis);
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    const char *at = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_evalsha:calls=") : NULL;
+    long long n = at ? atoll(at + strlen("cmdstat_evalsha:calls=")) : 0;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+static rl_limiter_stats stats_of(const rl_client *c, const char *name)
+{
+    rl_limiter_stats all[64], found;
+    size_t n = 0;
+    memset(&found, 0, sizeof found);
+    CHECK_OK(rl_client_stats(c, all, 64, &n));
+    for (size_t i = 0; i < n && i < 64; i++)
+        if (!strcmp(all[i].name, name)) found = all[i];
+    return found;
+}
+
+static rl_request leased(const char *name, const char *id, rl_algorithm a, int64_t limit, int64_t period,
+                         int64_t lease_ms)
+{
+    rl_request req;
+    memset(&req, 0, sizeof req);
+    req.name = name;
+    req.id = id;
+    req.spec.algorithm = a;
+    req.spec.limit = limit;
+    req.spec.period_ms = period;
+    req.permits = 1;
+    req.op = RL_OP_ACQUIRE;
+    req.lease_ms = lease_ms;
+    return req;
+}
+
+static int64_t peek_remaining(rl_client *c, const rl_request *req)
+{
+    rl_result r;
+    CHECK_OK(rl_peek(c, req->name, req->id, &req->spec, 1, &r));
+    return r.remaining;
+}
+
+/* lease_ms out of 1..3,600,000: RL_ERR_INVALID with its range, nothing sent. */
+static void validation(rl_client *c)
+{
+    int64_t bad[] = {-1, 3600001, INT64_MIN};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rl_request req = leased("val", "x", RL_GCRA, 10, 1000, bad[i]);
+        rl_result r;
+        rl_range_error range;
+        CHECK_EQ(rl_execute(c, &req, 1, &r), RL_ERR_INVALID);
+        CHECK(rl_errrange(&range));
+        CHECK(!strcmp(range.param, "lease_ms"));
+        CHECK_EQ(range.min, 1);
+        CHECK_EQ(range.max, 3600000);
+        CHECK_EQ(range.value, bad[i]);
+        rl_completions *q;
+        CHECK_OK(rl_completions_open(&q));
+        rl_target t = {NULL, NULL, q};
+        CHECK_EQ(rl_submit(c, &req, 1, &t), RL_ERR_INVALID);
+        CHECK(rl_errrange(NULL));
+        rl_completions_close(q);
+    }
+    CHECK_EQ(redis_dbsize(&redis), 0);
+    CHECK_EQ(rl_leases_give_back(NULL, NULL), RL_ERR_INVALID);
+}
+
+/* A hot key with a generous limit: at most 1 script call per 20 decisions,
+ * counted by the client (lease_calls) and by Redis (commandstats). */
+static void local_decisions(void)
+{
+    rl_client *c = open_client(&redis, NULL);
+    rl_request req = leased("hot", "k", RL_GCRA, 1000000, 1000, 50);
+    rl_result r;
+    long long before = scripts_run();
+    int local = 0, allowed = 0;
+    for (int i = 0; i < 20000; i++) {
+        CHECK_OK(rl_execute(c, &req, 1, &r));
+        allowed += r.allowed;
+        local += r.local;
+    }
+    long long calls = scripts_run() - before;
+    rl_limiter_stats s = stats_of(c, "hot");
+    CHECK_EQ(allowed, 20000);
+    CHECK_EQ(s.allowed, 20000);
+    CHECK_EQ(s.local_allowed, (uint64_t)local);
+    CHECK(local >= 20000 - 1000);
+    CHECK(s.lease_calls * 20 <= 20000);
+    CHECK(calls * 20 <= 20000);
+    CHECK((long long)s.lease_calls >= calls - 2); /* rl_peek-free: the client saw every call it made */
+    printf("  hot key: %d of 20000 local, %llu lease calls, %lld scripts run\n", local,
+           (unsigned long long)s.lease_calls, calls);
+    rl_client_close(c);
+}
+
+/* Blocks grow on a busy key, then going back restores capacity: by
+ * rl_leases_give_back, by rl_client_close, and by the idle timer. */
+static void give_back(int how)
+{
+    static const char *const names[] = {"gb-call", "gb-close", "gb-idle"};
+    rl_client *c = open_client(&redis, NULL);
+    rl_request req = leased(names[how], "k", RL_GCRA, 1000, 60000, how == 2 ? 200 : 5000);
+    rl_result r;
+    for (int i = 0; i < 200; i++) {
+        CHECK_OK(rl_execute(c, &req, 1, &r));
+        CHECK(r.allowed);
+    }
+    int64_t held = peek_remaining(c, &req);
+    CHECK(held < 800); /* the block in hand counts as taken */
+    if (how == 0) {
+        CHECK_OK(rl_leases_give_back(c, "gb-call"));
+    } else if (how == 1) {
+        rl_client_close(c);
+        c = open_client(&redis, NULL);
+    } else {
+        sleep_ms(200 + 400);
+    }
+    int64_t back = peek_remaining(c, &req);
+    if (back < 800) printf("  %s: remaining %lld held, %lld after\n", names[how], (long long)held, (long long)back);
+    CHECK(back >= 800);
+    CHECK(back > held);
+    rl_client_close(c);
+}
+
+/* A denial is remembered: calls for as many permits are denied from memory
+ * (no script) until its retry_after. */
+static void local_denials(void)
+{
+    rl_client *c = open_client(&redis, NULL);
+    rl_request req = leased("deny", "k", RL_FIXED_WINDOW, 5, 60000, 1000);
+    rl_result r;
+    int allowed = 0;
+    for (int i = 0; i < 10; i++) {
+        CHECK_OK(rl_execute(c, &req, 1, &r));
+        allowed += r.allowed;
+    }
+    CHECK_EQ(allowed, 5);
+    long long before = scripts_run();
+    for (int i = 0; i < 100; i++) {
+        CHECK_OK(rl_execute(c, &req, 1, &r));
+        CHECK(!r.allowed);
+        CHECK(r.local);
+        CHECK(r.retry_after_ms > 0 && r.retry_after_ms <= 60000);
+        CHECK_EQ(r.granted, 0);
+    }
+    CHECK_EQ(scripts_run() - before, 0);
+    rl_limiter_stats s = stats_of(c, "deny");
+    CHECK(s.local_denied >= 100);
+    CHECK_EQ(s.allowed + s.denied, 110);
+    rl_client_close(c);
+}
+
+/* A reset by this client ends its lease: the next call fetches afresh. */
+static void reset_ends(void)
+{
+    rl_client *c = open_client(&redis, NULL);
+    rl_request req = leased("reset", "k", RL_SLIDING_LOG, 100, 60000, 5000);
+    rl_result r;
+    for (int i = 0; i < 101; i++) CHECK_OK(rl_execute(c, &req, 1, &r));
+    CHECK(!r.allowed);
+    CHECK_OK(rl_reset(c, "reset", "k", &req.spec));
+    uint64_t calls = stats_of(c, "reset").lease_calls;
+    CHECK_OK(rl_execute(c, &req, 1, &r));
+    CHECK(r.allowed);
+    CHECK(!r.local);
+    CHECK_EQ(stats_of(c, "reset").lease_calls, calls + 1);
+    rl_client_close(c);
+}
+
+/* rl_submit: a local decision completes at once, many submissions share
+ * one fetch, and the script calls stay few. */
+static void submitted(void)
+{
+    rl_client *c = open_client(&redis, NULL);
+    rl_completions *q;
+    CHECK_OK(rl_completions_open(&q));
+    rl_target t = {NULL, NULL, q};
+    rl_request req = leased("async", "k", RL_TOKEN_BUCKET, 1000000, 1000, 50);
+    static rl_completion out[4096];
+    size_t got = 0;
+    int local = 0;
+    for (int round = 0; round < 10; round++) {
+        for (int i = 0; i < 400; i++) CHECK_OK(rl_submit(c, &req, (uint64_t)i, &t));
+        size_t n = drain_completions(q, out, 400, 5000);
+        got += n;
+        for (size_t i = 0; i < n; i++) {
+            CHECK_OK(out[i].status);
+            CHECK(out[i].result.allowed);
+            local += out[i].result.local;
+        }
+    }
+    CHECK_EQ(got, 4000);
+    rl_limiter_stats s = stats_of(c, "async");
+    CHECK_EQ(s.allowed, 4000);
+    CHECK_EQ(s.local_allowed, (uint64_t)local);
+    CHECK(s.lease_calls * 20 <= 4000);
+    printf("  rl_submit: %d of 4000 local, %llu lease calls\n", local, (unsigned long long)s.lease_calls);
+    rl_client_close(c);
+    rl_completions_close(q);
+}
+
+int main(void)
+{
+    redis_start(&redis);
+    rl_client *c = open_client(&redis, NULL);
+    validation(c);
+    rl_client_close(c);
+    local_decisions();
+    for (int how = 0; how < 3; how++) give_back(how);
+    local_denials();
+    reset_ends();
+    submitted();
+    redis_stop(&redis);
+    return test_summary("lease");
+}
