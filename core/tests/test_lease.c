@@ -9,6 +9,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -218,6 +220,73 @@ static void submitted(void)
     rl_completions_close(q);
 }
 
+/* A block of 1000/hour taken by enough calls to have grown. */
+static int64_t hold_block(rl_client *c, rl_request *req)
+{
+    rl_result r;
+    for (int i = 0; i < 100; i++) {
+        CHECK_OK(rl_execute(c, req, 1, &r));
+        CHECK(r.allowed);
+    }
+    return peek_remaining(c, req);
+}
+
+/* A forked child drops the parent's leases without giving them back: its
+ * close leaves the parent's block counted, and its calls fetch their own. */
+static void forked(void)
+{
+    rl_client *c = open_client(&redis, NULL);
+    rl_request req = leased("fork", "k", RL_GCRA, 1000, 3600000, 60000);
+    int64_t held = hold_block(c, &req);
+    pid_t pid = fork();
+    if (pid == 0) {
+        rl_result r;
+        int ok = rl_execute(c, &req, 1, &r) == RL_OK && r.allowed && !r.local;
+        rl_client_close(c);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* the child's own block (its first fetch) stays counted too */
+    CHECK(peek_remaining(c, &req) <= held - 1);
+    rl_result r;
+    CHECK_OK(rl_execute(c, &req, 1, &r));
+    CHECK(r.local);
+    rl_client_close(c);
+}
+
+/* A refund by this client ends its lease on the entity (the rest goes back);
+ * a stored spec that changes ends the leases of that name. */
+static void refund_and_config(void)
+{
+    rl_client *c = open_client(&redis, NULL);
+    rl_request req = leased("refund", "k", RL_TOKEN_BUCKET, 1000, 3600000, 60000);
+    int64_t held = hold_block(c, &req);
+    rl_request refund = req;
+    refund.op = RL_OP_REFUND;
+    refund.lease_ms = 0;
+    rl_result r;
+    CHECK_OK(rl_execute(c, &refund, 1, &r));
+    sleep_ms(200); /* the give-back goes out on the I/O thread */
+    CHECK(peek_remaining(c, &req) >= 1000 - 100 + 1);
+    CHECK(peek_remaining(c, &req) > held);
+
+    rl_spec stored = req.spec;
+    CHECK_OK(rl_config_set(c, "stored", &stored));
+    rl_request sreq = leased("stored", "k", RL_TOKEN_BUCKET, 1000, 3600000, 60000);
+    sreq.stored_spec = 1;
+    held = hold_block(c, &sreq);
+    CHECK(held < 900);
+    stored.limit = 2000;
+    CHECK_OK(rl_config_set(c, "stored", &stored));
+    sleep_ms(200);
+    rl_spec old = req.spec;
+    CHECK_OK(rl_peek(c, "stored", "k", &old, 1, &r));
+    CHECK(r.remaining >= 900);
+    rl_client_close(c);
+}
+
 int main(void)
 {
     redis_start(&redis);
@@ -229,6 +298,8 @@ int main(void)
     local_denials();
     reset_ends();
     submitted();
+    forked();
+    refund_and_config();
     redis_stop(&redis);
     return test_summary("lease");
 }
