@@ -120,7 +120,7 @@ static void cache_put(rl_client *client, const char *name, int found, const rl_s
         e->fetched_ms = rl_monotonic_ms();
     }
     pthread_mutex_unlock(&cache->mutex);
-    if (changed) rl_leases_end(client, name, NULL, 1);
+    if (changed) rl_leases_end(client, name, NULL, RL_LEASES_GIVE_BACK);
 }
 
 /* ---- the stored form --------------------------------------------------- */

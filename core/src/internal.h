@@ -342,9 +342,16 @@ void rl_lease_build_fetch(rl_cmd *cmd, rl_client *client, const rl_request *req,
 #define RL_LEASE_AGAIN 1
 int rl_lease_fetched(rl_client *client, const rl_request *req, int status, const redisReply *reply,
                      int64_t sent_ms, rl_result *out);
-/* Ends this client's leases of name (NULL: all) and id (NULL: all):
- * give_back 1 sends their GIVE_BACK on the I/O thread; 0 (a reset) drops them. */
-void rl_leases_end(rl_client *client, const char *name, const char *id, int give_back);
+/* A blocking fetcher's GIVE_BACK of the block it ended, to send just before
+ * its LEASE; 0 when none is owed. */
+int rl_lease_build_give_back(rl_cmd *cmd, rl_client *client, const rl_request *req);
+/* Ends this client's leases of name (NULL: all) and id (NULL: all). */
+enum {
+    RL_LEASES_DROP,          /* a reset: nothing given back, a fetch under way drops its block */
+    RL_LEASES_GIVE_BACK,     /* their GIVE_BACKs queued on the I/O thread */
+    RL_LEASES_GIVE_BACK_NOW  /* sent now, one round trip per server (command timeout) */
+};
+void rl_leases_end(rl_client *client, const char *name, const char *id, int how);
 
 /* sync.c: the semaphore / lock / queue commands, shared with rl_submit_* (every
  * argument copied into cmd) */

@@ -47,6 +47,10 @@ typedef struct lease {
      * (monotonic, from before the LEASE was sent) */
     int64_t block, left, taken_at_ms, valid_until_ms;
     rl_result grant; /* the LEASE reply: limit, remaining for others, reset_after, rate_index */
+    /* the block a blocking fetcher ended: its GIVE_BACK goes just before the
+     * next LEASE, in the same pipeline (after it, it would not be on top) */
+    int pending;
+    int64_t pending_left;
     int nhandles;
     char handles[RL_MAX_RATES][HANDLE_MAX + 1];
     int64_t size; /* the next block asked for */
@@ -142,8 +146,9 @@ static int same_rates(const rl_spec *a, const rl_spec *b)
            na == nb && !memcmp(ra, rb, na * sizeof ra[0]);
 }
 
-/* The entry for req, made if new; NULL when the table is full or memory out. */
-static lease *entry_for(rl_leases *t, const rl_request *req, int64_t now)
+/* The entry for req, made if new (create); NULL when the table is full or
+ * memory out. */
+static lease *entry_for(rl_leases *t, const rl_request *req, int64_t now, int create)
 {
     uint64_t h = hash_of(req);
     lease **slot = &t->buckets[h % BUCKETS];
@@ -151,7 +156,7 @@ static lease *entry_for(rl_leases *t, const rl_request *req, int64_t now)
         if (e->hash == h && e->lease_ms == req->lease_ms && !strcmp(e->name, req->name) && !strcmp(e->id, req->id) &&
             same_rates(&e->spec, &req->spec))
             return e;
-    if (t->count >= MAX_ENTRIES) return NULL;
+    if (!create || t->count >= MAX_ENTRIES) return NULL;
     lease *e = calloc(1, sizeof *e);
     if (!e || !(e->name = strdup(req->name)) || !(e->id = strdup(req->id))) {
         if (e) free_entry(e);
@@ -189,11 +194,12 @@ static void build_lease(rl_cmd *cmd, rl_client *c, const lease *e, int64_t want)
     rl_stats_lease_call(c, e->name);
 }
 
-/* GIVE_BACK of the block's unused permits, with its handles. */
-static void build_give_back(rl_cmd *cmd, rl_client *c, const lease *e)
+/* GIVE_BACK of unused permits of the block in hand (or just ended), with
+ * its handles. */
+static void build_give_back(rl_cmd *cmd, rl_client *c, const lease *e, int64_t unused)
 {
     rl_request req;
-    entry_request(e, &req, (rl_op)OP_GIVE_BACK, e->left, 0);
+    entry_request(e, &req, (rl_op)OP_GIVE_BACK, unused, 0);
     rl_build_decision(cmd, c, &req);
     for (int i = 0; i < e->nhandles; i++) rl_cmd_copy(cmd, e->handles[i], strlen(e->handles[i]));
     rl_stats_lease_call(c, e->name);
@@ -225,7 +231,7 @@ static areq *end_block(rl_client *c, lease *e, int64_t now, int give_back)
     }
     if (give_back && worth_giving_back(e, now) && (r = rl_async_req_new(REQ_DECISION))) {
         r->silent = 1;
-        build_give_back(&r->cmd, c, e);
+        build_give_back(&r->cmd, c, e, e->left);
     }
     e->block = e->left = 0;
     e->valid_until_ms = 0;
@@ -307,7 +313,13 @@ static step decide(rl_client *c, lease *e, rl_op op, int64_t permits, int64_t no
         return STEP_LOCAL;
     }
     if (e->fetching) return fetcher && e->fetcher == fetcher ? STEP_PLAIN : STEP_BUSY;
-    areq *r = end_block(c, e, now, 1);
+    /* a submission's GIVE_BACK is queued before its LEASE (same order on
+     * the I/O thread); a blocking fetcher's goes in its own pipeline */
+    if (fetcher && worth_giving_back(e, now)) {
+        e->pending = 1;
+        e->pending_left = e->left;
+    }
+    areq *r = end_block(c, e, now, !fetcher);
     if (r) {
         r->next = *give_back;
         *give_back = r;
@@ -376,6 +388,7 @@ static got fetched(rl_client *c, lease *e, int status, const redisReply *reply, 
         status = decode_grant(reply, e->spec.more_count + 1, &res, &v_eff, &block, e->handles);
     e->fetching = 0;
     e->fetcher = NULL;
+    e->pending = 0;
     e->fetches++;
     e->fetch_status = status;
     snprintf(e->fetch_error, sizeof e->fetch_error, "%s", status ? rl_errmsg() : "");
@@ -557,7 +570,7 @@ int rl_lease_submit(rl_client *c, const rl_request *req, uint64_t tag, const rl_
     p->op = req->op;
     rl_stats_begin(c, req->name, &p->stats);
     pthread_mutex_lock(&t->mutex);
-    lease *e = entry_for(t, req, now);
+    lease *e = entry_for(t, req, now, 1);
     step s = e ? decide(c, e, req->op, req->permits, now, NULL, &res, &want, &give_back) : STEP_PLAIN;
     if (s == STEP_BUSY) {
         p->next = e->parked;
@@ -637,7 +650,7 @@ void rl_leases_plan(rl_client *c, const rl_request *requests, size_t n, rl_resul
         plan[i] = RL_PLAN_PLAIN;
         if (outcomes[i].status || !rl_lease_applies(c, req)) continue;
         int64_t now = rl_monotonic_ms();
-        lease *e = entry_for(t, req, now);
+        lease *e = entry_for(t, req, now, 1);
         if (!e) continue;
         for (;;) {
             step s = decide(c, e, req->op, req->permits, now, outcomes, &results[i], &wants[i], &give_back);
@@ -684,12 +697,26 @@ int rl_lease_fetched(rl_client *c, const rl_request *req, int status, const redi
     rl_leases *t = c->leases;
     int wake = 0;
     pthread_mutex_lock(&t->mutex);
-    lease *e = entry_for(t, req, sent_ms); /* fetching: it is there */
+    lease *e = entry_for(t, req, sent_ms, 0); /* fetching: it is there */
     got g = e ? fetched(c, e, status, reply, sent_ms, req->op, req->permits, out, &wake) : GOT_ERROR;
     int rc = g == GOT_PLAIN ? RL_LEASE_AGAIN : g == GOT_ERROR ? (e ? e->fetch_status : RL_ERR_NOMEM) : RL_OK;
     pthread_mutex_unlock(&t->mutex);
     if (e) serve_parked(c, e, wake);
     return rc;
+}
+
+int rl_lease_build_give_back(rl_cmd *cmd, rl_client *c, const rl_request *req)
+{
+    rl_leases *t = c->leases;
+    pthread_mutex_lock(&t->mutex);
+    lease *e = entry_for(t, req, 0, 0);
+    int owed = e && e->pending;
+    if (owed) {
+        build_give_back(cmd, c, e, e->pending_left);
+        e->pending = 0;
+    }
+    pthread_mutex_unlock(&t->mutex);
+    return owed;
 }
 
 void rl_lease_build_fetch(rl_cmd *cmd, rl_client *c, const rl_request *req, int64_t want)
@@ -704,60 +731,43 @@ void rl_lease_build_fetch(rl_cmd *cmd, rl_client *c, const rl_request *req, int6
 
 /* ---- ending leases --------------------------------------------------------------- */
 
-/* Ends the leases of name (NULL: all; id NULL: every id) in this client.
- * give_back: their GIVE_BACKs go out on the I/O thread; else (a reset)
- * they are dropped, and a fetch under way drops its block too. */
-void rl_leases_end(rl_client *c, const char *name, const char *id, int give_back)
+/* Ends this client's leases of name (NULL: all) and id (NULL: all). */
+void rl_leases_end(rl_client *c, const char *name, const char *id, int how)
 {
     rl_leases *t = c->leases;
     areq *list = NULL;
+    size_t n = 0, cap = 0;
+    rl_cmd *cmds = NULL;
     if (!t) return;
     int64_t now = rl_monotonic_ms();
     pthread_mutex_lock(&t->mutex);
     for (int b = 0; b < BUCKETS; b++)
         for (lease *e = t->buckets[b]; e; e = e->next) {
             if ((name && strcmp(e->name, name)) || (id && strcmp(e->id, id))) continue;
-            areq *r = end_block(c, e, now, give_back);
+            if (how == RL_LEASES_GIVE_BACK_NOW && worth_giving_back(e, now)) {
+                if (n == cap) {
+                    size_t grown_cap = cap ? cap * 2 : 8;
+                    rl_cmd *grown = realloc(cmds, grown_cap * sizeof *grown);
+                    if (grown) {
+                        cmds = grown;
+                        cap = grown_cap;
+                    }
+                }
+                /* without memory its permits stay counted until the validity ends */
+                if (n < cap) build_give_back(&cmds[n++], c, e, e->left);
+            }
+            areq *r = end_block(c, e, now, how == RL_LEASES_GIVE_BACK);
             if (r) {
                 r->next = list;
                 list = r;
             }
-            if (!give_back) {
+            if (how == RL_LEASES_DROP) {
                 e->generation++;
                 e->denied_until_ms = 0;
             }
         }
     pthread_mutex_unlock(&t->mutex);
     send_all(c, list);
-}
-
-int rl_leases_give_back(rl_client *c, const char *name)
-{
-    rl_clear_error();
-    if (!c) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
-    if (name && (rl_check_name("name", name))) return RL_ERR_INVALID;
-    rl_leases *t = c->leases;
-    if (!t) return RL_OK;
-    size_t n = 0, cap = 0;
-    rl_cmd *cmds = NULL;
-    int64_t now = rl_monotonic_ms();
-    pthread_mutex_lock(&t->mutex);
-    for (int b = 0; b < BUCKETS; b++)
-        for (lease *e = t->buckets[b]; e; e = e->next) {
-            if (name && strcmp(e->name, name)) continue;
-            if (worth_giving_back(e, now)) {
-                if (n == cap) {
-                    size_t grown_cap = cap ? cap * 2 : 8;
-                    rl_cmd *grown = realloc(cmds, grown_cap * sizeof *grown);
-                    if (!grown) break; /* the rest stay until their validity ends */
-                    cmds = grown;
-                    cap = grown_cap;
-                }
-                build_give_back(&cmds[n++], c, e);
-            }
-            end_block(c, e, now, 0);
-        }
-    pthread_mutex_unlock(&t->mutex);
     if (n) {
         redisReply **replies = calloc(n, sizeof *replies);
         rl_outcome *outcomes = calloc(n, sizeof *outcomes);
@@ -771,6 +781,14 @@ int rl_leases_give_back(rl_client *c, const char *name)
     }
     for (size_t i = 0; i < n; i++) rl_cmd_free(&cmds[i]);
     free(cmds);
+}
+
+int rl_leases_give_back(rl_client *c, const char *name)
+{
+    rl_clear_error();
+    if (!c) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
+    if (name && rl_check_name("name", name)) return RL_ERR_INVALID;
+    rl_leases_end(c, name, NULL, RL_LEASES_GIVE_BACK_NOW);
     rl_clear_error();
     return RL_OK;
 }

@@ -407,17 +407,18 @@ int rl_execute(rl_client *client, const rl_request *requests, size_t n, rl_resul
 static void execute(rl_client *client, const rl_request *requests, size_t n, rl_result *results,
                     rl_outcome *outcomes)
 {
-    /* the common single decision needs no heap for its bookkeeping */
-    rl_cmd one_cmd;
-    redisReply *one_reply;
-    rl_outcome one_out;
-    size_t one_map;
+    /* the common single decision needs no heap for its bookkeeping; a fetch
+     * may send a GIVE_BACK before it: up to 2n commands */
+    rl_cmd one_cmd[2];
+    redisReply *one_reply[2];
+    rl_outcome one_out[2];
+    size_t one_map[2];
     char one_plan = RL_PLAN_PLAIN;
     int64_t one_want;
-    rl_cmd *cmds = n == 1 ? &one_cmd : calloc(n, sizeof *cmds);
-    redisReply **replies = n == 1 ? &one_reply : calloc(n, sizeof *replies);
-    rl_outcome *sent = n == 1 ? &one_out : calloc(n, sizeof *sent);
-    size_t *map = n == 1 ? &one_map : calloc(n, sizeof *map);
+    rl_cmd *cmds = n == 1 ? one_cmd : calloc(2 * n, sizeof *cmds);
+    redisReply **replies = n == 1 ? one_reply : calloc(2 * n, sizeof *replies);
+    rl_outcome *sent = n == 1 ? one_out : calloc(2 * n, sizeof *sent);
+    size_t *map = n == 1 ? one_map : calloc(2 * n, sizeof *map);
     char *plan = n == 1 ? &one_plan : calloc(n, 1);
     int64_t *wants = n == 1 ? &one_want : calloc(n, sizeof *wants);
     if (!cmds || !replies || !sent || !map || !plan || !wants) {
@@ -430,7 +431,8 @@ static void execute(rl_client *client, const rl_request *requests, size_t n, rl_
         if (outcomes[i].status) continue;
         leased |= rl_lease_applies(client, &requests[i]);
         /* a refund ends this client's leases on the entity (their rest given back first) */
-        if (requests[i].op == RL_OP_REFUND) rl_leases_end(client, requests[i].name, requests[i].id, 1);
+        if (requests[i].op == RL_OP_REFUND)
+            rl_leases_end(client, requests[i].name, requests[i].id, RL_LEASES_GIVE_BACK_NOW);
     }
     if (leased) rl_leases_plan(client, requests, n, results, outcomes, plan, wants);
     /* a second round for fetched blocks too small for their request */
@@ -438,6 +440,8 @@ static void execute(rl_client *client, const rl_request *requests, size_t n, rl_
         size_t m = 0;
         for (size_t i = 0; i < n; i++) {
             if (outcomes[i].status || plan[i] == RL_PLAN_DONE) continue;
+            if (plan[i] == RL_PLAN_FETCH && rl_lease_build_give_back(&cmds[m], client, &requests[i]))
+                map[m++] = SIZE_MAX; /* its reply changes nothing here */
             map[m] = i;
             if (plan[i] == RL_PLAN_FETCH) rl_lease_build_fetch(&cmds[m++], client, &requests[i], wants[i]);
             else rl_build_decision(&cmds[m++], client, &requests[i]);
@@ -447,6 +451,10 @@ static void execute(rl_client *client, const rl_request *requests, size_t n, rl_
         rl_run_each(client, cmds, m, replies, sent);
         for (size_t j = 0; j < m; j++) {
             size_t i = map[j];
+            if (i == SIZE_MAX) {
+                if (!sent[j].status) freeReplyObject(replies[j]);
+                continue;
+            }
             outcomes[i] = sent[j];
             if (plan[i] == RL_PLAN_FETCH) {
                 int rc = rl_lease_fetched(client, &requests[i], sent[j].status, sent[j].status ? NULL : replies[j],
@@ -535,7 +543,7 @@ int rl_reset(rl_client *client, const char *name, const char *id, const rl_spec 
         return rc;
     }
     /* this client's leases on the entity end, given back to nobody */
-    rl_leases_end(client, name, id, 0);
+    rl_leases_end(client, name, id, RL_LEASES_DROP);
     rc = rl_run(client, &cmd, 1, &reply);
     if (rc == RL_OK) freeReplyObject(reply);
     rl_cmd_free(&cmd);

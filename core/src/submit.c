@@ -187,7 +187,7 @@ int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_ta
     if (rl_lease_applies(c, request) && (rc = rl_lease_submit(c, request, tag, target)) != RL_LEASE_NOT_TAKEN)
         return rc;
     /* a refund ends this client's leases on the entity (their rest given back first) */
-    if (request->op == RL_OP_REFUND) rl_leases_end(c, request->name, request->id, 1);
+    if (request->op == RL_OP_REFUND) rl_leases_end(c, request->name, request->id, RL_LEASES_GIVE_BACK);
     if (!(r = new_request(REQ_DECISION, tag, target))) return rl_fail(RL_ERR_NOMEM, "out of memory");
     r->capacity = rl_spec_capacity(&request->spec);
     r->permits = request->permits;
@@ -348,7 +348,7 @@ int rl_submit_reset(rl_client *c, const char *name, const char *id, const rl_spe
     int rc;
     areq *r = count_request(c, REQ_COUNT, tag, target, &rc);
     if (!r) return rc;
-    if ((rc = rl_build_reset(&r->cmd, c, name, id, spec)) == RL_OK) rl_leases_end(c, name, id, 0);
+    if ((rc = rl_build_reset(&r->cmd, c, name, id, spec)) == RL_OK) rl_leases_end(c, name, id, RL_LEASES_DROP);
     return queue_request(c, r, rc);
 }
 
