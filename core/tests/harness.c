@@ -191,6 +191,17 @@ void redis_flush(const test_redis *r)
     redisFree(c);
 }
 
+long long redis_scripts_run(const test_redis *r)
+{
+    redisContext *c = redis_raw(r);
+    redisReply *info = redisCommand(c, "INFO commandstats");
+    const char *at = info && info->type == REDIS_REPLY_STRING ? strstr(info->str, "cmdstat_evalsha:calls=") : NULL;
+    long long n = at ? atoll(at + strlen("cmdstat_evalsha:calls=")) : 0;
+    if (info) freeReplyObject(info);
+    redisFree(c);
+    return n;
+}
+
 rl_client *open_client(const test_redis *r, const rl_options *options)
 {
     rl_client *client = NULL;

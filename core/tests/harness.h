@@ -35,6 +35,8 @@ long long redis_dbsize(const test_redis *r);
 /* Keys not yet expired (DBSIZE also counts expired keys Redis has not reclaimed). */
 long long redis_live_keys(const test_redis *r);
 void redis_flush(const test_redis *r);
+/* Scripts Redis has run (INFO commandstats: EVALSHA calls). */
+long long redis_scripts_run(const test_redis *r);
 
 rl_client *open_client(const test_redis *r, const rl_options *options);
 

@@ -26,13 +26,7 @@ static const rl_spec counted = {.algorithm = RL_FIXED_WINDOW, .limit = 100000000
 /* scripts Redis has run, read directly (never through the proxy) */
 static long long scripts_run(void)
 {
-    redisContext *c = redis_raw(&server);
-    redisReply *r = redisCommand(c, "INFO commandstats");
-    const char *at = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_evalsha:calls=") : NULL;
-    long long n = at ? atoll(at + strlen("cmdstat_evalsha:calls=")) : 0;
-    if (r) freeReplyObject(r);
-    redisFree(c);
-    return n;
+    return redis_scripts_run(&server);
 }
 
 /* waits until Redis has run everything it was sent (the count stands still) */

@@ -18,13 +18,7 @@ static test_redis redis;
 
 static long long scripts_run(void)
 {
-    redisContext *c = redis_raw(&redis);
-    redisReply *r = redisCommand(c, "INFO commandstats");
-    const char *at = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_evalsha:calls=") : NULL;
-    long long n = at ? atoll(at + strlen("cmdstat_evalsha:calls=")) : 0;
-    if (r) freeReplyObject(r);
-    redisFree(c);
-    return n;
+    return redis_scripts_run(&redis);
 }
 
 static rl_limiter_stats stats_of(const rl_client *c, const char *name)
