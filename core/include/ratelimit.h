@@ -361,9 +361,12 @@ RL_API int rl_acquire_wait(rl_client *client, const rl_request *request,
                            const rl_wait *wait, rl_result *out);
 
 /* Ends this client's leases on name (NULL: every name) now: their unused
- * permits go back to Redis, one round trip per lease, bounded by
- * command_timeout_ms. Later calls take new blocks. A limiter's close in
- * the bindings calls it; rl_client_close does for all. */
+ * permits go back to Redis, pipelined in one round trip per server, bounded
+ * by command_timeout_ms. Later calls take new blocks. A give-back Redis does
+ * not get (an outage) is dropped: its permits stay counted until the
+ * block's validity ends, which is safe. Returns RL_OK but for a NULL client
+ * or a bad name. A limiter's close in the bindings calls it; rl_client_close
+ * does for all. */
 RL_API int rl_leases_give_back(rl_client *client, const char *name);
 
 /* ---- stored configuration ------------------------------------------------ */
@@ -408,7 +411,10 @@ RL_API int rl_spec_format(const rl_spec *spec, char *buf, size_t size);
  *
  * A completion goes to exactly one target:
  *   - a callback, called on the I/O thread (it must not block nor call
- *     rl_client_close; the JNI layer attaches that thread to the JVM once), or
+ *     rl_client_close; the JNI layer attaches that thread to the JVM once);
+ *     a decision taken from a lease (lease_ms) completes at once, inside
+ *     rl_submit, on the submitting thread, or on the thread whose fetch of
+ *     a block it waited for; or
  *   - an rl_completions queue, whose file descriptor becomes readable when
  *     completions wait: an event loop (asyncio add_reader, libuv, libevent,
  *     epoll) watches it and drains the queue with rl_completions_take, one

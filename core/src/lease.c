@@ -71,7 +71,7 @@ struct rl_leases {
     pthread_mutex_t mutex;
     pthread_cond_t fetched;
     size_t count;
-    int64_t next_due_ms; /* the timer's next look (0: nothing to watch) */
+    int64_t next_due_ms; /* the timer's next look (0: nothing to watch); written locked, read atomically */
     lease *buckets[BUCKETS];
 };
 
@@ -415,7 +415,7 @@ static got fetched(rl_client *c, lease *e, int status, const redisReply *reply, 
         e->block = e->left = 0;
         e->valid_until_ms = 0;
     } else if (!t->next_due_ms || e->valid_until_ms < t->next_due_ms) {
-        t->next_due_ms = e->valid_until_ms;
+        __atomic_store_n(&t->next_due_ms, e->valid_until_ms, __ATOMIC_RELAXED); /* the timer reads it unlocked */
         *wake_timer = 1;
     }
     return g;
@@ -828,7 +828,7 @@ int64_t rl_leases_tick(rl_async *a, int64_t now)
             if (!e->fetching && (!next || when < next)) next = when;
             p = &e->next;
         }
-    t->next_due_ms = next;
+    __atomic_store_n(&t->next_due_ms, next, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&t->mutex);
     for (areq *r = list, *nx; r; r = nx) {
         nx = r->next;

@@ -1,11 +1,10 @@
 /* Leases (request.lease_ms): local decisions that never over-admit.
  * Validation; decisions from memory (script calls counted by the client and
  * by Redis); give-back on rl_leases_give_back, on close and by the idle
- * timer (remaining goes back up); local denials; a reset ends leases;
- * rl_submit decides locally too; and, for every algorithm, threads and
- * asynchronous submitters, leasing and not, hammering one key for a few
- * periods with every admission timestamped and checked against the
- * algorithm's bound (lease_bound.c). */
+ * timer (remaining goes back up); local denials; a reset, a refund and a
+ * stored-spec change end leases; rl_submit decides locally too; a forked
+ * child drops the parent's leases; an outage leaves the block in hand
+ * deciding. test_lease_bound.c checks the bound under concurrency. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +280,41 @@ static void refund_and_config(void)
     rl_client_close(c);
 }
 
+/* Redis gone: a block in hand keeps deciding until it is used, then the
+ * on_error policy decides; the close's give-back fails and is dropped, within
+ * the command timeout. */
+static void outage(void)
+{
+    rl_options o = RL_OPTIONS_INIT;
+    o.on_error = RL_ON_ERROR_DENY;
+    o.command_timeout_ms = 300;
+    rl_client *c = open_client(&redis, &o);
+    rl_request req = leased("outage", "k", RL_GCRA, 1000, 3600000, 60000);
+    rl_result r;
+    for (int i = 0; i < 100; i++) CHECK_OK(rl_execute(c, &req, 1, &r));
+    redis_kill(&redis);
+    int local = 0, fallback = 0;
+    for (int i = 0; i < 200; i++) {
+        CHECK_OK(rl_execute(c, &req, 1, &r));
+        if (r.local) {
+            CHECK(r.allowed);
+            CHECK(!fallback); /* the block first, then the policy */
+            local++;
+        }
+        if (r.fallback) {
+            CHECK(!r.allowed);
+            fallback++;
+        }
+    }
+    CHECK(local > 0);
+    CHECK(fallback > 0);
+    CHECK_EQ(local + fallback, 200);
+    int64_t before = now_ms();
+    rl_client_close(c);
+    CHECK(now_ms() - before < 5 * 300); /* a failed give-back is dropped, not retried */
+    redis_restart(&redis);
+}
+
 int main(void)
 {
     redis_start(&redis);
@@ -294,6 +328,7 @@ int main(void)
     submitted();
     forked();
     refund_and_config();
+    outage();
     redis_stop(&redis);
     return test_summary("lease");
 }
