@@ -442,55 +442,60 @@ static int start_async_fetch(rl_client *c, lease *e, parked *p, int64_t want, in
 
 /* After a fetch of e ended: the parked submissions get decided from the new
  * block (one of them fetching the next if it runs out), or with the
- * fetch's failure. Called without the lock. */
+ * fetch's failure; 64 at a time, completed outside the lock. */
 static void serve_parked(rl_client *c, lease *e, int wake_timer)
 {
     rl_leases *t = c->leases;
-    parked *done = NULL, *fetcher = NULL;
-    areq *give_back = NULL;
     rl_result results[64];
     int statuses[64];
-    char error[200] = "";
-    int64_t want = 0;
-    size_t n = 0;
-    pthread_mutex_lock(&t->mutex);
-    int failure = e->fetching ? RL_OK : e->fetch_status;
-    snprintf(error, sizeof error, "%s", e->fetch_error);
-    parked *list = e->parked, **keep = &e->parked;
-    e->parked = NULL;
-    int64_t now = rl_monotonic_ms();
-    while (list && n < 64) {
-        parked *p = list;
-        list = p->next;
-        p->next = NULL;
-        step s = STEP_BUSY;
-        memset(&results[n], 0, sizeof results[n]);
-        if (failure) statuses[n] = failure;
-        else if ((s = decide(c, e, p->op, p->permits, now, NULL, &results[n], &want, &give_back)) == STEP_LOCAL)
-            statuses[n] = RL_OK;
-        if (s == STEP_FETCH) {
-            fetcher = p;
-        } else if (s == STEP_BUSY && !failure) {
-            *keep = p; /* waits for the next fetch */
-            keep = &p->next;
-        } else {
-            p->next = done;
-            done = p;
-            n++;
+    char error[200];
+    for (;;) {
+        parked *done = NULL, *fetcher = NULL;
+        areq *give_back = NULL;
+        int64_t want = 0;
+        size_t n = 0;
+        pthread_mutex_lock(&t->mutex);
+        int failure = e->fetching ? RL_OK : e->fetch_status;
+        snprintf(error, sizeof error, "%s", e->fetch_error);
+        parked *list = e->parked, **keep = &e->parked;
+        e->parked = NULL;
+        int64_t now = rl_monotonic_ms();
+        while (list && n < 64 && !fetcher) {
+            parked *p = list;
+            list = p->next;
+            p->next = NULL;
+            step s = STEP_BUSY;
+            memset(&results[n], 0, sizeof results[n]);
+            statuses[n] = failure;
+            if (!failure) s = decide(c, e, p->op, p->permits, now, NULL, &results[n], &want, &give_back);
+            if (s == STEP_FETCH) {
+                fetcher = p;
+            } else if (s == STEP_BUSY && !failure) {
+                *keep = p; /* waits for the next fetch */
+                keep = &p->next;
+            } else {
+                p->next = done;
+                done = p;
+                n++;
+            }
         }
+        *keep = list; /* the rest: the next round, or the fetch just started */
+        pthread_mutex_unlock(&t->mutex);
+        send_all(c, give_back);
+        if (wake_timer) rl_async_poke(c);
+        wake_timer = 0;
+        for (parked *p = done, *next; p; p = next) {
+            next = p->next;
+            n--;
+            deliver(c, p, statuses[n], statuses[n] ? error : "", &results[n]);
+            free(p);
+        }
+        if (fetcher) {
+            start_async_fetch(c, e, fetcher, want, 0);
+            free(fetcher);
+        }
+        if (fetcher || !list) return;
     }
-    *keep = list; /* past 64: the next round */
-    pthread_mutex_unlock(&t->mutex);
-    send_all(c, give_back);
-    if (wake_timer) rl_async_poke(c);
-    for (parked *p = done, *next; p; p = next) {
-        next = p->next;
-        n--;
-        deliver(c, p, statuses[n], statuses[n] ? error : "", &results[n]);
-        free(p);
-    }
-    if (fetcher) start_async_fetch(c, e, fetcher, want, 0);
-    else if (list) serve_parked(c, e, 0);
 }
 
 /* The fetch of e ended with status (not sent, failed): waiters and parked
@@ -545,7 +550,6 @@ static int start_async_fetch(rl_client *c, lease *e, parked *p, int64_t want, in
         }
         rl_fail(rc, "%s", msg);
     }
-    free(p);
     return submitting ? rc : RL_OK;
 }
 
@@ -555,43 +559,42 @@ int rl_lease_submit(rl_client *c, const rl_request *req, uint64_t tag, const rl_
     int64_t now = rl_monotonic_ms(), want = 0;
     areq *give_back = NULL;
     rl_result res;
+    parked p, *waiting = NULL;
     int rc;
-    parked *p = malloc(sizeof *p);
-    if (!p) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    if (target->queue && (rc = rl_completions_reserve(target->queue))) {
-        free(p);
-        return rc;
-    }
-    memset(p, 0, sizeof *p);
-    p->tag = tag;
-    p->target = *target;
-    p->permits = req->permits;
-    p->capacity = rl_spec_capacity(&req->spec);
-    p->op = req->op;
-    rl_stats_begin(c, req->name, &p->stats);
+    if (target->queue && (rc = rl_completions_reserve(target->queue))) return rc;
+    memset(&p, 0, sizeof p);
+    p.tag = tag;
+    p.target = *target;
+    p.permits = req->permits;
+    p.capacity = rl_spec_capacity(&req->spec);
+    p.op = req->op;
+    rl_stats_begin(c, req->name, &p.stats);
     pthread_mutex_lock(&t->mutex);
     lease *e = entry_for(t, req, now, 1);
     step s = e ? decide(c, e, req->op, req->permits, now, NULL, &res, &want, &give_back) : STEP_PLAIN;
-    if (s == STEP_BUSY) {
-        p->next = e->parked;
-        e->parked = p; /* served in no particular order: each is its own decision */
+    /* parked: in no particular order, each is its own decision */
+    if (s == STEP_BUSY && (waiting = malloc(sizeof *waiting))) {
+        *waiting = p;
+        waiting->next = e->parked;
+        e->parked = waiting;
     }
     pthread_mutex_unlock(&t->mutex);
     send_all(c, give_back);
     switch (s) {
     case STEP_LOCAL:
-        deliver(c, p, RL_OK, "", &res);
-        free(p);
-        return RL_OK;
-    case STEP_BUSY:
+        deliver(c, &p, RL_OK, "", &res);
         return RL_OK;
     case STEP_FETCH:
-        return start_async_fetch(c, e, p, want, 1);
+        return start_async_fetch(c, e, &p, want, 1);
+    case STEP_BUSY:
+        if (waiting) return RL_OK;
+        rc = rl_fail(RL_ERR_NOMEM, "out of memory");
+        break;
     default:
-        if (target->queue) rl_completions_unreserve(target->queue);
-        free(p);
-        return RL_LEASE_NOT_TAKEN;
+        rc = RL_LEASE_NOT_TAKEN;
     }
+    if (target->queue) rl_completions_unreserve(target->queue);
+    return rc;
 }
 
 /* The I/O thread: the reply to r's LEASE. Returns 1 when r was sent again
