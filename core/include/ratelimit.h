@@ -283,7 +283,9 @@ typedef struct {
      * 3,600,000) and decides from this client's memory until the block is
      * used or its validity ends; unused permits go back when it ends. The
      * limit stays exact whatever mix of clients shares the key
-     * (docs/semantics.md, "Leases"). Other ops ignore it. */
+     * (docs/semantics.md, "Leases"). Other ops, and an explicit clock
+     * (now_ms > 0), ask Redis as without it; out of range is RL_ERR_INVALID
+     * for every op. */
     int64_t lease_ms;
 } rl_request;
 

@@ -12,68 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "async.h"
+#include "lease.h"
 
-#define OP_LEASE 5
-#define OP_GIVE_BACK 6
-#define BUCKETS 1024
-/* past it, new keys are decided by Redis as without a lease (hostile ids
- * cannot grow memory) */
-#define MAX_ENTRIES 100000
-#define MAX_BLOCK ((int64_t)1 << 20)
-#define HANDLE_MAX 120
-/* an entry with nothing in hand and unused this long is freed */
-#define IDLE_FREE_MS 10000
 
-/* A submission waiting for the fetch in progress. */
-typedef struct parked {
-    struct parked *next;
-    uint64_t tag;
-    rl_target target; /* room in target.queue reserved */
-    int64_t permits, capacity;
-    rl_op op;
-    rl_stats_mark stats;
-} parked;
-
-typedef struct lease {
-    struct lease *next;
-    uint64_t hash;
-    char *name, *id;
-    rl_spec spec;
-    int64_t lease_ms;
-    int64_t last_used_ms;
-    int users; /* blocking callers waiting on it: not freed meanwhile */
-    /* the block: left of block permits, decided on until valid_until_ms
-     * (monotonic, from before the LEASE was sent) */
-    int64_t block, left, taken_at_ms, valid_until_ms;
-    rl_result grant; /* the LEASE reply: limit, remaining for others, reset_after, rate_index */
-    /* the block a blocking fetcher ended: its GIVE_BACK goes just before the
-     * next LEASE, in the same pipeline (after it, it would not be on top) */
-    int pending;
-    int64_t pending_left;
-    int nhandles;
-    char handles[RL_MAX_RATES][HANDLE_MAX + 1];
-    int64_t size; /* the next block asked for */
-    /* single flight */
-    int fetching;
-    const void *fetcher;        /* the blocking batch fetching; NULL: a submission */
-    unsigned fetches;           /* fetches ended so far */
-    int fetch_status;           /* how the last one ended */
-    char fetch_error[200];
-    unsigned generation, fetch_generation; /* a reset drops what an older fetch brings */
-    parked *parked;
-    /* a denial remembered: calls needing >= denied_permits are denied until denied_until_ms */
-    int64_t denied_permits, denied_at_ms, denied_until_ms;
-    rl_result denial;
-} lease;
-
-struct rl_leases {
-    pthread_mutex_t mutex;
-    pthread_cond_t fetched;
-    size_t count;
-    int64_t next_due_ms; /* the timer's next look (0: nothing to watch); written locked, read atomically */
-    lease *buckets[BUCKETS];
-};
 
 rl_leases *rl_leases_new(void)
 {
@@ -94,7 +35,7 @@ static void free_entry(lease *e)
 void rl_leases_free(rl_leases *t)
 {
     if (!t) return;
-    for (int b = 0; b < BUCKETS; b++)
+    for (int b = 0; b < LEASE_BUCKETS; b++)
         for (lease *e = t->buckets[b], *next; e; e = next) {
             next = e->next;
             free_entry(e); /* nothing is parked: every fetch completed before the close freed us */
@@ -148,15 +89,15 @@ static int same_rates(const rl_spec *a, const rl_spec *b)
 
 /* The entry for req, made if new (create); NULL when the table is full or
  * memory out. */
-static lease *entry_for(rl_leases *t, const rl_request *req, int64_t now, int create)
+lease *rl_lease_entry(rl_leases *t, const rl_request *req, int64_t now, int create)
 {
     uint64_t h = hash_of(req);
-    lease **slot = &t->buckets[h % BUCKETS];
+    lease **slot = &t->buckets[h % LEASE_BUCKETS];
     for (lease *e = *slot; e; e = e->next)
         if (e->hash == h && e->lease_ms == req->lease_ms && !strcmp(e->name, req->name) && !strcmp(e->id, req->id) &&
             same_rates(&e->spec, &req->spec))
             return e;
-    if (!create || t->count >= MAX_ENTRIES) return NULL;
+    if (!create || t->count >= LEASE_MAX_ENTRIES) return NULL;
     lease *e = calloc(1, sizeof *e);
     if (!e || !(e->name = strdup(req->name)) || !(e->id = strdup(req->id))) {
         if (e) free_entry(e);
@@ -175,7 +116,7 @@ static lease *entry_for(rl_leases *t, const rl_request *req, int64_t now, int cr
 
 /* ---- commands ----------------------------------------------------------------- */
 
-static void entry_request(const lease *e, rl_request *req, rl_op op, int64_t permits, int64_t max_wait)
+void rl_lease_request(const lease *e, rl_request *req, rl_op op, int64_t permits, int64_t max_wait)
 {
     memset(req, 0, sizeof *req);
     req->name = e->name;
@@ -186,10 +127,10 @@ static void entry_request(const lease *e, rl_request *req, rl_op op, int64_t per
     req->max_wait_ms = max_wait;
 }
 
-static void build_lease(rl_cmd *cmd, rl_client *c, const lease *e, int64_t want)
+void rl_lease_build(rl_cmd *cmd, rl_client *c, const lease *e, int64_t want)
 {
     rl_request req;
-    entry_request(e, &req, (rl_op)OP_LEASE, want, e->lease_ms);
+    rl_lease_request(e, &req, (rl_op)OP_LEASE, want, e->lease_ms);
     rl_build_decision(cmd, c, &req);
     rl_stats_lease_call(c, e->name);
 }
@@ -199,7 +140,7 @@ static void build_lease(rl_cmd *cmd, rl_client *c, const lease *e, int64_t want)
 static void build_give_back(rl_cmd *cmd, rl_client *c, const lease *e, int64_t unused)
 {
     rl_request req;
-    entry_request(e, &req, (rl_op)OP_GIVE_BACK, unused, 0);
+    rl_lease_request(e, &req, (rl_op)OP_GIVE_BACK, unused, 0);
     rl_build_decision(cmd, c, &req);
     for (int i = 0; i < e->nhandles; i++) rl_cmd_copy(cmd, e->handles[i], strlen(e->handles[i]));
     rl_stats_lease_call(c, e->name);
@@ -227,7 +168,7 @@ static areq *end_block(rl_client *c, lease *e, int64_t now, int give_back)
     } else if (e->left == 0 && (now - e->taken_at_ms) * 2 < validity) {
         int64_t grown = e->size * 2, cap = e->block * 4; /* never far past what Redis grants */
         e->size = grown < cap ? grown : cap;
-        if (e->size > MAX_BLOCK) e->size = MAX_BLOCK;
+        if (e->size > LEASE_MAX_BLOCK) e->size = LEASE_MAX_BLOCK;
     }
     if (give_back && worth_giving_back(e, now) && (r = rl_async_req_new(REQ_DECISION))) {
         r->silent = 1;
@@ -240,7 +181,7 @@ static areq *end_block(rl_client *c, lease *e, int64_t now, int give_back)
 
 /* Sends silent requests (GIVE_BACK) from a caller's thread; fire and
  * forget: one that fails is dropped (the permits stay counted: safe). */
-static void send_all(rl_client *c, areq *list)
+void rl_lease_send_all(rl_client *c, areq *list)
 {
     for (areq *r = list, *next; r; r = next) {
         next = r->next;
@@ -291,15 +232,9 @@ static int64_t need_of(rl_op op, int64_t permits)
     return op == RL_OP_ACQUIRE_UP_TO ? 1 : permits;
 }
 
-typedef enum {
-    STEP_LOCAL, /* decided: out holds it */
-    STEP_FETCH, /* this caller fetches the next block (want) */
-    STEP_BUSY,  /* another fetch is in progress */
-    STEP_PLAIN  /* ask Redis as without a lease */
-} step;
 
 /* One decision under the table's lock. */
-static step decide(rl_client *c, lease *e, rl_op op, int64_t permits, int64_t now, const void *fetcher,
+step rl_lease_decide(rl_client *c, lease *e, rl_op op, int64_t permits, int64_t now, const void *fetcher,
                    rl_result *out, int64_t *want, areq **give_back)
 {
     int64_t need = need_of(op, permits);
@@ -328,7 +263,7 @@ static step decide(rl_client *c, lease *e, rl_op op, int64_t permits, int64_t no
     e->fetcher = fetcher;
     e->fetch_generation = e->generation;
     *want = e->size > need ? e->size : need;
-    if (op == RL_OP_ACQUIRE_UP_TO && permits > *want) *want = min64(permits, MAX_BLOCK);
+    if (op == RL_OP_ACQUIRE_UP_TO && permits > *want) *want = min64(permits, LEASE_MAX_BLOCK);
     return STEP_FETCH;
 }
 
@@ -337,7 +272,7 @@ static step decide(rl_client *c, lease *e, rl_op op, int64_t permits, int64_t no
 /* The LEASE reply: a denial (as an ACQUIRE of 1's, block 0), or the grant
  * with its validity, block and one handle per rate. */
 static int decode_grant(const redisReply *r, size_t nrates, rl_result *res, int64_t *v_eff, int64_t *block,
-                        char (*handles)[HANDLE_MAX + 1])
+                        char (*handles)[LEASE_HANDLE_MAX + 1])
 {
     int64_t v[8];
     int rc;
@@ -354,7 +289,7 @@ static int decode_grant(const redisReply *r, size_t nrates, rl_result *res, int6
                        (long long)v[5]);
     for (size_t i = 0; i < nrates; i++) {
         const redisReply *h = r->element[8 + i];
-        if (h->type != REDIS_REPLY_STRING || h->len < 1 || h->len > HANDLE_MAX)
+        if (h->type != REDIS_REPLY_STRING || h->len < 1 || h->len > LEASE_HANDLE_MAX)
             return rl_fail(RL_ERR_PROTOCOL, "a lease reply's handle %zu is not a short string", i);
         memcpy(handles[i], h->str, h->len);
         handles[i][h->len] = '\0';
@@ -371,13 +306,11 @@ static int decode_grant(const redisReply *r, size_t nrates, rl_result *res, int6
     return RL_OK;
 }
 
-/* How the fetcher's own request came out of its fetch. */
-typedef enum { GOT_RESULT, GOT_ERROR, GOT_PLAIN } got;
 
 /* Under the lock: the fetch of e ended (status, and on RL_OK its reply);
  * sets the fetcher's result, or says it needs a plain acquire (the block
  * is smaller than the permits it asked for). Wakes the waiters. */
-static got fetched(rl_client *c, lease *e, int status, const redisReply *reply, int64_t sent_ms, rl_op op,
+got rl_lease_fetched_locked(rl_client *c, lease *e, int status, const redisReply *reply, int64_t sent_ms, rl_op op,
                    int64_t permits, rl_result *out, int *wake_timer)
 {
     rl_leases *t = c->leases;
@@ -421,219 +354,6 @@ static got fetched(rl_client *c, lease *e, int status, const redisReply *reply, 
     return g;
 }
 
-static void deliver(rl_client *c, const parked *p, int status, const char *error, rl_result *res)
-{
-    rl_completion done;
-    memset(&done, 0, sizeof done);
-    if (rl_unreachable(status) && c->options.on_error != RL_ON_ERROR_RAISE) {
-        rl_fallback_result(c, p->capacity, p->permits, res);
-        status = RL_OK; /* the message still says what went wrong */
-    }
-    done.tag = p->tag;
-    done.status = status;
-    if (status == RL_OK) done.result = *res;
-    if (error && *error) snprintf(done.error, sizeof done.error, "%s", error);
-    rl_stats_end(&p->stats, status, &done.result);
-    if (p->target.queue) rl_completions_push(p->target.queue, &done);
-    else p->target.fn(p->target.ctx, &done);
-}
-
-static int start_async_fetch(rl_client *c, lease *e, parked *p, int64_t want, int submitting);
-
-/* After a fetch of e ended: the parked submissions get decided from the new
- * block (one of them fetching the next if it runs out), or with the
- * fetch's failure; 64 at a time, completed outside the lock. */
-static void serve_parked(rl_client *c, lease *e, int wake_timer)
-{
-    rl_leases *t = c->leases;
-    rl_result results[64];
-    int statuses[64];
-    char error[200];
-    for (;;) {
-        parked *done = NULL, *fetcher = NULL;
-        areq *give_back = NULL;
-        int64_t want = 0;
-        size_t n = 0;
-        pthread_mutex_lock(&t->mutex);
-        int failure = e->fetching ? RL_OK : e->fetch_status;
-        snprintf(error, sizeof error, "%s", e->fetch_error);
-        parked *list = e->parked, **keep = &e->parked;
-        e->parked = NULL;
-        int64_t now = rl_monotonic_ms();
-        while (list && n < 64 && !fetcher) {
-            parked *p = list;
-            list = p->next;
-            p->next = NULL;
-            step s = STEP_BUSY;
-            memset(&results[n], 0, sizeof results[n]);
-            statuses[n] = failure;
-            if (!failure) s = decide(c, e, p->op, p->permits, now, NULL, &results[n], &want, &give_back);
-            if (s == STEP_FETCH) {
-                fetcher = p;
-            } else if (s == STEP_BUSY && !failure) {
-                *keep = p; /* waits for the next fetch */
-                keep = &p->next;
-            } else {
-                p->next = done;
-                done = p;
-                n++;
-            }
-        }
-        *keep = list; /* the rest: the next round, or the fetch just started */
-        pthread_mutex_unlock(&t->mutex);
-        send_all(c, give_back);
-        if (wake_timer) rl_async_poke(c);
-        wake_timer = 0;
-        for (parked *p = done, *next; p; p = next) {
-            next = p->next;
-            n--;
-            deliver(c, p, statuses[n], statuses[n] ? error : "", &results[n]);
-            free(p);
-        }
-        if (fetcher) {
-            start_async_fetch(c, e, fetcher, want, 0);
-            free(fetcher);
-        }
-        if (fetcher || !list) return;
-    }
-}
-
-/* The fetch of e ended with status (not sent, failed): waiters and parked
- * submissions hear of it. */
-static void fetch_failed(rl_client *c, lease *e, int status)
-{
-    int wake = 0;
-    rl_result unused;
-    pthread_mutex_lock(&c->leases->mutex);
-    fetched(c, e, status, NULL, 0, RL_OP_ACQUIRE, 1, &unused, &wake);
-    pthread_mutex_unlock(&c->leases->mutex);
-    serve_parked(c, e, wake);
-}
-
-/* ---- the asynchronous path ----------------------------------------------------- */
-
-/* p's request, as the fetch of e's next block (want permits). submitting:
- * rl_submit's caller hears of a failure to queue it (no completion), else
- * p's target does. */
-static int start_async_fetch(rl_client *c, lease *e, parked *p, int64_t want, int submitting)
-{
-    areq *r = rl_async_req_new(REQ_DECISION);
-    int rc = r ? RL_OK : rl_fail(RL_ERR_NOMEM, "out of memory");
-    if (r) {
-        r->tag = p->tag;
-        r->target = p->target;
-        r->permits = p->permits;
-        r->capacity = p->capacity;
-        r->stats = p->stats;
-        r->lease = e;
-        r->lease_op = p->op;
-        r->lease_sent_ms = rl_monotonic_ms();
-        build_lease(&r->cmd, c, e, want);
-        if (r->cmd.failed) {
-            rl_async_req_free(r);
-            rc = rl_fail(RL_ERR_NOMEM, "out of memory building a command");
-        } else {
-            r->reserved = p->target.queue != NULL;
-            rc = rl_async_send(c, r); /* on failure r is freed, its room kept */
-        }
-    }
-    if (rc) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "%s", rl_errmsg());
-        fetch_failed(c, e, rc);
-        if (submitting) {
-            if (p->target.queue) rl_completions_unreserve(p->target.queue);
-        } else {
-            rl_result none;
-            memset(&none, 0, sizeof none);
-            deliver(c, p, rc, msg, &none);
-        }
-        rl_fail(rc, "%s", msg);
-    }
-    return submitting ? rc : RL_OK;
-}
-
-int rl_lease_submit(rl_client *c, const rl_request *req, uint64_t tag, const rl_target *target)
-{
-    rl_leases *t = c->leases;
-    int64_t now = rl_monotonic_ms(), want = 0;
-    areq *give_back = NULL;
-    rl_result res;
-    parked p, *waiting = NULL;
-    int rc;
-    if (target->queue && (rc = rl_completions_reserve(target->queue))) return rc;
-    memset(&p, 0, sizeof p);
-    p.tag = tag;
-    p.target = *target;
-    p.permits = req->permits;
-    p.capacity = rl_spec_capacity(&req->spec);
-    p.op = req->op;
-    rl_stats_begin(c, req->name, &p.stats);
-    pthread_mutex_lock(&t->mutex);
-    lease *e = entry_for(t, req, now, 1);
-    step s = e ? decide(c, e, req->op, req->permits, now, NULL, &res, &want, &give_back) : STEP_PLAIN;
-    /* parked: in no particular order, each is its own decision */
-    if (s == STEP_BUSY && (waiting = malloc(sizeof *waiting))) {
-        *waiting = p;
-        waiting->next = e->parked;
-        e->parked = waiting;
-    }
-    pthread_mutex_unlock(&t->mutex);
-    send_all(c, give_back);
-    switch (s) {
-    case STEP_LOCAL:
-        deliver(c, &p, RL_OK, "", &res);
-        return RL_OK;
-    case STEP_FETCH:
-        return start_async_fetch(c, e, &p, want, 1);
-    case STEP_BUSY:
-        if (waiting) return RL_OK;
-        rc = rl_fail(RL_ERR_NOMEM, "out of memory");
-        break;
-    default:
-        rc = RL_LEASE_NOT_TAKEN;
-    }
-    if (target->queue) rl_completions_unreserve(target->queue);
-    return rc;
-}
-
-/* The I/O thread: the reply to r's LEASE. Returns 1 when r was sent again
- * (a plain acquire: the block is smaller than its permits); else r holds
- * its decision (r->decided) and the caller completes it. */
-int rl_lease_async_reply(rl_async *a, areq *r, const redisReply *reply)
-{
-    rl_client *c = a->client;
-    lease *e = r->lease;
-    int wake = 0;
-    r->lease = NULL;
-    pthread_mutex_lock(&c->leases->mutex);
-    got g = fetched(c, e, RL_OK, reply, r->lease_sent_ms, r->lease_op, r->permits, &r->result, &wake);
-    pthread_mutex_unlock(&c->leases->mutex);
-    r->decided = 1;
-    r->decided_status = g == GOT_ERROR ? e->fetch_status : RL_OK;
-    if (g == GOT_PLAIN) {
-        rl_request req;
-        entry_request(e, &req, r->lease_op, r->permits, 0);
-        rl_cmd_free(&r->cmd);
-        rl_build_decision(&r->cmd, c, &req);
-        r->decided = 0;
-    }
-    serve_parked(c, e, wake);
-    if (g != GOT_PLAIN) return 0;
-    rl_async_dispatch(a, r);
-    return 1;
-}
-
-/* r's LEASE failed (timeout, connection, closing, a Redis error). */
-void rl_lease_async_failed(rl_client *c, areq *r, int status)
-{
-    lease *e = r->lease;
-    r->lease = NULL;
-    fetch_failed(c, e, status);
-}
-
-/* ---- the blocking path -------------------------------------------------------- */
-
 /* Plans a batch's leased requests: each is decided from memory (plan
  * LEASE_DONE, its outcome and result set), or fetches its entry's next block
  * (LEASE_FETCH, want in wants[i]), or goes to Redis as without a lease
@@ -653,10 +373,10 @@ void rl_leases_plan(rl_client *c, const rl_request *requests, size_t n, rl_resul
         plan[i] = RL_PLAN_PLAIN;
         if (outcomes[i].status || !rl_lease_applies(c, req)) continue;
         int64_t now = rl_monotonic_ms();
-        lease *e = entry_for(t, req, now, 1);
+        lease *e = rl_lease_entry(t, req, now, 1);
         if (!e) continue;
         for (;;) {
-            step s = decide(c, e, req->op, req->permits, now, outcomes, &results[i], &wants[i], &give_back);
+            step s = rl_lease_decide(c, e, req->op, req->permits, now, outcomes, &results[i], &wants[i], &give_back);
             if (s == STEP_LOCAL) {
                 plan[i] = RL_PLAN_DONE;
             } else if (s == STEP_FETCH) {
@@ -689,7 +409,7 @@ void rl_leases_plan(rl_client *c, const rl_request *requests, size_t n, rl_resul
         }
     }
     pthread_mutex_unlock(&t->mutex);
-    send_all(c, give_back);
+    rl_lease_send_all(c, give_back);
 }
 
 /* A blocking fetch's end: request req's result in *out (status RL_OK), or
@@ -700,11 +420,11 @@ int rl_lease_fetched(rl_client *c, const rl_request *req, int status, const redi
     rl_leases *t = c->leases;
     int wake = 0;
     pthread_mutex_lock(&t->mutex);
-    lease *e = entry_for(t, req, sent_ms, 0); /* fetching: it is there */
-    got g = e ? fetched(c, e, status, reply, sent_ms, req->op, req->permits, out, &wake) : GOT_ERROR;
+    lease *e = rl_lease_entry(t, req, sent_ms, 0); /* fetching: it is there */
+    got g = e ? rl_lease_fetched_locked(c, e, status, reply, sent_ms, req->op, req->permits, out, &wake) : GOT_ERROR;
     int rc = g == GOT_PLAIN ? RL_LEASE_AGAIN : g == GOT_ERROR ? (e ? e->fetch_status : RL_ERR_NOMEM) : RL_OK;
     pthread_mutex_unlock(&t->mutex);
-    if (e) serve_parked(c, e, wake);
+    if (e) rl_lease_serve_parked(c, e, wake);
     return rc;
 }
 
@@ -712,7 +432,7 @@ int rl_lease_build_give_back(rl_cmd *cmd, rl_client *c, const rl_request *req)
 {
     rl_leases *t = c->leases;
     pthread_mutex_lock(&t->mutex);
-    lease *e = entry_for(t, req, 0, 0);
+    lease *e = rl_lease_entry(t, req, 0, 0);
     int owed = e && e->pending;
     if (owed) {
         build_give_back(cmd, c, e, e->pending_left);
@@ -744,7 +464,7 @@ void rl_leases_end(rl_client *c, const char *name, const char *id, int how)
     if (!t) return;
     int64_t now = rl_monotonic_ms();
     pthread_mutex_lock(&t->mutex);
-    for (int b = 0; b < BUCKETS; b++)
+    for (int b = 0; b < LEASE_BUCKETS; b++)
         for (lease *e = t->buckets[b]; e; e = e->next) {
             if ((name && strcmp(e->name, name)) || (id && strcmp(e->id, id))) continue;
             if (how == RL_LEASES_GIVE_BACK_NOW && worth_giving_back(e, now)) {
@@ -770,7 +490,7 @@ void rl_leases_end(rl_client *c, const char *name, const char *id, int how)
             }
         }
     pthread_mutex_unlock(&t->mutex);
-    send_all(c, list);
+    rl_lease_send_all(c, list);
     if (n) {
         redisReply **replies = calloc(n, sizeof *replies);
         rl_outcome *outcomes = calloc(n, sizeof *outcomes);
@@ -810,7 +530,7 @@ int64_t rl_leases_tick(rl_async *a, int64_t now)
     areq *list = NULL;
     int64_t next = 0;
     pthread_mutex_lock(&t->mutex);
-    for (int b = 0; b < BUCKETS; b++)
+    for (int b = 0; b < LEASE_BUCKETS; b++)
         for (lease **p = &t->buckets[b]; *p;) {
             lease *e = *p;
             if (e->block && !e->fetching && now >= e->valid_until_ms) {
@@ -821,13 +541,13 @@ int64_t rl_leases_tick(rl_async *a, int64_t now)
                 }
             }
             if (!e->block && !e->fetching && !e->parked && !e->users && now >= e->denied_until_ms &&
-                now - e->last_used_ms > IDLE_FREE_MS) {
+                now - e->last_used_ms > LEASE_IDLE_FREE_MS) {
                 *p = e->next;
                 t->count--;
                 free_entry(e);
                 continue;
             }
-            int64_t when = e->block ? e->valid_until_ms : e->last_used_ms + IDLE_FREE_MS + 1;
+            int64_t when = e->block ? e->valid_until_ms : e->last_used_ms + LEASE_IDLE_FREE_MS + 1;
             if (!e->fetching && (!next || when < next)) next = when;
             p = &e->next;
         }

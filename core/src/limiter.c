@@ -547,6 +547,8 @@ int rl_reset(rl_client *client, const char *name, const char *id, const rl_spec 
     rc = rl_run(client, &cmd, 1, &reply);
     if (rc == RL_OK) freeReplyObject(reply);
     rl_cmd_free(&cmd);
+    /* a block another thread fetched meanwhile may predate the DEL */
+    rl_leases_end(client, name, id, RL_LEASES_DROP);
     return rc;
 }
 

@@ -1,0 +1,104 @@
+/* Leases: what lease.c (the table, decisions, the blocking path, ending
+ * leases) and lease_async.c (submissions parked on a fetch) share; not
+ * installed. */
+#ifndef RL_LEASE_H
+#define RL_LEASE_H
+
+#include "async.h"
+
+#define OP_LEASE 5
+#define OP_GIVE_BACK 6
+#define LEASE_BUCKETS 1024
+/* past it, new keys are decided by Redis as without a lease (hostile ids
+ * cannot grow memory) */
+#define LEASE_MAX_ENTRIES 100000
+#define LEASE_MAX_BLOCK ((int64_t)1 << 20)
+#define LEASE_HANDLE_MAX 120
+/* an entry with nothing in hand and unused this long is freed */
+#define LEASE_IDLE_FREE_MS 10000
+
+/* A submission waiting for the fetch in progress. */
+typedef struct parked {
+    struct parked *next;
+    uint64_t tag;
+    rl_target target; /* room in target.queue reserved */
+    int64_t permits, capacity;
+    rl_op op;
+    rl_stats_mark stats;
+} parked;
+
+typedef struct lease {
+    struct lease *next;
+    uint64_t hash;
+    char *name, *id;
+    rl_spec spec;
+    int64_t lease_ms;
+    int64_t last_used_ms;
+    int users; /* blocking callers waiting on it: not freed meanwhile */
+    /* the block: left of block permits, decided on until valid_until_ms
+     * (monotonic, from before the LEASE was sent) */
+    int64_t block, left, taken_at_ms, valid_until_ms;
+    rl_result grant; /* the LEASE reply: limit, remaining for others, reset_after, rate_index */
+    /* the block a blocking fetcher ended: its GIVE_BACK goes just before the
+     * next LEASE, in the same pipeline (after it, it would not be on top) */
+    int pending;
+    int64_t pending_left;
+    int nhandles;
+    char handles[RL_MAX_RATES][LEASE_HANDLE_MAX + 1];
+    int64_t size; /* the next block asked for */
+    /* single flight */
+    int fetching;
+    const void *fetcher;        /* the blocking batch fetching; NULL: a submission */
+    unsigned fetches;           /* fetches ended so far */
+    int fetch_status;           /* how the last one ended */
+    char fetch_error[200];
+    unsigned generation, fetch_generation; /* a reset drops what an older fetch brings */
+    parked *parked;
+    /* a denial remembered: calls needing >= denied_permits are denied until denied_until_ms */
+    int64_t denied_permits, denied_at_ms, denied_until_ms;
+    rl_result denial;
+} lease;
+
+struct rl_leases {
+    pthread_mutex_t mutex;
+    pthread_cond_t fetched;
+    size_t count;
+    int64_t next_due_ms; /* the timer's next look (0: nothing to watch); written locked, read atomically */
+    lease *buckets[LEASE_BUCKETS];
+};
+
+typedef enum {
+    STEP_LOCAL, /* decided: out holds it */
+    STEP_FETCH, /* this caller fetches the next block (want) */
+    STEP_BUSY,  /* another fetch is in progress */
+    STEP_PLAIN  /* ask Redis as without a lease */
+} step;
+
+/* How the fetcher's own request came out of its fetch. */
+typedef enum { GOT_RESULT, GOT_ERROR, GOT_PLAIN } got;
+
+/* The entry for req, made if new (create); NULL when the table is full or
+ * memory out. The table's lock is held for all of these. */
+lease *rl_lease_entry(rl_leases *t, const rl_request *req, int64_t now, int create);
+/* One decision: a submission passes fetcher NULL; a blocking batch its own
+ * token (a second request of the batch for a key it fetches goes PLAIN).
+ * A block ended on the way adds its GIVE_BACK to *give_back (submissions). */
+step rl_lease_decide(rl_client *c, lease *e, rl_op op, int64_t permits, int64_t now, const void *fetcher,
+                     rl_result *out, int64_t *want, areq **give_back);
+/* The fetch of e ended (status, and on RL_OK its reply); sets the fetcher's
+ * result; wakes the blocking waiters; *wake_timer: the I/O thread's timer
+ * must look sooner. */
+got rl_lease_fetched_locked(rl_client *c, lease *e, int status, const redisReply *reply, int64_t sent_ms,
+                            rl_op op, int64_t permits, rl_result *out, int *wake_timer);
+void rl_lease_request(const lease *e, rl_request *req, rl_op op, int64_t permits, int64_t max_wait);
+void rl_lease_build(rl_cmd *cmd, rl_client *c, const lease *e, int64_t want);
+
+/* Without the lock: */
+/* queues silent requests (GIVE_BACK) on the I/O thread, fire and forget */
+void rl_lease_send_all(rl_client *c, areq *list);
+/* after a fetch of e ended: the submissions parked on it */
+void rl_lease_serve_parked(rl_client *c, lease *e, int wake_timer);
+/* the fetch of e ended with status before a reply */
+void rl_lease_fetch_failed(rl_client *c, lease *e, int status);
+
+#endif
