@@ -13,7 +13,6 @@
  *   sliding_window: at most limit per aligned window (Redis time, mapped to
  *     the monotonic clock through TIME).
  * And the key is not starved: most of what the bound allows is admitted. */
-#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -295,7 +294,7 @@ static void bound(rl_algorithm algorithm)
         printf("  %s: %lld admitted, at most %lld in any period (limit %d)\n", name, (long long)admitted,
                (long long)most, LIMIT);
         CHECK(most <= LIMIT);
-        allowed_total = LIMIT * ceil((double)elapsed_us / (PERIOD_MS * 1000.0));
+        allowed_total = LIMIT * (double)((elapsed_us + PERIOD_MS * 1000 - 1) / (PERIOD_MS * 1000));
         break;
     }
     case RL_TOKEN_BUCKET:
