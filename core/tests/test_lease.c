@@ -213,6 +213,67 @@ static void submitted(void)
     rl_completions_close(q);
 }
 
+/* rl_acquire_wait over local denials: it sleeps their retry_after and gets
+ * through when the window turns; batches decide leased requests from memory
+ * (a second request of one batch for a key it fetches goes to Redis). */
+static void wait_and_batch(void)
+{
+    rl_client *c = open_client(&redis, NULL);
+    rl_request req = leased("wait", "k", RL_FIXED_WINDOW, 5, 1000, 500);
+    rl_result r;
+    for (int i = 0; i < 7; i++) CHECK_OK(rl_execute(c, &req, 1, &r));
+    CHECK(!r.allowed);
+    rl_wait w = {3000, NULL, NULL};
+    CHECK_OK(rl_acquire_wait(c, &req, &w, &r));
+    CHECK(r.allowed);
+
+    rl_request batch[4];
+    rl_result results[4];
+    for (int i = 0; i < 4; i++) batch[i] = leased("batch", i < 3 ? "a" : "b", RL_GCRA, 100000, 1000, 1000);
+    int allowed = 0, local = 0;
+    for (int round = 0; round < 50; round++) {
+        CHECK_OK(rl_execute(c, batch, 4, results));
+        for (int i = 0; i < 4; i++) {
+            allowed += results[i].allowed;
+            local += results[i].local;
+        }
+    }
+    CHECK_EQ(allowed, 200);
+    CHECK(local >= 150);
+    CHECK_EQ(stats_of(c, "batch").local_allowed, (uint64_t)local);
+    rl_client_close(c);
+}
+
+/* Eight threads on one hot key share its fetches (single flight): still at
+ * most one script call per 20 decisions. */
+static rl_client *shared;
+
+static void *hammer(void *arg)
+{
+    rl_request req = leased("threads", "k", RL_GCRA, 1000000, 1000, 50);
+    rl_result r;
+    for (int i = 0; i < 5000; i++)
+        if (rl_execute(shared, &req, 1, &r) != RL_OK || !r.allowed) __atomic_fetch_add((int *)arg, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+static void threads(void)
+{
+    pthread_t t[8];
+    int failed = 0;
+    shared = open_client(&redis, NULL);
+    long long before = scripts_run();
+    for (int i = 0; i < 8; i++) pthread_create(&t[i], NULL, hammer, &failed);
+    for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+    long long calls = scripts_run() - before;
+    rl_limiter_stats s = stats_of(shared, "threads");
+    CHECK_EQ(failed, 0);
+    CHECK_EQ(s.allowed, 40000);
+    CHECK(calls * 20 <= 40000);
+    printf("  8 threads: %llu of 40000 local, %lld scripts run\n", (unsigned long long)s.local_allowed, calls);
+    rl_client_close(shared);
+}
+
 /* A block of 1000/hour taken by enough calls to have grown. */
 static int64_t hold_block(rl_client *c, rl_request *req)
 {
@@ -326,6 +387,8 @@ int main(void)
     local_denials();
     reset_ends();
     submitted();
+    wait_and_batch();
+    threads();
     forked();
     refund_and_config();
     outage();
