@@ -341,6 +341,30 @@ static void refund_and_config(void)
     rl_client_close(c);
 }
 
+/* Another client changes the stored spec: this client's config refresh
+ * finds it on its next call and ends the leases of that name (given back). */
+static void refreshed(void)
+{
+    rl_options o = RL_OPTIONS_INIT;
+    o.config_refresh_ms = 100;
+    rl_client *a = open_client(&redis, &o), *b = open_client(&redis, NULL);
+    rl_request old = leased("refreshed", "k", RL_GCRA, 1000, 3600000, 60000);
+    CHECK_OK(rl_config_set(b, "refreshed", &old.spec));
+    rl_request req = old;
+    req.stored_spec = 1;
+    CHECK(hold_block(a, &req) < 900);
+    rl_spec changed = old.spec;
+    changed.algorithm = RL_TOKEN_BUCKET; /* other keys: the old one shows the give-back alone */
+    CHECK_OK(rl_config_set(b, "refreshed", &changed));
+    sleep_ms(150);
+    rl_result r;
+    CHECK_OK(rl_execute(a, &req, 1, &r));
+    sleep_ms(200); /* the give-back goes out on the I/O thread */
+    CHECK(peek_remaining(b, &old) >= 900);
+    rl_client_close(a);
+    rl_client_close(b);
+}
+
 /* Redis gone: a block in hand keeps deciding until it is used, then the
  * on_error policy decides; the close's give-back fails and is dropped, within
  * the command timeout. */
@@ -391,6 +415,7 @@ int main(void)
     threads();
     forked();
     refund_and_config();
+    refreshed();
     outage();
     redis_stop(&redis);
     return test_summary("lease");
