@@ -1,7 +1,8 @@
 /* Leases never over-admit: for every algorithm, threads (blocking calls,
  * batches, acquire up to n) and asynchronous submitters (rl_submit, many in
  * flight), some leasing and some not, hammer one key for a few periods.
- * Each admission is known to lie between CLOCK_MONOTONIC read before its
+ * The actors are spread over three clients, so that several leases are held
+ * at once. Each admission is known to lie between CLOCK_MONOTONIC read before its
  * call and after its result; the admissions certainly inside an interval
  * must obey the algorithm's bound there:
  *   sliding_log: at most limit in any interval of period (less the 1 ms
@@ -33,7 +34,8 @@ typedef struct {
 } admission;
 
 static test_redis redis;
-static rl_client *client;
+#define CLIENTS 3 /* several leases held at once on one key */
+static rl_client *clients[CLIENTS];
 static rl_spec spec;
 static const char *key_id;
 static int64_t run_until_us;
@@ -50,6 +52,7 @@ typedef enum { BLOCKING, BATCH, UP_TO, ASYNC } kind;
 typedef struct {
     kind kind;
     int64_t lease_ms;
+    rl_client *client;
     admission *got;
     size_t n;
     long errors;
@@ -89,7 +92,7 @@ static void run_async(actor *a)
     size_t flying = 0;
     for (int i = 0; i < IN_FLIGHT; i++) {
         lo[i] = mono_us();
-        if (rl_submit(client, &req, (uint64_t)i, &t)) a->errors++;
+        if (rl_submit(a->client, &req, (uint64_t)i, &t)) a->errors++;
         else flying++;
     }
     while (flying) {
@@ -104,7 +107,7 @@ static void run_async(actor *a)
             else record(a, lo[i], hi, &done[k].result);
             if (hi < run_until_us) {
                 lo[i] = mono_us();
-                if (rl_submit(client, &req, i, &t)) a->errors++;
+                if (rl_submit(a->client, &req, i, &t)) a->errors++;
                 else flying++;
             }
         }
@@ -124,7 +127,7 @@ static void *act(void *arg)
     size_t n = a->kind == BATCH ? 2 : 1;
     while (mono_us() < run_until_us) {
         int64_t lo = mono_us();
-        int rc = rl_execute(client, reqs, n, res);
+        int rc = rl_execute(a->client, reqs, n, res);
         int64_t hi = mono_us();
         if (rc) a->errors++;
         for (size_t i = 0; i < n && !rc; i++) record(a, lo, hi, &res[i]);
@@ -241,9 +244,9 @@ static void *watch_windows(void *arg)
 static void bound(rl_algorithm algorithm)
 {
     static const actor cast[] = {
-        {BLOCKING, LEASE_MS, 0, 0, 0}, {BLOCKING, LEASE_MS, 0, 0, 0}, {BLOCKING, 0, 0, 0, 0},
-        {BATCH, LEASE_MS, 0, 0, 0},    {UP_TO, LEASE_MS, 0, 0, 0},    {UP_TO, 0, 0, 0, 0},
-        {ASYNC, LEASE_MS, 0, 0, 0},    {ASYNC, 0, 0, 0, 0},
+        {BLOCKING, LEASE_MS, 0, 0, 0, 0}, {BLOCKING, LEASE_MS, 0, 0, 0, 0}, {BLOCKING, 0, 0, 0, 0, 0},
+        {BATCH, LEASE_MS, 0, 0, 0, 0},    {UP_TO, LEASE_MS, 0, 0, 0, 0},    {UP_TO, 0, 0, 0, 0, 0},
+        {ASYNC, LEASE_MS, 0, 0, 0, 0},    {ASYNC, 0, 0, 0, 0, 0},           {ASYNC, LEASE_MS, 0, 0, 0, 0},
     };
     enum { ACTORS = sizeof cast / sizeof cast[0] };
     actor actors[ACTORS];
@@ -254,7 +257,7 @@ static void bound(rl_algorithm algorithm)
     spec.limit = LIMIT;
     spec.period_ms = PERIOD_MS;
     key_id = rl_algorithm_name(algorithm);
-    CHECK(rl_key(client, "bound", key_id, algorithm, key, sizeof key) > 0);
+    CHECK(rl_key(clients[0], "bound", key_id, algorithm, key, sizeof key) > 0);
     int64_t error, offset = redis_offset(&error);
     int64_t start = mono_us();
     run_until_us = start + RUN_MS * 1000;
@@ -262,6 +265,7 @@ static void bound(rl_algorithm algorithm)
     if (algorithm == RL_FIXED_WINDOW) pthread_create(&watcher, NULL, watch_windows, key);
     for (int i = 0; i < ACTORS; i++) {
         actors[i] = cast[i];
+        actors[i].client = clients[i % CLIENTS];
         if (getenv("RL_BOUND_NO_LEASE")) actors[i].lease_ms = 0;
         actors[i].got = malloc(MAX_ADMISSIONS * sizeof(admission));
         pthread_create(&threads[i], NULL, act, &actors[i]);
@@ -342,10 +346,10 @@ static void bound(rl_algorithm algorithm)
 int main(void)
 {
     redis_start(&redis);
-    client = open_client(&redis, NULL);
+    for (int i = 0; i < CLIENTS; i++) clients[i] = open_client(&redis, NULL);
     for (int a = 0; a < RL_ALGORITHM_COUNT; a++)
         if (!getenv("RL_BOUND_ONLY") || atoi(getenv("RL_BOUND_ONLY")) == a) bound((rl_algorithm)a);
-    rl_client_close(client);
+    for (int i = 0; i < CLIENTS; i++) rl_client_close(clients[i]);
     redis_stop(&redis);
     return test_summary("lease_bound");
 }
