@@ -5,7 +5,9 @@
  *   {algorithm, initial_tokens, scope, limit_1, period_ms_1, burst_1, limit_2, ...}
  *
  * with the core's values (initial_tokens 0 = full, RL_EMPTY = none), or null
- * for "the spec stored in Redis for this name" (rl_request.stored_spec). The
+ * for "the spec stored in Redis for this name" (rl_request.stored_spec). A
+ * limiter's lease (LimiterConfig.lease) is not part of the spec, as in the
+ * core: it travels with each request as rl_request.lease_ms (0 = none). The
  * core validates; this file only copies. Conventions as in ratelimit_jni.c.
  */
 #include <jni.h>
@@ -69,7 +71,7 @@ static jlongArray spec_out(JNIEnv *env, const rl_spec *spec)
 
 /* Fills a request; name and id are malloc'd (free with free_request). */
 static int make_request(JNIEnv *env, rl_request *req, jbyteArray name, jbyteArray id, jlongArray spec, jlong permits,
-                        jint op, jlong max_wait_ms, jlong now_ms)
+                        jint op, jlong max_wait_ms, jlong now_ms, jlong lease_ms)
 {
     char *cname, *cid;
     memset(req, 0, sizeof *req);
@@ -85,6 +87,7 @@ static int make_request(JNIEnv *env, rl_request *req, jbyteArray name, jbyteArra
     req->op = (rl_op)op;
     req->max_wait_ms = max_wait_ms;
     req->now_ms = now_ms;
+    req->lease_ms = lease_ms;
     return 0;
 }
 
@@ -222,12 +225,12 @@ static jstring n_client_id(JNIEnv *env, jclass cls, jlong handle)
 /* now_ms: 0 = Redis TIME; > 0 = the explicit clock of Limiter.at() (tests,
  * conformance vectors); the core range-checks it */
 static jobject n_decide(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jbyteArray id, jlongArray spec,
-                        jlong permits, jint op, jlong max_wait_ms, jlong now_ms)
+                        jlong permits, jint op, jlong max_wait_ms, jlong now_ms, jlong lease_ms)
 {
     (void)cls;
     rl_request req;
     rl_result result;
-    if (make_request(env, &req, name, id, spec, permits, op, max_wait_ms, now_ms)) return NULL;
+    if (make_request(env, &req, name, id, spec, permits, op, max_wait_ms, now_ms, lease_ms)) return NULL;
     int rc = rl_execute(client_of(handle), &req, 1, &result);
     free_request(&req);
     if (rc) {
@@ -238,14 +241,14 @@ static jobject n_decide(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, 
 }
 
 static jobject n_acquire_wait(JNIEnv *env, jclass cls, jlong handle, jobject cancel, jbyteArray name, jbyteArray id,
-                              jlongArray spec, jlong permits, jlong timeout_ms)
+                              jlongArray spec, jlong permits, jlong timeout_ms, jlong lease_ms)
 {
     (void)cls;
     rl_request req;
     rl_result result;
     rl_wait wait;
     cancel_ctx ctx;
-    if (make_request(env, &req, name, id, spec, permits, RL_OP_ACQUIRE, 0, 0)) return NULL;
+    if (make_request(env, &req, name, id, spec, permits, RL_OP_ACQUIRE, 0, 0, lease_ms)) return NULL;
     init_wait(&wait, &ctx, env, cancel, timeout_ms);
     int rc = rl_acquire_wait(client_of(handle), &req, &wait, &result);
     free_request(&req);
@@ -261,7 +264,7 @@ static void n_reset(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jbyt
 {
     (void)cls;
     rl_request req;
-    if (make_request(env, &req, name, id, spec, 0, 0, 0, 0)) return;
+    if (make_request(env, &req, name, id, spec, 0, 0, 0, 0, 0)) return;
     int rc = rl_reset(client_of(handle), req.name, req.id, req.stored_spec ? NULL : &req.spec);
     free_request(&req);
     if (rc) throw_status(env, rc);
@@ -278,7 +281,8 @@ static void n_reset(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jbyt
 /* Every request's outcome: its Result, or its exception (not thrown). An
  * invalid batch (nothing sent) throws. */
 static jobjectArray n_execute(JNIEnv *env, jclass cls, jlong handle, jobjectArray names, jobjectArray ids,
-                              jobjectArray specs, jlongArray permits, jintArray ops, jlongArray max_waits)
+                              jobjectArray specs, jlongArray permits, jintArray ops, jlongArray max_waits,
+                              jlongArray leases)
 {
     (void)cls;
     jsize n = (*env)->GetArrayLength(env, names);
@@ -295,15 +299,17 @@ static jobjectArray n_execute(JNIEnv *env, jclass cls, jlong handle, jobjectArra
     }
     for (; built < n; built++) {
         jint op;
-        jlong count, max_wait;
+        jlong count, max_wait, lease;
         jbyteArray name = (*env)->GetObjectArrayElement(env, names, built);
         jbyteArray id = (*env)->GetObjectArrayElement(env, ids, built);
         jlongArray spec = (*env)->GetObjectArrayElement(env, specs, built);
         GET_AT(Long, jlong, permits, built, &count);
         GET_AT(Int, jint, ops, built, &op);
         GET_AT(Long, jlong, max_waits, built, &max_wait);
-        rc = (*env)->ExceptionCheck(env) ? -1
-                                         : make_request(env, &reqs[built], name, id, spec, count, op, max_wait, 0);
+        GET_AT(Long, jlong, leases, built, &lease);
+        rc = (*env)->ExceptionCheck(env)
+                 ? -1
+                 : make_request(env, &reqs[built], name, id, spec, count, op, max_wait, 0, lease);
         if (name) (*env)->DeleteLocalRef(env, name);
         if (id) (*env)->DeleteLocalRef(env, id);
         if (spec) (*env)->DeleteLocalRef(env, spec);
@@ -339,7 +345,7 @@ done:
  * that cannot be read) throws here, on the caller's thread, with the core's
  * message, as the blocking calls do. */
 static void n_submit(JNIEnv *env, jclass cls, jlong handle, jlong ctx, jlong tag, jbyteArray name, jbyteArray id,
-                     jlongArray spec, jlong permits, jint op, jlong max_wait_ms, jlong now_ms)
+                     jlongArray spec, jlong permits, jint op, jlong max_wait_ms, jlong now_ms, jlong lease_ms)
 {
     (void)cls;
     char name_buf[128], id_buf[128];
@@ -358,10 +364,22 @@ static void n_submit(JNIEnv *env, jclass cls, jlong handle, jlong ctx, jlong tag
     req.op = (rl_op)op;
     req.max_wait_ms = max_wait_ms;
     req.now_ms = now_ms;
+    req.lease_ms = lease_ms;
     rl_target target = {on_complete, (void *)(intptr_t)ctx, NULL};
     int rc = rl_submit(client_of(handle), &req, (uint64_t)tag, &target); /* copies the strings */
     free_bytes(cname, name_buf);
     free_bytes(cid, id_buf);
+    if (rc) throw_status(env, rc);
+}
+
+/* rl_leases_give_back: name null gives back every lease of the client */
+static void n_leases_give_back(JNIEnv *env, jclass cls, jlong handle, jbyteArray name)
+{
+    (void)cls;
+    char *cname;
+    if (copy_bytes(env, name, &cname, NULL)) return;
+    int rc = rl_leases_give_back(client_of(handle), cname);
+    free(cname);
     if (rc) throw_status(env, rc);
 }
 
@@ -378,11 +396,12 @@ static const JNINativeMethod methods[] = {
     {"configDelete", "(J" B ")Z", (void *)n_config_delete},
     {"configCheck", "(J" B SPEC ")V", (void *)n_config_check},
     {"clientId", "(J)Ljava/lang/String;", (void *)n_client_id},
-    {"decide", "(J" B B SPEC "JIJJ)" RESULT, (void *)n_decide},
-    {"acquireWait", "(J" HANDLE B B SPEC "JJ)" RESULT, (void *)n_acquire_wait},
+    {"decide", "(J" B B SPEC "JIJJJ)" RESULT, (void *)n_decide},
+    {"acquireWait", "(J" HANDLE B B SPEC "JJJ)" RESULT, (void *)n_acquire_wait},
     {"reset", "(J" B B SPEC ")V", (void *)n_reset},
-    {"execute", "(J[[B[[B[[J[J[I[J)[Ljava/lang/Object;", (void *)n_execute},
-    {"submit", "(JJJ" B B SPEC "JIJJ)V", (void *)n_submit},
+    {"execute", "(J[[B[[B[[J[J[I[J[J)[Ljava/lang/Object;", (void *)n_execute},
+    {"submit", "(JJJ" B B SPEC "JIJJJ)V", (void *)n_submit},
+    {"leasesGiveBack", "(J" B ")V", (void *)n_leases_give_back},
 };
 
 jint register_limiter_natives(JNIEnv *env, jclass native)

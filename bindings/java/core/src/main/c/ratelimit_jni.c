@@ -34,10 +34,10 @@
 static jclass g_native;      /* io.ratelimit.Native */
 jclass g_result;             /* io.ratelimit.Result */
 static jmethodID g_exception;    /* static RuntimeException Native.exception(int, byte[]) */
-static jmethodID g_result_init;  /* Result(boolean, long, long, long, long, long, boolean, long, int) */
+static jmethodID g_result_init;  /* Result(boolean, long, long, long, long, long, boolean, long, int, boolean) */
 static jmethodID g_cancel;       /* boolean ClientHandle.cancelRequested() */
 static jmethodID g_complete;     /* void AsyncCalls.complete(long, int, boolean, long, long, long, long, long,
-                                    boolean, long, int, byte[]) */
+                                    boolean, long, int, boolean, byte[]) */
 static JavaVM *g_vm;
 static pthread_key_t g_detach_key; /* set on an I/O thread we attached: detach it when it ends */
 static int g_detach_key_ok;
@@ -185,7 +185,7 @@ jobject new_result(JNIEnv *env, const rl_result *r)
     return (*env)->NewObject(env, g_result, g_result_init, (jboolean)(r->allowed != 0), (jlong)r->limit,
                              (jlong)r->remaining, (jlong)r->retry_after_ms, (jlong)r->reset_after_ms,
                              (jlong)r->wait_ms, (jboolean)(r->fallback != 0), (jlong)r->granted,
-                             (jint)r->rate_index);
+                             (jint)r->rate_index, (jboolean)(r->local != 0));
 }
 
 /* ---- natives: library --------------------------------------------------------- */
@@ -459,7 +459,8 @@ void on_complete(void *ctx, const rl_completion *c)
     (*env)->CallVoidMethod(env, (jobject)ctx, g_complete, (jlong)c->tag, (jint)c->status,
                            (jboolean)(r->allowed != 0), (jlong)r->limit, (jlong)r->remaining,
                            (jlong)r->retry_after_ms, (jlong)r->reset_after_ms, (jlong)r->wait_ms,
-                           (jboolean)(r->fallback != 0), (jlong)r->granted, (jint)r->rate_index, message);
+                           (jboolean)(r->fallback != 0), (jlong)r->granted, (jint)r->rate_index,
+                           (jboolean)(r->local != 0), message);
     /* AsyncCalls.complete catches everything; an Error thrown anyway must not
      * stay pending on a thread that never returns to Java */
     if ((*env)->ExceptionCheck(env)) {
@@ -555,11 +556,11 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved)
         !(handle = (*env)->FindClass(env, "io/ratelimit/ClientHandle")))
         return JNI_ERR;
     g_exception = (*env)->GetStaticMethodID(env, g_native, "exception", "(I[B)Ljava/lang/RuntimeException;");
-    g_result_init = (*env)->GetMethodID(env, g_result, "<init>", "(ZJJJJJZJI)V");
+    g_result_init = (*env)->GetMethodID(env, g_result, "<init>", "(ZJJJJJZJIZ)V");
     g_cancel = (*env)->GetMethodID(env, handle, "cancelRequested", "()Z");
     (*env)->DeleteLocalRef(env, handle);
     if (!(calls = (*env)->FindClass(env, "io/ratelimit/AsyncCalls"))) return JNI_ERR;
-    g_complete = (*env)->GetMethodID(env, calls, "complete", "(JIZJJJJJZJI[B)V");
+    g_complete = (*env)->GetMethodID(env, calls, "complete", "(JIZJJJJJZJIZ[B)V");
     (*env)->DeleteLocalRef(env, calls);
     if (!g_exception || !g_result_init || !g_cancel || !g_complete) return JNI_ERR;
     if ((*env)->RegisterNatives(env, g_native, methods, (jint)(sizeof methods / sizeof methods[0])) != JNI_OK ||

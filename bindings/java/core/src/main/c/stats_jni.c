@@ -5,7 +5,8 @@
  *   Object[] {byte[][] names (UTF-8), long[] counters, long[] bucket bounds (us)}
  *
  * with STRIDE longs per name in counters: allowed, denied, fallback, errors,
- * latency sum (us), then RL_STATS_BUCKETS bucket counts (not cumulative).
+ * local_allowed, local_denied, lease_calls, latency sum (us), then
+ * RL_STATS_BUCKETS bucket counts (not cumulative).
  * Conventions as in ratelimit_jni.c.
  */
 #include <jni.h>
@@ -15,7 +16,8 @@
 #include "ratelimit.h"
 #include "ratelimit_jni.h"
 
-#define STRIDE (5 + RL_STATS_BUCKETS)
+#define HEAD 8 /* the counters before the buckets */
+#define STRIDE (HEAD + RL_STATS_BUCKETS)
 
 static jlongArray bounds_array(JNIEnv *env)
 {
@@ -43,9 +45,10 @@ static jobjectArray stats_arrays(JNIEnv *env, const rl_limiter_stats *all, size_
         (*env)->SetByteArrayRegion(env, name, 0, len, (const jbyte *)s->name);
         (*env)->SetObjectArrayElement(env, names, (jsize)i, name);
         (*env)->DeleteLocalRef(env, name);
-        jlong row[STRIDE] = {(jlong)s->allowed, (jlong)s->denied, (jlong)s->fallback, (jlong)s->errors,
-                             (jlong)s->latency_sum_us};
-        for (int b = 0; b < RL_STATS_BUCKETS; b++) row[5 + b] = (jlong)s->latency_buckets[b];
+        jlong row[STRIDE] = {(jlong)s->allowed,       (jlong)s->denied,        (jlong)s->fallback,
+                             (jlong)s->errors,        (jlong)s->local_allowed, (jlong)s->local_denied,
+                             (jlong)s->lease_calls,   (jlong)s->latency_sum_us};
+        for (int b = 0; b < RL_STATS_BUCKETS; b++) row[HEAD + b] = (jlong)s->latency_buckets[b];
         (*env)->SetLongArrayRegion(env, counters, (jsize)(i * STRIDE), STRIDE, row);
     }
     if (!out) return NULL;

@@ -85,7 +85,8 @@ final class AsyncCalls {
      * the future; never throws back into C.
      */
     void complete(long tag, int status, boolean allowed, long limit, long remaining, long retryAfterMs,
-            long resetAfterMs, long waitMs, boolean fallback, long granted, int rateIndex, byte[] message) {
+            long resetAfterMs, long waitMs, boolean fallback, long granted, int rateIndex, boolean local,
+            byte[] message) {
         if (ioThread == null) {
             ioThread = Thread.currentThread();
         }
@@ -97,7 +98,7 @@ final class AsyncCalls {
         try {
             if (status == 0) {
                 future.complete(new Result(allowed, limit, remaining, retryAfterMs, resetAfterMs, waitMs, fallback,
-                        granted, rateIndex));
+                        granted, rateIndex, local));
             } else {
                 future.completeExceptionally(failure(status, message));
             }

@@ -71,6 +71,7 @@ final class ClientHandle implements Runnable {
         int op;
         long maxWaitMs;
         long nowMs;
+        long leaseMs;
     }
 
     /**
@@ -82,7 +83,7 @@ final class ClientHandle implements Runnable {
     CompletableFuture<Result> submit(Object owner, Decision d) {
         AsyncCalls.Pending future = new AsyncCalls.Pending(owner);
         RuntimeException failure = submitTagged(future, (ptr, context, tag) -> Native.submit(ptr, context, tag,
-                d.name, d.id, d.spec, d.permits, d.op, d.maxWaitMs, d.nowMs));
+                d.name, d.id, d.spec, d.permits, d.op, d.maxWaitMs, d.nowMs, d.leaseMs));
         if (failure != null) {
             // nobody holds this future yet: no dependent stage runs here
             future.completeExceptionally(failure);

@@ -18,6 +18,13 @@ import java.util.function.Function;
  * Redis for its name ({@link RateLimitClient#configure}), read again at most
  * every {@link ClientOptions#configRefresh} so a change reaches every client.
  *
+ * <h2>Leases</h2>
+ * With {@link LimiterConfig#lease} acquires decide from this client's memory
+ * most of the time ({@link Result#isLocal()}); {@link #close()} gives the
+ * unused permits of this name back at once, and so does
+ * {@link RateLimitClient#close()} for every name. The limiter stays usable
+ * after {@code close()}: later acquires take new blocks.
+ *
  * <h2>Asynchronous decisions</h2>
  * {@link #acquireAsync(String, long)}, {@link #peekAsync(String, long)},
  * {@link #reserveAsync(String, long, Duration)},
@@ -50,7 +57,7 @@ import java.util.function.Function;
  * flight exceptionally with {@link Status#CLOSED} before it returns.</li>
  * </ul>
  */
-public final class Limiter {
+public final class Limiter implements AutoCloseable {
     /** The longest wait the core accepts (its RL_MAX_PERIOD_MS, 100 years). */
     private static final long MAX_WAIT_MS = 100L * 365 * 24 * 3600 * 1000;
 
@@ -61,6 +68,8 @@ public final class Limiter {
     private final LimiterConfig config;
     /** config.toNative(), or null for the stored spec. */
     private final long[] spec;
+    /** rl_request.lease_ms of every request: 0 none. */
+    private final long leaseMs;
 
     /** config null: the stored spec; the caller has checked it (RateLimitClient.limiter). */
     Limiter(RateLimitClient client, String name, LimiterConfig config) {
@@ -69,6 +78,7 @@ public final class Limiter {
         this.nameBytes = Native.name("name", name);
         this.config = config;
         this.spec = config == null ? null : config.toNative();
+        this.leaseMs = config == null ? 0 : config.leaseMs();
     }
 
     public Result acquire(String id) {
@@ -103,7 +113,8 @@ public final class Limiter {
         byte[] idBytes = Native.name("id", id);
         long timeoutMs = Native.millis("timeout", timeout);
         ClientHandle h = client.handle;
-        return client.call(ptr -> Native.acquireWait(ptr, h, nameBytes, idBytes, spec, permits, timeoutMs));
+        return client.call(ptr -> Native.acquireWait(ptr, h, nameBytes, idBytes, spec, permits, timeoutMs,
+                leaseMs));
     }
 
     public Result peek(String id) {
@@ -305,6 +316,7 @@ public final class Limiter {
         d.permits = permits;
         d.op = op.ordinal();
         d.nowMs = nowMs;
+        d.leaseMs = leaseMs;
         return client.submit(d);
     }
 
@@ -350,7 +362,31 @@ public final class Limiter {
     private Result decide(String id, long permits, Request.Op op, long maxWaitMs, long nowMs) {
         byte[] idBytes = Native.name("id", id);
         return client.call(ptr -> Native.decide(ptr, nameBytes, idBytes, spec, permits, op.ordinal(), maxWaitMs,
-                nowMs));
+                nowMs, leaseMs));
+    }
+
+    /**
+     * Ends this client's leases on this limiter's name now (the core's
+     * rl_leases_give_back): their unused permits go back to Redis, so other
+     * clients can use them at once; one round trip per lease, bounded by the
+     * command timeout. Does nothing without a lease. The limiter stays usable
+     * (later acquires take new blocks); limiters of the same name in this
+     * client share the leases, so this ends theirs too. After the client
+     * closed (which gave everything back) it does nothing.
+     */
+    @Override
+    public void close() {
+        if (leaseMs == 0 || client.isClosed()) {
+            return;
+        }
+        try {
+            client.call(ptr -> {
+                Native.leasesGiveBack(ptr, nameBytes);
+                return null;
+            });
+        } catch (ClientClosedException e) {
+            // closed meanwhile: rl_client_close gave every lease back
+        }
     }
 
     /**
@@ -473,6 +509,10 @@ public final class Limiter {
     /** The spec as Native takes it; null for the stored spec. */
     long[] spec() {
         return spec;
+    }
+
+    long leaseMs() {
+        return leaseMs;
     }
 
     RateLimitClient client() {

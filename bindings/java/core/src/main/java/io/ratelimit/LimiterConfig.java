@@ -1,9 +1,11 @@
 package io.ratelimit;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
+import java.util.Optional;
 import java.util.OptionalLong;
 
 /**
@@ -20,7 +22,11 @@ import java.util.OptionalLong;
  *         .perClient();         // one quota per client (ClientOptions.clientId)
  * }</pre>
  *
- * Immutable and thread-safe; each step returns a copy, checked by the core
+ * A {@link #lease} makes acquires take permits from Redis in blocks and
+ * decide from this client's memory; it is this client's way of asking, not
+ * part of the spec: {@link RateLimitClient#configure} does not store it.
+ *
+ * <p>Immutable and thread-safe; each step returns a copy, checked by the core
  * ({@link InvalidArgumentException} naming what is wrong). Equal when every
  * field is, as written (a burst of 0 and a burst equal to the limit mean the
  * same capacity but are not equal here; the core's stored-spec check treats
@@ -31,16 +37,20 @@ public final class LimiterConfig {
     private static final long EMPTY = -1;
     private static final int SCOPE_OVERALL = 0;
     private static final int SCOPE_PER_CLIENT = 1;
+    /** The core's longest lease (rl_request.lease_ms). */
+    private static final long MAX_LEASE_MS = 3_600_000;
 
     private final Algorithm algorithm;
     private final List<Rate> rates;
     /** The core's value: 0 full, EMPTY none, else that many. */
     private final long initialTokens;
     private final boolean perClient;
+    /** rl_request.lease_ms: 0 none. */
+    private final long leaseMs;
     /** {algorithm, initial_tokens, scope, limit, period_ms, burst, ...}: what Native takes. */
     private final long[] spec;
 
-    private LimiterConfig(Algorithm algorithm, List<Rate> rates, long initialTokens, boolean perClient) {
+    private LimiterConfig(Algorithm algorithm, List<Rate> rates, long initialTokens, boolean perClient, long leaseMs) {
         this.algorithm = Native.notNull("algorithm", algorithm);
         Native.notNull("rates", rates);
         if (rates.isEmpty()) {
@@ -53,6 +63,7 @@ public final class LimiterConfig {
         this.rates = Collections.unmodifiableList(copy);
         this.initialTokens = initialTokens;
         this.perClient = perClient;
+        this.leaseMs = leaseMs;
         this.spec = new long[3 + 3 * copy.size()];
         spec[0] = algorithm.code();
         spec[1] = initialTokens;
@@ -72,7 +83,7 @@ public final class LimiterConfig {
 
     /** One or more rates, enforced together; at most 8. */
     public static LimiterConfig of(Algorithm algorithm, List<Rate> rates) {
-        return new LimiterConfig(algorithm, rates, 0, false);
+        return new LimiterConfig(algorithm, rates, 0, false, 0);
     }
 
     /** {@code "10/second;1000/hour"} ({@link Rate#parseAll}), enforced together. */
@@ -89,7 +100,7 @@ public final class LimiterConfig {
         if (tokens < 0) {
             throw new InvalidArgumentException("initialTokens must be at least 0 (got " + tokens + ")");
         }
-        return new LimiterConfig(algorithm, rates, tokens == 0 ? EMPTY : tokens, perClient);
+        return new LimiterConfig(algorithm, rates, tokens == 0 ? EMPTY : tokens, perClient, leaseMs);
     }
 
     /**
@@ -98,7 +109,43 @@ public final class LimiterConfig {
      * else a random id drawn when it opened) counts its own decisions.
      */
     public LimiterConfig perClient() {
-        return new LimiterConfig(algorithm, rates, initialTokens, true);
+        return new LimiterConfig(algorithm, rates, initialTokens, true, leaseMs);
+    }
+
+    /**
+     * Hot keys: acquires ({@link Limiter#acquire}, {@link Limiter#acquireAtMost},
+     * {@link Limiter#tryAcquire}, their asynchronous forms and batches) take
+     * permits from Redis in blocks valid up to {@code validity}, and decide
+     * from this client's memory until the block is used or its validity ends
+     * ({@link Result#isLocal()}); unused permits go back to Redis when it ends,
+     * on {@link Limiter#close()} and on {@link RateLimitClient#close()}. The
+     * limit stays exact whatever mix of clients shares the key
+     * (docs/semantics.md, "Leases"). Off by default. Whole milliseconds,
+     * 1 ms to 1 hour (a fraction of a millisecond is dropped); anything else
+     * throws {@link InvalidArgumentException}.
+     */
+    public LimiterConfig lease(Duration validity) {
+        Native.notNull("lease", validity);
+        long ms;
+        try {
+            ms = validity.toMillis();
+        } catch (ArithmeticException e) {
+            ms = validity.isNegative() ? -1 : Long.MAX_VALUE;
+        }
+        if (validity.isNegative() || ms < 1 || ms > MAX_LEASE_MS) {
+            throw new InvalidArgumentException("lease must be between 1 ms and 1 hour (got " + validity + ")");
+        }
+        return new LimiterConfig(algorithm, rates, initialTokens, perClient, ms);
+    }
+
+    /** The lease's validity ({@link #lease(Duration)}); empty when acquires ask Redis every time. */
+    public Optional<Duration> lease() {
+        return leaseMs == 0 ? Optional.empty() : Optional.of(Duration.ofMillis(leaseMs));
+    }
+
+    /** rl_request.lease_ms: 0 none. */
+    long leaseMs() {
+        return leaseMs;
     }
 
     public Algorithm algorithm() {
@@ -133,22 +180,26 @@ public final class LimiterConfig {
         for (int i = 3; i + 2 < spec.length; i += 3) {
             rates.add(Rate.ofMillis(spec[i], spec[i + 1], spec[i + 2]));
         }
-        return new LimiterConfig(Algorithm.values()[(int) spec[0]], rates, spec[1], spec[2] == SCOPE_PER_CLIENT);
+        return new LimiterConfig(Algorithm.values()[(int) spec[0]], rates, spec[1], spec[2] == SCOPE_PER_CLIENT, 0);
     }
 
     @Override
     public boolean equals(Object o) {
-        return o instanceof LimiterConfig && Arrays.equals(((LimiterConfig) o).spec, spec);
+        return o instanceof LimiterConfig && Arrays.equals(((LimiterConfig) o).spec, spec)
+                && ((LimiterConfig) o).leaseMs == leaseMs;
     }
 
     @Override
     public int hashCode() {
-        return Arrays.hashCode(spec);
+        return Arrays.hashCode(spec) * 31 + Long.hashCode(leaseMs);
     }
 
-    /** The core's form (rl_spec_format), e.g. {@code "token_bucket 10/second;1000/hour initial 0 per_client"}. */
+    /**
+     * The core's form (rl_spec_format), e.g. {@code "token_bucket 10/second;1000/hour initial 0 per_client"},
+     * then {@code " lease 50ms"} with a lease.
+     */
     @Override
     public String toString() {
-        return Native.specFormat(spec);
+        return Native.specFormat(spec) + (leaseMs == 0 ? "" : " lease " + leaseMs + "ms");
     }
 }

@@ -14,6 +14,9 @@ public final class LimiterStats {
     private final long denied;
     private final long fallback;
     private final long errors;
+    private final long localAllowed;
+    private final long localDenied;
+    private final long leaseCalls;
     private final long latencySumMicros;
     private final long[] boundsMicros;
     private final long[] bucketCounts;
@@ -24,9 +27,12 @@ public final class LimiterStats {
         this.denied = counters[offset + 1];
         this.fallback = counters[offset + 2];
         this.errors = counters[offset + 3];
-        this.latencySumMicros = counters[offset + 4];
+        this.localAllowed = counters[offset + 4];
+        this.localDenied = counters[offset + 5];
+        this.leaseCalls = counters[offset + 6];
+        this.latencySumMicros = counters[offset + 7];
         this.boundsMicros = boundsMicros;
-        this.bucketCounts = Arrays.copyOfRange(counters, offset + 5, offset + 6 + boundsMicros.length);
+        this.bucketCounts = Arrays.copyOfRange(counters, offset + 8, offset + 9 + boundsMicros.length);
     }
 
     /** The limiter name; {@code ""} for the names past the core's limit (1024 per client), counted together. */
@@ -34,14 +40,29 @@ public final class LimiterStats {
         return name;
     }
 
-    /** Redis admitted. */
+    /** Admitted: by Redis, or from a lease ({@link #localAllowed()} of them). */
     public long allowed() {
         return allowed;
     }
 
-    /** Redis denied. */
+    /** Denied: by Redis, or from a lease or a remembered denial ({@link #localDenied()} of them). */
     public long denied() {
         return denied;
+    }
+
+    /** Of {@link #allowed()}: decided from a lease ({@link LimiterConfig#lease}) without a round trip. */
+    public long localAllowed() {
+        return localAllowed;
+    }
+
+    /** Of {@link #denied()}: decided from a lease or a remembered denial without a round trip. */
+    public long localDenied() {
+        return localDenied;
+    }
+
+    /** Script calls that took a block of permits for a lease or gave one back (not decisions themselves). */
+    public long leaseCalls() {
+        return leaseCalls;
     }
 
     /** Redis could not be reached and the client's {@link OnRedisError} policy decided. */
@@ -89,6 +110,7 @@ public final class LimiterStats {
     @Override
     public String toString() {
         return "LimiterStats[" + name + ": allowed=" + allowed + ", denied=" + denied + ", fallback=" + fallback
-                + ", errors=" + errors + ", latencySum=" + latencySumMicros + "us]";
+                + ", errors=" + errors + ", localAllowed=" + localAllowed + ", localDenied=" + localDenied
+                + ", leaseCalls=" + leaseCalls + ", latencySum=" + latencySumMicros + "us]";
     }
 }

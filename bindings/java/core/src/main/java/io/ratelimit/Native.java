@@ -130,19 +130,24 @@ final class Native {
     /** rl_url_redact: the URL with its password and secret options masked, UTF-8. */
     static native byte[] redactUrl(byte[] url);
 
+    // leaseMs: the request's rl_request.lease_ms (LimiterConfig.lease; 0 = none).
+
     /** nowMs: 0 = Redis TIME; > 0 = explicit clock ({@link Limiter#at}); the core range-checks it. */
     static native Result decide(long client, byte[] name, byte[] id, long[] spec, long permits, int op,
-            long maxWaitMs, long nowMs);
+            long maxWaitMs, long nowMs, long leaseMs);
 
     static native Result acquireWait(long client, ClientHandle cancel, byte[] name, byte[] id, long[] spec,
-            long permits, long timeoutMs);
+            long permits, long timeoutMs, long leaseMs);
 
     /** Deletes the state of every rate of the spec. */
     static native void reset(long client, byte[] name, byte[] id, long[] spec);
 
     /** Per request its Result or its exception (not thrown); an invalid batch throws. */
     static native Object[] execute(long client, byte[][] names, byte[][] ids, long[][] specs, long[] permits,
-            int[] ops, long[] maxWaits);
+            int[] ops, long[] maxWaits, long[] leases);
+
+    /** rl_leases_give_back: this client's leases on name (null: every name) end now, unused permits returned. */
+    static native void leasesGiveBack(long client, byte[] name);
 
     // ---- stored specs (rl_config_*) -------------------------------------------------
 
@@ -191,7 +196,7 @@ final class Native {
      * refuses the request; then no completion follows.
      */
     static native void submit(long client, long context, long tag, byte[] name, byte[] id, long[] spec, long permits,
-            int op, long maxWaitMs, long nowMs);
+            int op, long maxWaitMs, long nowMs, long leaseMs);
 
     // ---- asynchronous primitives (primitives_jni.c; see AsyncOp) -----------------------
 
@@ -221,7 +226,8 @@ final class Native {
 
     /**
      * rl_client_stats: {byte[][] names, long[] counters (per name: allowed,
-     * denied, fallback, errors, latency sum in us, then the bucket counts),
+     * denied, fallback, errors, local allowed, local denied, lease calls,
+     * latency sum in us, then the bucket counts),
      * long[] bucket bounds in us}.
      */
     static native Object[] stats(long client);

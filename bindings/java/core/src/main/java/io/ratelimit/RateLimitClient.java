@@ -236,6 +236,7 @@ public final class RateLimitClient implements AutoCloseable {
         long[] permits = new long[n];
         int[] ops = new int[n];
         long[] maxWaits = new long[n];
+        long[] leases = new long[n];
         for (int i = 0; i < n; i++) {
             Request r = Native.notNull("request", requests.get(i));
             Limiter l = r.limiter();
@@ -248,8 +249,9 @@ public final class RateLimitClient implements AutoCloseable {
             permits[i] = r.permits();
             ops[i] = r.op().ordinal();
             maxWaits[i] = r.maxWaitMs();
+            leases[i] = l.leaseMs();
         }
-        Object[] each = call(ptr -> Native.execute(ptr, names, ids, specs, permits, ops, maxWaits));
+        Object[] each = call(ptr -> Native.execute(ptr, names, ids, specs, permits, ops, maxWaits, leases));
         List<Outcome> outcomes = new ArrayList<>(n);
         for (Object o : each) {
             outcomes.add(o instanceof Result ? Outcome.of((Result) o) : Outcome.failed((RateLimitException) o));
@@ -379,7 +381,11 @@ public final class RateLimitClient implements AutoCloseable {
 
     /**
      * Frees the client, once; waits for calls in flight (blocking waits stop
-     * promptly). Every asynchronous decision still in flight completes
+     * promptly). First every lease ({@link LimiterConfig#lease}) gives its
+     * unused permits back to Redis (the core's rl_client_close does). An
+     * application that does not close its client (no Spring context, no
+     * try-with-resources) leaves them to expire with their validity instead;
+     * nothing is over-admitted either way. Every asynchronous decision still in flight completes
      * exceptionally with a {@link RateLimitException} of status
      * {@link Status#CLOSED} before this returns. Called from a dependent stage
      * running on this client's I/O thread, the close goes on in a new thread

@@ -13,10 +13,11 @@ public final class Result {
     private final boolean fallback;
     private final long granted;
     private final int rateIndex;
+    private final boolean local;
 
     // built by the JNI layer
     Result(boolean allowed, long limit, long remaining, long retryAfterMs, long resetAfterMs, long waitMs,
-            boolean fallback, long granted, int rateIndex) {
+            boolean fallback, long granted, int rateIndex, boolean local) {
         this.allowed = allowed;
         this.limit = limit;
         this.remaining = remaining;
@@ -26,6 +27,7 @@ public final class Result {
         this.fallback = fallback;
         this.granted = granted;
         this.rateIndex = rateIndex;
+        this.local = local;
     }
 
     /** Admitted (or, for a reservation, booked). */
@@ -81,6 +83,17 @@ public final class Result {
         return rateIndex;
     }
 
+    /**
+     * Decided from this client's lease ({@link LimiterConfig#lease}), or a
+     * denial it remembers, without a round trip to Redis. {@link #remaining()}
+     * and {@link #resetAfter()} are then the client's best knowledge (what
+     * Redis said when the block was taken, less what this client used since),
+     * not Redis's current state.
+     */
+    public boolean isLocal() {
+        return local;
+    }
+
     // raw values of the core's rl_result (retry_after_ms is -1 when allowed),
     // for the conformance vectors
     long retryAfterMs() {
@@ -99,6 +112,7 @@ public final class Result {
     public String toString() {
         return "Result{allowed=" + allowed + ", limit=" + limit + ", remaining=" + remaining + ", retryAfterMs="
                 + retryAfterMs + ", resetAfterMs=" + resetAfterMs + ", waitMs=" + waitMs
-                + ", granted=" + granted + ", rateIndex=" + rateIndex + (fallback ? ", fallback" : "") + "}";
+                + ", granted=" + granted + ", rateIndex=" + rateIndex + (fallback ? ", fallback" : "")
+                + (local ? ", local" : "") + "}";
     }
 }

@@ -27,6 +27,11 @@ import java.util.concurrent.TimeUnit;
  *   <li>{@code ratelimit.decisions} (function counter), tags {@code limiter},
  *       {@code outcome} = allowed, denied, fallback (Redis unreachable, the
  *       {@code OnRedisError} policy decided) or error (the call threw);
+ *   <li>{@code ratelimit.decisions.local} (function counter), tags
+ *       {@code limiter}, {@code outcome} = allowed or denied: the part of
+ *       those decisions made from a lease without a round trip;
+ *   <li>{@code ratelimit.lease.calls} (function counter), tag {@code limiter}:
+ *       script calls that took a block of permits for a lease or gave one back;
  *   <li>{@code ratelimit.decision} (function timer): count and total latency;
  *   <li>{@code ratelimit.decision.latency} (function counters), tags
  *       {@code limiter}, {@code le} (seconds, "+Inf" last): the latency
@@ -128,8 +133,14 @@ public final class RateLimitMetrics implements MeterBinder {
                 return s.denied();
             case 2:
                 return s.fallback();
-            default:
+            case 3:
                 return s.errors();
+            case 4:
+                return s.localAllowed();
+            case 5:
+                return s.localDenied();
+            default:
+                return s.leaseCalls();
         }
     }
 
@@ -156,6 +167,17 @@ public final class RateLimitMetrics implements MeterBinder {
                     .description("Rate-limit decisions by outcome")
                     .register(registry);
         }
+        for (int o = 0; o < 2; o++) {
+            int outcome = 4 + o;
+            FunctionCounter.builder("ratelimit.decisions.local", client, c -> outcome(name, outcome))
+                    .tags(limiter.and("outcome", OUTCOMES[o]))
+                    .description("Rate-limit decisions made from a lease, without a round trip")
+                    .register(registry);
+        }
+        FunctionCounter.builder("ratelimit.lease.calls", client, c -> outcome(name, 6))
+                .tags(limiter)
+                .description("Script calls that took or gave back a lease's block of permits")
+                .register(registry);
         FunctionTimer.builder("ratelimit.decision", client,
                         c -> { LimiterStats s = stats(name); return s == null ? 0 : s.total(); },
                         c -> { LimiterStats s = stats(name); return s == null ? 0 : s.latencySumMicros(); },

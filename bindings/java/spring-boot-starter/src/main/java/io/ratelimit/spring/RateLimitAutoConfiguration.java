@@ -47,8 +47,9 @@ public class RateLimitAutoConfiguration {
     @ConditionalOnMissingBean
     @ConditionalOnWebApplication
     @ConditionalOnClass(name = "org.springframework.web.bind.annotation.RequestMapping")
-    public RateLimitGuards rateLimitGuards(RateLimitClient client, BeanFactory beanFactory) {
-        return new RateLimitGuards(client, beanFactory);
+    public RateLimitGuards rateLimitGuards(RateLimitClient client, BeanFactory beanFactory,
+            RateLimitProperties properties) {
+        return new RateLimitGuards(client, beanFactory, properties.getLimits());
     }
 
     /** Problem details when ratelimit.web.problem-details says so, else when the stack's own property does. */

@@ -2,6 +2,7 @@ package io.ratelimit.spring;
 
 import io.ratelimit.Algorithm;
 import io.ratelimit.Limiter;
+import io.ratelimit.LimiterConfig;
 import io.ratelimit.Rate;
 import io.ratelimit.RateLimitClient;
 import io.ratelimit.RateLimitException;
@@ -10,6 +11,8 @@ import java.security.Principal;
 import java.util.Arrays;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.stream.Collectors;
 import org.springframework.beans.factory.BeanFactory;
@@ -30,13 +33,16 @@ import org.springframework.web.bind.annotation.RequestMapping;
  * The {@link Guard} of every {@link RateLimited} handler method, built when the
  * application starts: a rate that does not parse, permits the limiter cannot
  * hold or a key that is not SpEL fail start-up with a message naming the
- * method, instead of failing every request.
+ * method, instead of failing every request. {@code ratelimit.limits.<name>.*}
+ * adds to the annotation of that name (a lease); a name there that no
+ * handler has fails start-up too (a typo would silently do nothing).
  */
 public class RateLimitGuards implements SmartInitializingSingleton {
     private final RateLimitClient client;
     private final BeanFactory beanFactory;
     private final BeanFactoryResolver beanResolver;
     private final SpelExpressionParser parser = new SpelExpressionParser();
+    private final Map<String, RateLimitProperties.Limit> limits;
     // Optional.empty(): looked at, not limited (so unannotated handlers cost one map lookup)
     private final Map<Handler, Optional<Guard>> guards = new ConcurrentHashMap<>();
 
@@ -44,7 +50,14 @@ public class RateLimitGuards implements SmartInitializingSingleton {
     private record Handler(Class<?> type, Method method) {}
 
     public RateLimitGuards(RateLimitClient client, BeanFactory beanFactory) {
+        this(client, beanFactory, Map.of());
+    }
+
+    /** limits: {@code ratelimit.limits}, by limiter name. */
+    public RateLimitGuards(RateLimitClient client, BeanFactory beanFactory,
+            Map<String, RateLimitProperties.Limit> limits) {
         this.client = client;
+        this.limits = Map.copyOf(limits);
         this.beanFactory = beanFactory;
         this.beanResolver = beanFactory == null ? null : new BeanFactoryResolver(beanFactory);
     }
@@ -71,6 +84,14 @@ public class RateLimitGuards implements SmartInitializingSingleton {
                 scan(ClassUtils.getUserClass(type));
             }
         }
+        Set<String> names = guards.values().stream().flatMap(Optional::stream).map(g -> g.limiter().name())
+                .collect(Collectors.toCollection(TreeSet::new));
+        for (String name : limits.keySet()) {
+            if (!names.contains(name)) {
+                throw new IllegalStateException("ratelimit.limits." + name + ": no @RateLimited handler has the"
+                        + " limiter name \"" + name + "\" (names: " + names + ")");
+            }
+        }
     }
 
     private void scan(Class<?> type) {
@@ -95,13 +116,28 @@ public class RateLimitGuards implements SmartInitializingSingleton {
         String where = ClassUtils.getQualifiedMethodName(method, beanType) + Arrays.stream(method.getParameterTypes())
                 .map(Class::getSimpleName).collect(Collectors.joining(", ", "(", ")"));
         String name = a.name().isEmpty() ? beanType.getSimpleName() + "." + method.getName() : a.name();
+        String spec = "rate \"" + a.rate() + "\" (algorithm " + a.algorithm() + ", burst " + a.burst() + ", name \""
+                + name + "\"): ";
         Limiter limiter;
+        LimiterConfig config;
         try {
             Rate rate = Rate.parse(a.rate());
-            limiter = client.limiter(name, a.burst() != 0 ? rate.withBurst(a.burst()) : rate, a.algorithm());
+            config = LimiterConfig.of(a.algorithm(), a.burst() != 0 ? rate.withBurst(a.burst()) : rate);
         } catch (RateLimitException e) {
-            throw invalid(where, "rate \"" + a.rate() + "\" (algorithm " + a.algorithm() + ", burst " + a.burst()
-                    + ", name \"" + name + "\"): " + e.getMessage(), e);
+            throw invalid(where, spec + e.getMessage(), e);
+        }
+        RateLimitProperties.Limit limit = limits.get(name);
+        if (limit != null && limit.getLease() != null) {
+            try {
+                config = config.lease(limit.getLease());
+            } catch (RateLimitException e) {
+                throw invalid(where, "ratelimit.limits." + name + ".lease: " + e.getMessage(), e);
+            }
+        }
+        try {
+            limiter = client.limiter(name, config);
+        } catch (RateLimitException e) {
+            throw invalid(where, spec + e.getMessage(), e);
         }
         long capacity = capacity(limiter);
         if (a.permits() < 1 || a.permits() > capacity) {

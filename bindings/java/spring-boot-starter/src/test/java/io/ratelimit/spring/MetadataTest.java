@@ -26,7 +26,7 @@ class MetadataTest {
             "ratelimit.connect-timeout", "ratelimit.command-timeout", "ratelimit.pool-size", "ratelimit.on-redis-error",
             "ratelimit.reconnect-max", "ratelimit.enabled", "ratelimit.tls.ca-file", "ratelimit.tls.cert-file",
             "ratelimit.tls.key-file", "ratelimit.tls.verify", "ratelimit.web.redis-error-status",
-            "ratelimit.web.headers", "ratelimit.web.problem-details"}) {
+            "ratelimit.web.headers", "ratelimit.web.problem-details", "ratelimit.limits"}) {
             JsonNode p = props.remove(name);
             assertNotNull(p, name + " missing");
             assertTrue(p.hasNonNull("description") && !p.get("description").asText().isBlank(), name + ": " + p);

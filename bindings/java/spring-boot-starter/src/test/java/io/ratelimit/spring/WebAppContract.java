@@ -29,20 +29,23 @@ abstract class WebAppContract {
 
     @DynamicPropertySource
     static void redisUrl(DynamicPropertyRegistry registry) throws Exception {
-        synchronized (WebAppContract.class) {
-            if (redis == null) {
-                redis = RedisServer.start();
-                RedisServer r = redis;
-                Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-                    try {
-                        r.close();
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
-                    }
-                }));
-            }
+        registry.add("ratelimit.url", sharedRedis()::url);
+    }
+
+    /** The JVM's redis-server for Spring tests, started on first use, stopped at exit. */
+    static synchronized RedisServer sharedRedis() throws Exception {
+        if (redis == null) {
+            redis = RedisServer.start();
+            RedisServer r = redis;
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+                try {
+                    r.close();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }));
         }
-        registry.add("ratelimit.url", redis::url);
+        return redis;
     }
 
     @LocalServerPort
