@@ -10,6 +10,7 @@ import io.lettuce.core.RedisClient;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.ratelimit.Algorithm;
 import io.ratelimit.Limiter;
+import io.ratelimit.LimiterConfig;
 import io.ratelimit.Rate;
 import io.ratelimit.RateLimitClient;
 import java.nio.charset.StandardCharsets;
@@ -20,6 +21,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -40,12 +42,20 @@ import org.redisson.config.Config;
  * median round's decisions/s, its latency percentiles and Redis's own CPU
  * time per decision (INFO cpu).
  *
+ * <p>Leases (issue 25): the "hot key" rows put every caller on one key, with
+ * and without {@code LimiterConfig.lease(50 ms)}, and report the ratio and
+ * the script calls per decision (INFO commandstats).
+ *
  * <p>Usage: {@code JavaBench redis://127.0.0.1:6397 [seconds per row] [rounds] [only rows holding this]}
  * (bench/bench_java.sh starts the Redis and runs it).
  */
 public final class JavaBench {
     static final long LIMIT = 1_000_000_000L;
     static final int KEYS = 64;
+    static final Duration LEASE = Duration.ofMillis(50);
+    static final String LEASE_NAME = "lease 50 ms";
+    /** Groups of the hot-key rows (leases). */
+    static final String HOT = "hot key, ";
 
     interface AsyncCall {
         CompletionStage<?> call(int chain);
@@ -56,7 +66,8 @@ public final class JavaBench {
     }
 
     /** One run of one row. */
-    record Sample(double perSecond, double p50us, double p99us, double redisCpuUs, double clientCpuUs, long errors) {}
+    record Sample(double perSecond, double p50us, double p99us, double redisCpuUs, double clientCpuUs, long errors,
+            double scriptsPerDecision) {}
 
     static final com.sun.management.OperatingSystemMXBean OS =
             (com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory.getOperatingSystemMXBean();
@@ -105,7 +116,20 @@ public final class JavaBench {
         return user + sys;
     }
 
-    static Sample summarize(List<Latencies> lats, long ops, long nanos, double cpu, double clientCpu, long errors) {
+    /** EVALSHA + EVAL calls Redis has run so far (INFO commandstats). */
+    static long scriptCalls() {
+        long calls = 0;
+        for (String line : admin.sync().info("commandstats").split("\r?\n")) {
+            if (line.startsWith("cmdstat_evalsha:") || line.startsWith("cmdstat_eval:")) {
+                int at = line.indexOf("calls=") + 6;
+                calls += Long.parseLong(line.substring(at, line.indexOf(',', at)));
+            }
+        }
+        return calls;
+    }
+
+    static Sample summarize(List<Latencies> lats, long ops, long nanos, double cpu, double clientCpu, long errors,
+            long scripts) {
         int total = 0;
         for (Latencies l : lats) {
             total += l.n;
@@ -120,7 +144,7 @@ public final class JavaBench {
         double p50 = total == 0 ? 0 : all[(int) (total * 0.50)] / 1000.0;
         double p99 = total == 0 ? 0 : all[Math.min(total - 1, (int) (total * 0.99))] / 1000.0;
         return new Sample(ops * 1e9 / nanos, p50, p99, ops == 0 ? 0 : cpu * 1e6 / ops,
-                ops == 0 ? 0 : clientCpu * 1e6 / ops, errors);
+                ops == 0 ? 0 : clientCpu * 1e6 / ops, errors, ops == 0 ? 0 : (double) scripts / ops);
     }
 
     /** {@code inflight} chains, each issuing its next call when the previous one completes. */
@@ -129,6 +153,7 @@ public final class JavaBench {
         AtomicLong ops = new AtomicLong();
         AtomicLong errors = new AtomicLong();
         CountDownLatch drained = new CountDownLatch(inflight);
+        long scripts0 = scriptCalls();
         double cpu0 = redisCpu();
         double client0 = clientCpu();
         long start = System.nanoTime();
@@ -140,7 +165,8 @@ public final class JavaBench {
         }
         drained.await(60, TimeUnit.SECONDS);
         long nanos = System.nanoTime() - start;
-        return summarize(lats, ops.get(), nanos, redisCpu() - cpu0, clientCpu() - client0, errors.get());
+        return summarize(lats, ops.get(), nanos, redisCpu() - cpu0, clientCpu() - client0, errors.get(),
+                scriptCalls() - scripts0);
     }
 
     static final class Chain {
@@ -163,23 +189,46 @@ public final class JavaBench {
             this.drained = drained;
         }
 
+        /** Calls until one does not complete at once, then goes on from its completion (no recursion). */
         void next() {
-            long t0 = System.nanoTime();
-            call.call(index).whenComplete((v, e) -> {
-                long t1 = System.nanoTime();
-                if (e != null) {
-                    errors.incrementAndGet();
-                    failed(e);
-                } else {
-                    lat.add(t1 - t0);
-                    ops.incrementAndGet();
+            while (true) {
+                long t0 = System.nanoTime();
+                CompletableFuture<?> f = call.call(index).toCompletableFuture();
+                if (!f.isDone()) {
+                    f.whenComplete((v, e) -> {
+                        if (!finished(t0, e)) {
+                            next();
+                        }
+                    });
+                    return;
                 }
-                if (t1 < end) {
-                    next();
-                } else {
-                    drained.countDown();
+                Throwable e = null;
+                try {
+                    f.join(); // a local decision (a lease) completes in the call
+                } catch (RuntimeException ex) {
+                    e = ex;
                 }
-            });
+                if (finished(t0, e)) {
+                    return;
+                }
+            }
+        }
+
+        /** Counts one call; true when the chain is past its end. */
+        boolean finished(long t0, Throwable e) {
+            long t1 = System.nanoTime();
+            if (e != null) {
+                errors.incrementAndGet();
+                failed(e);
+            } else {
+                lat.add(t1 - t0);
+                ops.incrementAndGet();
+            }
+            if (t1 < end) {
+                return false;
+            }
+            drained.countDown();
+            return true;
         }
     }
 
@@ -188,6 +237,7 @@ public final class JavaBench {
         AtomicLong ops = new AtomicLong();
         AtomicLong errors = new AtomicLong();
         List<Thread> list = new ArrayList<>();
+        long scripts0 = scriptCalls();
         double cpu0 = redisCpu();
         double client0 = clientCpu();
         long start = System.nanoTime();
@@ -220,7 +270,8 @@ public final class JavaBench {
             th.join();
         }
         long nanos = System.nanoTime() - start;
-        return summarize(lats, ops.get(), nanos, redisCpu() - cpu0, clientCpu() - client0, errors.get());
+        return summarize(lats, ops.get(), nanos, redisCpu() - cpu0, clientCpu() - client0, errors.get(),
+                scriptCalls() - scripts0);
     }
 
     record Row(String group, String name, boolean async, int width, Object call) {}
@@ -243,31 +294,14 @@ public final class JavaBench {
             ids[i] = "user-" + i;
         }
 
-        // Redisson: one RRateLimiter per key, defaults (pool, threads, codec)
-        Config config = new Config();
-        config.useSingleServer().setAddress(url);
-        RedissonClient redisson = Redisson.create(config);
-        RRateLimiter[] rrl = new RRateLimiter[KEYS];
-        for (int i = 0; i < KEYS; i++) {
-            rrl[i] = redisson.getRateLimiter("bench-redisson:user-" + i);
-            rrl[i].trySetRate(RateType.OVERALL, LIMIT, Duration.ofSeconds(1));
-        }
+        // the hot key: every caller on one key, with and without a lease
+        Limiter hot = ours.limiter("bench-hot", Rate.of(LIMIT, Duration.ofSeconds(1)), Algorithm.GCRA);
+        Limiter leased = ours.limiter("bench-hot-lease",
+                LimiterConfig.of(Algorithm.GCRA, Rate.of(LIMIT, Duration.ofSeconds(1))).lease(LEASE));
 
-        // Bucket4j: the Lettuce compare-and-swap proxy manager, one bucket per key
-        ProxyManager<byte[]> buckets = Bucket4jLettuce.casBasedBuilder(lettuce)
-                .expirationAfterWrite(
-                        ExpirationAfterWriteStrategy.basedOnTimeForRefillingBucketUpToMax(Duration.ofSeconds(10)))
-                .build();
-        BucketConfiguration bucketConfig = BucketConfiguration.builder()
-                .addLimit(l -> l.capacity(LIMIT).refillGreedy(LIMIT, Duration.ofSeconds(1))).build();
+        RRateLimiter[] rrl = new RRateLimiter[KEYS];
         AsyncBucketProxy[] asyncBuckets = new AsyncBucketProxy[KEYS];
         BucketProxy[] syncBuckets = new BucketProxy[KEYS];
-        for (int i = 0; i < KEYS; i++) {
-            byte[] key = ("bench-bucket4j:user-" + i).getBytes(StandardCharsets.UTF_8);
-            asyncBuckets[i] = buckets.asAsync().builder().build(key, bucketConfig);
-            syncBuckets[i] = buckets.builder().build(key, () -> bucketConfig);
-        }
-
         List<Row> rows = new ArrayList<>();
         for (int inflight : new int[] {64, 1}) {
             String group = "async, " + inflight + " in flight";
@@ -286,8 +320,45 @@ public final class JavaBench {
             rows.add(new Row(group, "Bucket4j (Lettuce) BucketProxy.tryConsume", false, threads,
                     (SyncCall) i -> syncBuckets[i].tryConsume(1)));
         }
+        for (int threads : new int[] {1, 8}) {
+            String group = HOT + "blocking, " + threads + (threads == 1 ? " thread" : " threads");
+            rows.add(new Row(group, "ratelimit acquire", false, threads, (SyncCall) i -> hot.acquire("hot")));
+            rows.add(new Row(group, "ratelimit acquire, " + LEASE_NAME, false, threads,
+                    (SyncCall) i -> leased.acquire("hot")));
+        }
+        String hotAsync = HOT + "async, 64 in flight";
+        rows.add(new Row(hotAsync, "ratelimit acquireAsync", true, 64, (AsyncCall) i -> hot.acquireAsync("hot")));
+        rows.add(new Row(hotAsync, "ratelimit acquireAsync, " + LEASE_NAME, true, 64,
+                (AsyncCall) i -> leased.acquireAsync("hot")));
 
         rows.removeIf(row -> !(row.group() + " / " + row.name()).contains(only));
+
+        // Redisson: one RRateLimiter per key, defaults (pool, threads, codec)
+        RedissonClient redisson = null;
+        if (rows.stream().anyMatch(row -> row.name().startsWith("Redisson"))) {
+            Config config = new Config();
+            config.useSingleServer().setAddress(url);
+            redisson = Redisson.create(config);
+            for (int i = 0; i < KEYS; i++) {
+                rrl[i] = redisson.getRateLimiter("bench-redisson:user-" + i);
+                rrl[i].trySetRate(RateType.OVERALL, LIMIT, Duration.ofSeconds(1));
+            }
+        }
+
+        // Bucket4j: the Lettuce compare-and-swap proxy manager, one bucket per key
+        if (rows.stream().anyMatch(row -> row.name().startsWith("Bucket4j"))) {
+            ProxyManager<byte[]> buckets = Bucket4jLettuce.casBasedBuilder(lettuce)
+                    .expirationAfterWrite(
+                            ExpirationAfterWriteStrategy.basedOnTimeForRefillingBucketUpToMax(Duration.ofSeconds(10)))
+                    .build();
+            BucketConfiguration bucketConfig = BucketConfiguration.builder()
+                    .addLimit(l -> l.capacity(LIMIT).refillGreedy(LIMIT, Duration.ofSeconds(1))).build();
+            for (int i = 0; i < KEYS; i++) {
+                byte[] key = ("bench-bucket4j:user-" + i).getBytes(StandardCharsets.UTF_8);
+                asyncBuckets[i] = buckets.asAsync().builder().build(key, bucketConfig);
+                syncBuckets[i] = buckets.builder().build(key, () -> bucketConfig);
+            }
+        }
 
         // warm-up: JIT, connections, scripts loaded
         for (Row row : rows) {
@@ -305,34 +376,68 @@ public final class JavaBench {
 
         System.out.printf(Locale.ROOT, "%nJava, %s, %.1f s per row, median of %d rounds (Redis %s)%n%n", url, seconds,
                 rounds, redisVersion());
-        System.out.println("| mode | library | decisions/s | ratelimit / this | p50 | p99 | Redis CPU per decision"
-                + " | client CPU per decision |");
-        System.out.println("|---|---|---:|---:|---:|---:|---:|---:|");
+        if (rows.stream().anyMatch(row -> !row.group().startsWith(HOT))) {
+            System.out.println("| mode | library | decisions/s | ratelimit / this | p50 | p99 | Redis CPU per decision"
+                    + " | client CPU per decision |");
+            System.out.println("|---|---|---:|---:|---:|---:|---:|---:|");
+        }
         double ref = 0;
+        Map<String, Sample[]> hotPairs = new LinkedHashMap<>(); // group -> {without, with lease}
         for (Map.Entry<Row, List<Sample>> e : samples.entrySet()) {
             Row row = e.getKey();
-            List<Sample> list = new ArrayList<>(e.getValue());
-            list.sort((a, b) -> Double.compare(a.perSecond(), b.perSecond()));
-            Sample m = list.get(list.size() / 2);
+            Sample m = median(e.getValue());
+            if (row.group().startsWith(HOT)) {
+                hotPairs.computeIfAbsent(row.group(), g -> new Sample[2])[row.name().endsWith(LEASE_NAME) ? 1 : 0] = m;
+                continue;
+            }
             if (row.name().startsWith("ratelimit")) {
                 ref = m.perSecond();
             }
             long errors = 0;
-            for (Sample s : list) {
+            for (Sample s : e.getValue()) {
                 errors += s.errors();
             }
             System.out.printf(Locale.ROOT, "| %s | %s | %,.0f | %.2fx | %.0f us | %.0f us | %.1f us | %.1f us |%s%n",
                     row.group(), row.name(), m.perSecond(), ref / m.perSecond(), m.p50us(), m.p99us(), m.redisCpuUs(),
                     m.clientCpuUs(), errors > 0 ? " " + errors + " errors in all rounds" : "");
         }
+        if (!hotPairs.isEmpty()) {
+            System.out.printf(Locale.ROOT, "%nLeases: one hot key, gcra %,d/s, LimiterConfig.lease(%d ms) against none%n%n",
+                    LIMIT, LEASE.toMillis());
+            System.out.println("| mode | decisions/s, no lease | decisions/s, lease | lease / none | script calls per"
+                    + " decision, no lease | script calls per decision, lease | Redis CPU per decision, no lease / lease"
+                    + " | p50, no lease / lease |");
+            System.out.println("|---|---:|---:|---:|---:|---:|---:|---:|");
+            for (Map.Entry<String, Sample[]> e : hotPairs.entrySet()) {
+                Sample none = e.getValue()[0];
+                Sample lease = e.getValue()[1];
+                if (none == null || lease == null) {
+                    continue; // a filter kept one of the two
+                }
+                System.out.printf(Locale.ROOT, "| %s | %,.0f | %,.0f | %.1fx | %.2f | %.5f (1 per %,.0f) | %.2f / %.3f us"
+                        + " | %.1f / %.1f us |%n", e.getKey().substring(HOT.length()), none.perSecond(),
+                        lease.perSecond(), lease.perSecond() / none.perSecond(), none.scriptsPerDecision(),
+                        lease.scriptsPerDecision(), 1 / Math.max(lease.scriptsPerDecision(), 1e-9), none.redisCpuUs(),
+                        lease.redisCpuUs(), none.p50us(), lease.p50us());
+            }
+        }
         for (Map.Entry<String, String> e : FIRST_ERROR.entrySet()) {
             System.out.println("first error of " + e.getKey() + ": " + e.getValue());
         }
 
         ours.close();
-        redisson.shutdown();
+        if (redisson != null) {
+            redisson.shutdown();
+        }
         admin.close();
         lettuce.shutdown();
+    }
+
+    /** The round with the median decisions/s. */
+    static Sample median(List<Sample> samples) {
+        List<Sample> list = new ArrayList<>(samples);
+        list.sort((a, b) -> Double.compare(a.perSecond(), b.perSecond()));
+        return list.get(list.size() / 2);
     }
 
     static Sample run(Row row, double seconds) throws Exception {
