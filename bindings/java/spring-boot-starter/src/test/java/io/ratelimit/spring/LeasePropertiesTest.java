@@ -46,6 +46,12 @@ class LeasePropertiesTest {
         public String cold() {
             return "cold";
         }
+
+        @GetMapping("/plain")
+        @RateLimited(rate = "10/second")
+        public String plain() {
+            return "plain";
+        }
     }
 
     private static Limiter limiter(RateLimitGuards guards, String method) throws Exception {
@@ -54,12 +60,15 @@ class LeasePropertiesTest {
 
     @Test
     void theLeaseReachesTheLimiterOfThatName() {
-        mvc.withPropertyValues("ratelimit.limits.hot.lease=50ms").run(ctx -> {
+        // a default name holds a dot: the key goes in brackets
+        mvc.withPropertyValues("ratelimit.limits.hot.lease=50ms", "ratelimit.limits[Api.plain].lease=20ms").run(ctx -> {
             assertThat(ctx).hasNotFailed();
             RateLimitGuards guards = ctx.getBean(RateLimitGuards.class);
             assertThat(limiter(guards, "hot").config().flatMap(LimiterConfig::lease))
                     .isEqualTo(Optional.of(Duration.ofMillis(50)));
             assertThat(limiter(guards, "cold").config().flatMap(LimiterConfig::lease)).isEmpty();
+            assertThat(limiter(guards, "plain").config().flatMap(LimiterConfig::lease))
+                    .isEqualTo(Optional.of(Duration.ofMillis(20)));
             assertThat(ctx.getBean(RateLimitProperties.class).getLimits().get("hot").getLease())
                     .isEqualTo(Duration.ofMillis(50));
         });
@@ -75,7 +84,7 @@ class LeasePropertiesTest {
         mvc.withPropertyValues("ratelimit.limits.hott.lease=50ms").run(ctx -> {
             assertThat(ctx).hasFailed();
             assertThat(ctx.getStartupFailure()).hasMessageContaining("ratelimit.limits.hott: no @RateLimited handler")
-                    .hasMessageContaining("[cold, hot]");
+                    .hasMessageContaining("[Api.plain, cold, hot]");
         });
     }
 
