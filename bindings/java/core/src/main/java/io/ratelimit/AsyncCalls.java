@@ -27,6 +27,11 @@ final class AsyncCalls {
     static final class Pending extends CompletableFuture<Result> {
         @SuppressWarnings("unused") // held, never read: reachability only
         private final Object owner;
+        /**
+         * The thread that submitted it: a decision from a lease completes
+         * there, inside the submit, which must not be taken for the I/O thread.
+         */
+        final Thread submitter = Thread.currentThread();
 
         Pending(Object owner) {
             this.owner = owner;
@@ -80,17 +85,18 @@ final class AsyncCalls {
     }
 
     /**
-     * Called from C on the I/O thread, once per submitted decision. Builds the
+     * Called from C on the I/O thread, once per submitted decision (a decision
+     * from a lease: on the submitting thread, before the submit returns). Builds the
      * result or the exception exactly as the blocking path does and completes
      * the future; never throws back into C.
      */
     void complete(long tag, int status, boolean allowed, long limit, long remaining, long retryAfterMs,
             long resetAfterMs, long waitMs, boolean fallback, long granted, int rateIndex, boolean local,
             byte[] message) {
-        if (ioThread == null) {
+        CompletableFuture<?> f = pending.remove(tag);
+        if (ioThread == null && !(f instanceof Pending && ((Pending) f).submitter == Thread.currentThread())) {
             ioThread = Thread.currentThread();
         }
-        CompletableFuture<?> f = pending.remove(tag);
         if (!(f instanceof Pending)) {
             return;
         }

@@ -50,7 +50,10 @@ import java.util.function.Function;
  * Keep them short and never block in them (no {@code join()} or
  * {@code get()}, no blocking {@link #acquire} call, no I/O): while they run
  * no other completion of this client is delivered. Pass your own executor
- * ({@code thenApplyAsync(fn, executor)}) for anything longer.</li>
+ * ({@code thenApplyAsync(fn, executor)}) for anything longer. A decision
+ * made from a lease in hand ({@link LimiterConfig#lease}) needs no round trip: its
+ * future is complete when the call returns, so stages added to it run at
+ * once on the calling thread.</li>
  * <li>Cancelling the future only stops waiting for it: the request may still
  * be decided by Redis (its permits count).</li>
  * <li>{@link RateLimitClient#close()} completes every decision still in
