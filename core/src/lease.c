@@ -248,6 +248,7 @@ step rl_lease_decide(rl_client *c, lease *e, rl_op op, int64_t permits, int64_t 
         return STEP_LOCAL;
     }
     if (e->fetching) return fetcher && e->fetcher == fetcher ? STEP_PLAIN : STEP_BUSY;
+    if (e->plain_only) return STEP_PLAIN;
     /* a submission's GIVE_BACK is queued before its LEASE (same order on
      * the I/O thread); a blocking fetcher's goes in its own pipeline */
     if (fetcher && worth_giving_back(e, now)) {
@@ -337,6 +338,7 @@ got rl_lease_fetched_locked(rl_client *c, lease *e, int status, const redisReply
     e->block = e->left = block;
     e->taken_at_ms = sent_ms;
     e->valid_until_ms = sent_ms + v_eff;
+    e->plain_only = v_eff == 0; /* a block nobody else can use costs a GIVE_BACK per decision */
     e->grant = res;
     e->nhandles = (int)e->spec.more_count + 1;
     /* the fetcher's decision is Redis's, made at the grant: valid however

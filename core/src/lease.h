@@ -46,6 +46,7 @@ typedef struct lease {
     int nhandles;
     char handles[RL_MAX_RATES][LEASE_HANDLE_MAX + 1];
     int64_t size; /* the next block asked for */
+    int plain_only; /* the script grants this spec no validity (tau < 2 ms): no more leases */
     /* single flight */
     int fetching;
     const void *fetcher;        /* the blocking batch fetching; NULL: a submission */

@@ -28,6 +28,35 @@ static void deliver(rl_client *c, const parked *p, int status, const char *error
 
 static int start_async_fetch(rl_client *c, lease *e, parked *p, int64_t want, int submitting);
 
+/* p's request, sent as without a lease. */
+static void start_plain(rl_client *c, const lease *e, const parked *p)
+{
+    areq *r = rl_async_req_new(REQ_DECISION);
+    int rc = r ? RL_OK : rl_fail(RL_ERR_NOMEM, "out of memory");
+    if (r) {
+        rl_request req;
+        rl_lease_request(e, &req, p->op, p->permits, 0);
+        rl_build_decision(&r->cmd, c, &req);
+        r->tag = p->tag;
+        r->target = p->target;
+        r->reserved = p->target.queue != NULL;
+        r->permits = p->permits;
+        r->capacity = p->capacity;
+        r->stats = p->stats;
+        if (r->cmd.failed) {
+            rl_async_req_free(r);
+            rc = rl_fail(RL_ERR_NOMEM, "out of memory building a command");
+        } else {
+            rc = rl_async_send(c, r); /* on failure r is freed, its room kept */
+        }
+    }
+    if (rc) {
+        rl_result none;
+        memset(&none, 0, sizeof none);
+        deliver(c, p, rc, rl_errmsg(), &none);
+    }
+}
+
 /* After a fetch of e ended: the parked submissions get decided from the new
  * block (one of them fetching the next if it runs out), or with the
  * fetch's failure; 64 at a time, completed outside the lock. */
@@ -38,7 +67,7 @@ void rl_lease_serve_parked(rl_client *c, lease *e, int wake_timer)
     int statuses[64];
     char error[200];
     for (;;) {
-        parked *done = NULL, *fetcher = NULL;
+        parked *done = NULL, *fetcher = NULL, *plain = NULL;
         areq *give_back = NULL;
         int64_t want = 0;
         size_t n = 0;
@@ -58,6 +87,9 @@ void rl_lease_serve_parked(rl_client *c, lease *e, int wake_timer)
             if (!failure) s = rl_lease_decide(c, e, p->op, p->permits, now, NULL, &results[n], &want, &give_back);
             if (s == STEP_FETCH) {
                 fetcher = p;
+            } else if (s == STEP_PLAIN) {
+                p->next = plain;
+                plain = p;
             } else if (s == STEP_BUSY && !failure) {
                 *keep = p; /* waits for the next fetch */
                 keep = &p->next;
@@ -76,6 +108,11 @@ void rl_lease_serve_parked(rl_client *c, lease *e, int wake_timer)
             next = p->next;
             n--;
             deliver(c, p, statuses[n], statuses[n] ? error : "", &results[n]);
+            free(p);
+        }
+        for (parked *p = plain, *next; p; p = next) {
+            next = p->next;
+            start_plain(c, e, p);
             free(p);
         }
         if (fetcher) {

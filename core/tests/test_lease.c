@@ -244,6 +244,41 @@ static void wait_and_batch(void)
     rl_client_close(c);
 }
 
+/* A spec the script grants no validity (token_bucket with tau = burst x
+ * period / limit < 2 ms): after its first grant the key is asked of Redis
+ * as without a lease (a lease would cost a GIVE_BACK per decision). */
+static void no_validity(void)
+{
+    rl_client *c = open_client(&redis, NULL);
+    rl_request req = leased("tau", "k", RL_TOKEN_BUCKET, 1000, 1000, 50);
+    req.spec.burst = 1;
+    rl_result r;
+    for (int i = 0; i < 50; i++) {
+        CHECK_OK(rl_execute(c, &req, 1, &r));
+        CHECK(!r.local || !r.allowed);
+        sleep_ms(2);
+    }
+    rl_completions *q;
+    CHECK_OK(rl_completions_open(&q));
+    rl_target t = {NULL, NULL, q};
+    rl_completion out[20];
+    for (int round = 0; round < 2; round++) {
+        /* round 1, a fresh key: submissions parked on its first fetch go plainly */
+        req.id = round ? "fresh" : "k";
+        for (int i = 0; i < 20; i++) CHECK_OK(rl_submit(c, &req, (uint64_t)i, &t));
+        CHECK_EQ(drain_completions(q, out, 20, 5000), 20);
+        for (int i = 0; i < 20; i++) {
+            CHECK_OK(out[i].status);
+            CHECK(!out[i].result.local || !out[i].result.allowed);
+        }
+    }
+    rl_limiter_stats s = stats_of(c, "tau");
+    CHECK(s.lease_calls <= 6);
+    CHECK_EQ(s.allowed + s.denied, 90);
+    rl_client_close(c);
+    rl_completions_close(q);
+}
+
 /* Eight threads on one hot key share its fetches (single flight): still at
  * most one script call per 20 decisions. */
 static rl_client *shared;
@@ -412,6 +447,7 @@ int main(void)
     reset_ends();
     submitted();
     wait_and_batch();
+    no_validity();
     threads();
     forked();
     refund_and_config();
