@@ -68,15 +68,11 @@ static uint64_t fnv(uint64_t h, const void *p, size_t len)
     return h;
 }
 
-static uint64_t hash_of(const rl_request *req)
+/* By entity only: its leases under every spec share a bucket, so ending
+ * them (a reset, a refund) looks in one. */
+static uint64_t hash_of(const char *name, const char *id)
 {
-    rl_rate rates[RL_MAX_RATES];
-    size_t n = rl_spec_rates(&req->spec, rates);
-    uint64_t h = fnv(14695981039346656037ULL, req->name, strlen(req->name) + 1);
-    h = fnv(h, req->id, strlen(req->id) + 1);
-    h = fnv(h, rates, n * sizeof rates[0]);
-    int64_t rest[4] = {req->spec.algorithm, req->spec.initial_tokens, req->spec.scope, req->lease_ms};
-    return fnv(h, rest, sizeof rest);
+    return fnv(fnv(14695981039346656037ULL, name, strlen(name) + 1), id, strlen(id) + 1);
 }
 
 static int same_rates(const rl_spec *a, const rl_spec *b)
@@ -91,7 +87,7 @@ static int same_rates(const rl_spec *a, const rl_spec *b)
  * memory out. */
 lease *rl_lease_entry(rl_leases *t, const rl_request *req, int64_t now, int create)
 {
-    uint64_t h = hash_of(req);
+    uint64_t h = hash_of(req->name, req->id);
     lease **slot = &t->buckets[h % LEASE_BUCKETS];
     for (lease *e = *slot; e; e = e->next)
         if (e->hash == h && e->lease_ms == req->lease_ms && !strcmp(e->name, req->name) && !strcmp(e->id, req->id) &&
@@ -465,8 +461,11 @@ void rl_leases_end(rl_client *c, const char *name, const char *id, int how)
     rl_cmd *cmds = NULL;
     if (!t) return;
     int64_t now = rl_monotonic_ms();
+    /* one entity's leases share a bucket */
+    int first = 0, last = LEASE_BUCKETS - 1;
+    if (name && id) first = last = (int)(hash_of(name, id) % LEASE_BUCKETS);
     pthread_mutex_lock(&t->mutex);
-    for (int b = 0; b < LEASE_BUCKETS; b++)
+    for (int b = first; b <= last; b++)
         for (lease *e = t->buckets[b]; e; e = e->next) {
             if ((name && strcmp(e->name, name)) || (id && strcmp(e->id, id))) continue;
             if (how == RL_LEASES_GIVE_BACK_NOW && worth_giving_back(e, now)) {

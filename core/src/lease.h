@@ -8,7 +8,7 @@
 
 #define OP_LEASE 5
 #define OP_GIVE_BACK 6
-#define LEASE_BUCKETS 1024
+#define LEASE_BUCKETS 4096
 /* past it, new keys are decided by Redis as without a lease (hostile ids
  * cannot grow memory) */
 #define LEASE_MAX_ENTRIES 100000
