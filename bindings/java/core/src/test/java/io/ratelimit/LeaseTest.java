@@ -129,9 +129,9 @@ class LeaseTest extends RedisTestBase {
             SimpleMeterRegistry registry = new SimpleMeterRegistry();
             new RateLimitMetrics(c).bindTo(registry);
             LimiterStats s = c.stats().get("metered");
-            FunctionCounter localAllowed = registry.get("ratelimit.decisions.local").tag("limiter", "metered")
+            FunctionCounter localAllowed = registry.get("ratelimit.local.decisions").tag("limiter", "metered")
                     .tag("outcome", "allowed").functionCounter();
-            FunctionCounter localDenied = registry.get("ratelimit.decisions.local").tag("limiter", "metered")
+            FunctionCounter localDenied = registry.get("ratelimit.local.decisions").tag("limiter", "metered")
                     .tag("outcome", "denied").functionCounter();
             FunctionCounter leaseCalls = registry.get("ratelimit.lease.calls").tag("limiter", "metered")
                     .functionCounter();

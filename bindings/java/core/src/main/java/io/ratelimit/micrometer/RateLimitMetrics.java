@@ -27,7 +27,7 @@ import java.util.concurrent.TimeUnit;
  *   <li>{@code ratelimit.decisions} (function counter), tags {@code limiter},
  *       {@code outcome} = allowed, denied, fallback (Redis unreachable, the
  *       {@code OnRedisError} policy decided) or error (the call threw);
- *   <li>{@code ratelimit.decisions.local} (function counter), tags
+ *   <li>{@code ratelimit.local.decisions} (function counter), tags
  *       {@code limiter}, {@code outcome} = allowed or denied: the part of
  *       those decisions made from a lease without a round trip;
  *   <li>{@code ratelimit.lease.calls} (function counter), tag {@code limiter}:
@@ -169,7 +169,7 @@ public final class RateLimitMetrics implements MeterBinder {
         }
         for (int o = 0; o < 2; o++) {
             int outcome = 4 + o;
-            FunctionCounter.builder("ratelimit.decisions.local", client, c -> outcome(name, outcome))
+            FunctionCounter.builder("ratelimit.local.decisions", client, c -> outcome(name, outcome))
                     .tags(limiter.and("outcome", OUTCOMES[o]))
                     .description("Rate-limit decisions made from a lease, without a round trip")
                     .register(registry);
