@@ -303,12 +303,19 @@ static int decode_grant(const redisReply *r, size_t nrates, rl_result *res, int6
     return RL_OK;
 }
 
+/* The timer looks at e by due (its block's end, or when it may be freed). */
+static void watch(rl_leases *t, int64_t due, int *wake_timer)
+{
+    if (t->next_due_ms && t->next_due_ms <= due) return;
+    __atomic_store_n(&t->next_due_ms, due, __ATOMIC_RELAXED); /* the timer reads it unlocked */
+    *wake_timer = 1;
+}
 
 /* Under the lock: the fetch of e ended (status, and on RL_OK its reply);
  * sets the fetcher's result, or says it needs a plain acquire (the block
  * is smaller than the permits it asked for). Wakes the waiters. */
 got rl_lease_fetched_locked(rl_client *c, lease *e, int status, const redisReply *reply, int64_t sent_ms, rl_op op,
-                   int64_t permits, rl_result *out, int *wake_timer)
+                            int64_t permits, rl_result *out, int *wake_timer)
 {
     rl_leases *t = c->leases;
     int64_t v_eff = 0, block = 0, now = rl_monotonic_ms();
@@ -323,6 +330,7 @@ got rl_lease_fetched_locked(rl_client *c, lease *e, int status, const redisReply
     e->fetch_status = status;
     snprintf(e->fetch_error, sizeof e->fetch_error, "%s", status ? rl_errmsg() : "");
     pthread_cond_broadcast(&t->fetched);
+    if (status || !block) watch(t, now + LEASE_IDLE_FREE_MS + 1, wake_timer); /* freed if unused */
     if (status) return GOT_ERROR;
     if (!block) { /* denied */
         remember_denial(e, 1, now, &res);
@@ -345,10 +353,8 @@ got rl_lease_fetched_locked(rl_client *c, lease *e, int status, const redisReply
     if (e->fetch_generation != e->generation) { /* reset meanwhile: the rest is dropped */
         e->block = e->left = 0;
         e->valid_until_ms = 0;
-    } else if (!t->next_due_ms || e->valid_until_ms < t->next_due_ms) {
-        __atomic_store_n(&t->next_due_ms, e->valid_until_ms, __ATOMIC_RELAXED); /* the timer reads it unlocked */
-        *wake_timer = 1;
     }
+    watch(t, e->block ? e->valid_until_ms : now + LEASE_IDLE_FREE_MS + 1, wake_timer);
     return g;
 }
 
