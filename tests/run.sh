@@ -12,4 +12,4 @@ if [ -z "${RL_JAR:-}" ]; then
   RL_JAR=$(ls bindings/java/core/target/ratelimit-*.jar 2>/dev/null | grep -v -e sources -e javadoc -e tests | head -n 1)
   export RL_JAR=$PWD/$RL_JAR
 fi
-"$python" -m pytest -q -p no:cacheprovider tests/vectors/test_vectors.py tests/cross/test_cross.py tests/model
+"$python" -m pytest -q -p no:cacheprovider tests/vectors/test_vectors.py tests/cross/test_cross.py tests/cross/test_leases.py tests/model
