@@ -74,14 +74,22 @@ public final class Limiter implements AutoCloseable {
     /** rl_request.lease_ms of every request: 0 none. */
     private final long leaseMs;
 
-    /** config null: the stored spec; the caller has checked it (RateLimitClient.limiter). */
+    /** config null: the stored spec, without a lease. */
     Limiter(RateLimitClient client, String name, LimiterConfig config) {
+        this(client, name, config, 0);
+    }
+
+    /**
+     * config null: the stored spec, with leaseMs (0: none); else the config's
+     * lease. The caller has checked both (RateLimitClient.limiter).
+     */
+    Limiter(RateLimitClient client, String name, LimiterConfig config, long leaseMs) {
         this.client = client;
         this.name = name;
         this.nameBytes = Native.name("name", name);
         this.config = config;
         this.spec = config == null ? null : config.toNative();
-        this.leaseMs = config == null ? 0 : config.leaseMs();
+        this.leaseMs = config == null ? leaseMs : config.leaseMs();
     }
 
     public Result acquire(String id) {
@@ -495,6 +503,11 @@ public final class Limiter implements AutoCloseable {
         return config == null ? null : config.algorithm();
     }
 
+    /** The lease of its decisions ({@link LimiterConfig#lease}); empty when it asks Redis every time. */
+    public Optional<Duration> lease() {
+        return leaseMs == 0 ? Optional.empty() : Optional.of(Duration.ofMillis(leaseMs));
+    }
+
     /** What this limiter enforces; empty when it uses the spec stored in Redis ({@link #isStored()}). */
     public Optional<LimiterConfig> config() {
         return Optional.ofNullable(config);
@@ -528,6 +541,7 @@ public final class Limiter implements AutoCloseable {
 
     @Override
     public String toString() {
-        return "Limiter{" + name + ", " + (config == null ? "stored spec" : config.toString()) + "}";
+        return "Limiter{" + name + ", " + (config != null ? config.toString()
+                : "stored spec" + (leaseMs == 0 ? "" : " lease " + leaseMs + "ms")) + "}";
     }
 }

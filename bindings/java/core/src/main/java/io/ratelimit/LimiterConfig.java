@@ -125,6 +125,11 @@ public final class LimiterConfig {
      * throws {@link InvalidArgumentException}.
      */
     public LimiterConfig lease(Duration validity) {
+        return new LimiterConfig(algorithm, rates, initialTokens, perClient, leaseMillis(validity));
+    }
+
+    /** A lease's validity as rl_request.lease_ms, checked as {@link #lease(Duration)} says. */
+    static long leaseMillis(Duration validity) {
         Native.notNull("lease", validity);
         long ms;
         try {
@@ -135,7 +140,7 @@ public final class LimiterConfig {
         if (validity.isNegative() || ms < 1 || ms > MAX_LEASE_MS) {
             throw new InvalidArgumentException("lease must be between 1 ms and 1 hour (got " + validity + ")");
         }
-        return new LimiterConfig(algorithm, rates, initialTokens, perClient, ms);
+        return ms;
     }
 
     /** The lease's validity ({@link #lease(Duration)}); empty when acquires ask Redis every time. */

@@ -128,13 +128,27 @@ public final class RateLimitClient implements AutoCloseable {
      * creation succeeds and decisions follow the policy.
      */
     public Limiter limiter(String name) {
+        return stored(name, 0);
+    }
+
+    /**
+     * {@link #limiter(String)} with a lease ({@link LimiterConfig#lease}):
+     * acquires of the stored spec decide from blocks valid up to
+     * {@code lease}; a change of the stored spec ends them within
+     * {@link ClientOptions#configRefresh}.
+     */
+    public Limiter limiter(String name, Duration lease) {
+        return stored(name, LimiterConfig.leaseMillis(lease));
+    }
+
+    private Limiter stored(String name, long leaseMs) {
         byte[] nameBytes = Native.name("name", name);
         // the core's check: its cache, and no failure in an outage under allow / deny
         call(ptr -> {
             Native.configCheck(ptr, nameBytes, null);
             return null;
         });
-        return new Limiter(this, name, null);
+        return new Limiter(this, name, null, leaseMs);
     }
 
     /** The stored spec; InvalidArgumentException when none is. */

@@ -60,6 +60,25 @@ class LeaseTest extends RedisTestBase {
     }
 
     @Test
+    void aStoredSpecTakesALeaseToo() throws Exception {
+        assertThrows(InvalidArgumentException.class, () -> client.limiter("stored-lease", Duration.ZERO));
+        client.configure("stored-lease", HOT);
+        try (RateLimitClient c = RateLimitClient.connect(redis.url())) {
+            Limiter lim = c.limiter("stored-lease", Duration.ofSeconds(1));
+            assertEquals(Duration.ofSeconds(1), lim.lease().get());
+            assertTrue(lim.toString().endsWith("stored spec lease 1000ms}"), lim.toString());
+            assertTrue(c.limiter("stored-lease").lease().isEmpty());
+            long scripts0 = scriptCalls();
+            int local = 0;
+            for (int i = 0; i < 1000; i++) {
+                local += lim.acquire("k").isLocal() ? 1 : 0;
+            }
+            assertTrue(local >= 900, local + " of 1000 local");
+            assertTrue(scriptCalls() - scripts0 <= 50, (scriptCalls() - scripts0) + " script calls");
+        }
+    }
+
+    @Test
     void resultSaysWhetherItWasLocal() {
         Result r = new Result(true, 10, 9, -1, 100, 0, false, 1, 0, true);
         assertTrue(r.isLocal());
