@@ -14,8 +14,6 @@
 
 #include "lease.h"
 
-
-
 rl_leases *rl_leases_new(void)
 {
     rl_leases *t = calloc(1, sizeof *t);
@@ -228,10 +226,9 @@ static int64_t need_of(rl_op op, int64_t permits)
     return op == RL_OP_ACQUIRE_UP_TO ? 1 : permits;
 }
 
-
 /* One decision under the table's lock. */
 step rl_lease_decide(rl_client *c, lease *e, rl_op op, int64_t permits, int64_t now, const void *fetcher,
-                   rl_result *out, int64_t *want, areq **give_back)
+                     rl_result *out, int64_t *want, areq **give_back)
 {
     int64_t need = need_of(op, permits);
     e->last_used_ms = now;
@@ -359,9 +356,9 @@ got rl_lease_fetched_locked(rl_client *c, lease *e, int status, const redisReply
 }
 
 /* Plans a batch's leased requests: each is decided from memory (plan
- * LEASE_DONE, its outcome and result set), or fetches its entry's next block
- * (LEASE_FETCH, want in wants[i]), or goes to Redis as without a lease
- * (LEASE_PLAIN). A request finding another caller's fetch in progress
+ * RL_PLAN_DONE, its outcome and result set), or fetches its entry's next
+ * block (RL_PLAN_FETCH, want in wants[i]), or goes to Redis as without a
+ * lease (RL_PLAN_PLAIN). A request finding another caller's fetch in progress
  * waits for it (up to the command timeout), unless this batch already
  * fetches something (two batches waiting on each other's fetch would stall). */
 void rl_leases_plan(rl_client *c, const rl_request *requests, size_t n, rl_result *results, rl_outcome *outcomes,
