@@ -20,9 +20,11 @@ See ratelimit.aio for the asyncio flavour.
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import inspect
 import os
+import weakref
 from typing import Any, Callable, Iterable, List, Optional, Tuple, TypeVar, Union
 
 from . import _ratelimit
@@ -251,10 +253,20 @@ class Limiter(_ratelimit.Limiter):
     Properties: name, algorithm, rate (the first rate's (limit,
     period_seconds)), period, burst, rates, bursts, initial_tokens,
     per_client, config (a LimiterConfig), stored (made with rate=None: the
-    spec stored in Redis, read through the client's cache), client.
+    spec stored in Redis, read through the client's cache), lease (seconds,
+    or None), client.
+
+    With a lease, close() (or the end of a with block) gives this client's
+    unused leased permits on the name back to Redis.
     """
 
     __slots__ = ()
+
+    def __enter__(self) -> "Limiter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     @property
     def config(self) -> LimiterConfig:
@@ -640,8 +652,11 @@ class Client(_ratelimit.Client):
         Backlog. on_redis_error decides a rate limit, as for a Timeout.
 
     Thread-safe, and fork-safe: a child process opens its own connections
-    on first use. Closing (close() or a with block) waits for no call: the
-    connections go when the last running call returns.
+    on first use (and leaves the parent's leases alone). Closing (close() or
+    a with block) gives every lease's unused permits back to Redis and waits
+    for no call: the connections go when the last running call returns. A
+    client still open when the interpreter exits normally is closed then
+    (atexit), so its leases are given back too.
     """
 
     __slots__ = ()
@@ -658,10 +673,11 @@ class Client(_ratelimit.Client):
                          ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_cert_reqs=ssl_cert_reqs,
                          reconnect_max=reconnect_max, config_refresh=config_refresh, client_id=client_id,
                          max_in_flight=max_in_flight)
+        _open_clients.add(self)
 
     def limiter(self, name: str, rate: Optional[Rate] = None, *, algorithm: Optional[str] = None,
                 burst: Union[int, List[Optional[int]], None] = None, initial_tokens: Optional[int] = None,
-                per_client: bool = False) -> Limiter:
+                per_client: bool = False, lease: Optional[Seconds] = None) -> Limiter:
         """A rate limiter named name.
 
         rate: "10/second", "100/minute", "5 per 30 seconds", "3/500ms",
@@ -684,6 +700,15 @@ class Client(_ratelimit.Client):
             tokens); None: full, 0: none.
         per_client: True gives each client (client_id) a quota of its own
             for every id; False (default): one quota shared by all.
+        lease: None (default) asks Redis for every decision. Seconds
+            (0.001..3600, e.g. 0.05): acquire, acquire_at_most and
+            acquire_many take permits from Redis in blocks valid that long
+            and decide from this client's memory until a block is used or
+            its validity ends (Result.local); unused permits go back when
+            the lease ends, on close() of the limiter or the client, and at
+            a normal interpreter exit. The limit stays exact whatever mix of
+            clients shares the key (docs/semantics.md, "Leases"); for hot
+            keys. Also with rate=None (the stored spec).
 
         With a rate, a spec stored in Redis for name must be the same one
         (else InvalidArgument naming both): a name never silently becomes
@@ -691,7 +716,7 @@ class Client(_ratelimit.Client):
         every config_refresh seconds.
         """
         return Limiter(self, name, rate, algorithm=algorithm, burst=burst, initial_tokens=initial_tokens,
-                       per_client=per_client)
+                       per_client=per_client, lease=lease)
 
     def configure(self, name: str, rate: Rate, *, algorithm: str = "gcra",
                   burst: Union[int, List[Optional[int]], None] = None, initial_tokens: Optional[int] = None,
@@ -740,6 +765,18 @@ class Client(_ratelimit.Client):
 
     def __repr__(self) -> str:
         return "<ratelimit.Client prefix=%r%s>" % (self.prefix, " closed" if self.closed else "")
+
+
+# Clients not yet collected: closed at a normal interpreter exit so their
+# leases are given back (a closed one's close() is a no-op; a forked child
+# closing the parent's client drops the parent's leases without giving back)
+_open_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_clients() -> None:
+    for client in list(_open_clients):
+        client.close()
 
 
 def _check_name(name: Any) -> None:

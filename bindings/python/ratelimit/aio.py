@@ -383,6 +383,19 @@ class AsyncLimiter:
     per_client = property(lambda self: self.sync.per_client, doc="True: a quota per client.")
     config = property(lambda self: self.sync.config, doc="The spec as a LimiterConfig.")
     stored = property(lambda self: self.sync.stored, doc="True: the spec stored in Redis.")
+    lease = property(lambda self: self.sync.lease, doc="Seconds a leased block stays valid; None: no lease.")
+
+    async def close(self) -> None:
+        """See Limiter.close: this client's leases on the name go back to
+        Redis (in the executor: one round trip per lease). `async with`
+        calls it on exit."""
+        await self._run.call(self.sync.close)
+
+    async def __aenter__(self) -> "AsyncLimiter":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
 
     async def acquire(self, id: Text, permits: int = 1, *, timeout: Optional[Seconds] = None,
                       now: Optional[Seconds] = None) -> Result:
@@ -727,12 +740,15 @@ class AsyncClient:
 
     def limiter(self, name: str, rate: Optional[_sync.Rate] = None, *, algorithm: Optional[str] = None,
                 burst: Union[int, List[Optional[int]], None] = None, initial_tokens: Optional[int] = None,
-                per_client: bool = False) -> AsyncLimiter:
-        """See Client.limiter. Making one checks the spec stored in Redis for
-        name (one round trip per name at most every config_refresh, on
-        this thread); make limiters once, at start-up, not per request."""
+                per_client: bool = False, lease: Optional[Seconds] = None) -> AsyncLimiter:
+        """See Client.limiter (lease too: decisions from a leased block
+        complete without a round trip, on the loop). Making one checks the
+        spec stored in Redis for name (one round trip per name at most
+        every config_refresh, on this thread); make limiters once, at
+        start-up, not per request."""
         return AsyncLimiter(self.sync.limiter(name, rate, algorithm=algorithm, burst=burst,
-                                              initial_tokens=initial_tokens, per_client=per_client), self._run)
+                                              initial_tokens=initial_tokens, per_client=per_client, lease=lease),
+                            self._run)
 
     async def configure(self, name: str, rate: _sync.Rate, *, algorithm: str = "gcra",
                         burst: Union[int, List[Optional[int]], None] = None, initial_tokens: Optional[int] = None,
@@ -762,9 +778,11 @@ class AsyncClient:
         return AsyncDelayQueue(self.sync.delay_queue(name, decode=decode), self._run)
 
     async def close(self) -> None:
-        """Close the connections. Calls and waits still in flight fail with
-        ClientClosed; the event loops stop watching this client's completion
-        queues. An executor= passed in stays the caller's to shut down."""
+        """Give every lease's unused permits back (one round trip each, on
+        this thread, bounded by the timeout) and close the connections.
+        Calls and waits still in flight fail with ClientClosed; the event
+        loops stop watching this client's completion queues. An executor=
+        passed in stays the caller's to shut down."""
         self.sync.close()
         self._run.close()
 

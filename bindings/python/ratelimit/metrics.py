@@ -13,6 +13,11 @@ trip) and exposes, per limiter name:
         error (the call raised; invalid arguments are not counted)
     ratelimit_decision_seconds{limiter}          histogram of each decision's
         latency (powers of two from 8 us to 8.4 s)
+    ratelimit_local_decisions_total{limiter, outcome}  outcome: allowed or
+        denied: the part of those decisions made from a lease, without a
+        round trip
+    ratelimit_lease_calls_total{limiter}         script calls that took or
+        gave back a leased block
 
 Names beyond the core's limit (1024 per client) share limiter="".
 Importing this module never needs prometheus_client; making a collector
@@ -24,11 +29,12 @@ from typing import Any, Iterator, List, Tuple
 
 from ._ratelimit import ClientClosed
 
-__all__ = ["RateLimitCollector", "OUTCOMES"]
+__all__ = ["RateLimitCollector", "OUTCOMES", "LOCAL_OUTCOMES"]
 
 # outcome label -> key of Client.stats()
 OUTCOMES: Tuple[Tuple[str, str], ...] = (
     ("allowed", "allowed"), ("denied", "denied"), ("fallback", "fallback"), ("error", "errors"))
+LOCAL_OUTCOMES: Tuple[Tuple[str, str], ...] = (("allowed", "local_allowed"), ("denied", "local_denied"))
 
 
 def _families() -> Any:
@@ -77,10 +83,17 @@ class RateLimitCollector:
                             labels=["limiter", "outcome"])
         latency = Histogram("ratelimit_decision_seconds", "Latency of rate-limit decisions",
                             labels=["limiter"])
+        local = Counter("ratelimit_local_decisions", "Of the decisions, those made from a lease without a round trip",
+                        labels=["limiter", "outcome"])
+        lease_calls = Counter("ratelimit_lease_calls", "Script calls that took or gave back a leased block",
+                              labels=["limiter"])
         for name in sorted(stats):
             s = stats[name]
             for label, key in OUTCOMES:
                 decisions.add_metric([name, label], s[key])
+            for label, key in LOCAL_OUTCOMES:
+                local.add_metric([name, label], s[key])
+            lease_calls.add_metric([name], s["lease_calls"])
             total = 0
             buckets = []
             for bound, count in s["latency_buckets"]:
@@ -89,3 +102,5 @@ class RateLimitCollector:
             latency.add_metric([name], buckets, s["latency_sum"])
         yield decisions
         yield latency
+        yield local
+        yield lease_calls

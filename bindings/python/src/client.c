@@ -293,10 +293,14 @@ static PyObject *client_get_prefix(ClientObject *self, void *c)
 PyDoc_STRVAR(client_stats_doc,
 "stats() -> dict\n--\n\n"
 "The decisions this client made, per limiter name: {name: {'allowed': int,\n"
-"'denied': int, 'fallback': int, 'errors': int, 'latency_sum': seconds,\n"
-"'latency_buckets': [(upper_bound_seconds, count), ...]}}. Bucket counts\n"
-"are not cumulative; the last bound is inf. Names past the core's limit\n"
-"share the entry ''. Empty when the client was made with metrics off.");
+"'denied': int, 'fallback': int, 'errors': int, 'local_allowed': int,\n"
+"'local_denied': int, 'lease_calls': int, 'latency_sum': seconds,\n"
+"'latency_buckets': [(upper_bound_seconds, count), ...]}}. local_allowed and\n"
+"local_denied are the part of allowed and denied decided from a lease\n"
+"without a round trip; lease_calls the scripts that took or gave back a\n"
+"block. Bucket counts are not cumulative; the last bound is inf. Names past\n"
+"the core's limit share the entry ''. Empty when the client was made with\n"
+"metrics off.");
 
 /* One name's counters as plain data. */
 static PyObject *limiter_stats_dict(const rl_limiter_stats *s)
@@ -312,9 +316,11 @@ static PyObject *limiter_stats_dict(const rl_limiter_stats *s)
         }
         PyList_SET_ITEM(buckets, b, pair);
     }
-    return Py_BuildValue("{sKsKsKsKsdsN}", "allowed", (unsigned long long)s->allowed, "denied",
+    return Py_BuildValue("{sKsKsKsKsKsKsKsdsN}", "allowed", (unsigned long long)s->allowed, "denied",
                          (unsigned long long)s->denied, "fallback", (unsigned long long)s->fallback, "errors",
-                         (unsigned long long)s->errors, "latency_sum", (double)s->latency_sum_us / 1e6,
+                         (unsigned long long)s->errors, "local_allowed", (unsigned long long)s->local_allowed,
+                         "local_denied", (unsigned long long)s->local_denied, "lease_calls",
+                         (unsigned long long)s->lease_calls, "latency_sum", (double)s->latency_sum_us / 1e6,
                          "latency_buckets", buckets);
 }
 

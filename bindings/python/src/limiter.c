@@ -11,7 +11,11 @@ typedef struct {
     PyObject *name_str; /* as given, for repr and the name property */
     rl_spec spec;
     int stored; /* 1: every call uses the spec stored in Redis (spec is unused) */
+    int64_t lease_ms; /* rl_request.lease_ms of every call: 0 off */
 } LimiterObject;
+
+/* rl_request.lease_ms's range (the core checks it again on every call) */
+#define LEASE_MAX_MS 3600000
 
 static PyObject *limiter_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 {
@@ -42,19 +46,41 @@ static int check_config(rl_state *st, ClientObject *client, const char *name, co
     return 0;
 }
 
+/* lease: None (off) or seconds in 0.001..3600, refused when the limiter is
+ * made rather than on its first call. */
+int conv_lease(rl_state *st, PyObject *o, int64_t *out_ms)
+{
+    *out_ms = 0;
+    if (o == Py_None) return 0;
+    if (conv_seconds(st, o, "lease", out_ms) == 0 && *out_ms >= 1 && *out_ms <= LEASE_MAX_MS) return 0;
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(st->InvalidArgument)) return -1; /* a wrong type: TypeError */
+        PyErr_Clear(); /* NaN, inf, negative: said below, as zero and too large are */
+    }
+    PyObject *repr = PyObject_Repr(o);
+    const char *text = repr ? PyUnicode_AsUTF8(repr) : NULL;
+    if (text)
+        raise_fmt(st, RL_ERR_INVALID, "lease must be in 0.001..%d seconds (got %.50s; None: no lease)",
+                  LEASE_MAX_MS / 1000, text);
+    Py_XDECREF(repr);
+    return -1;
+}
+
 static int limiter_init(LimiterObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"client", "name", "rate", "algorithm", "burst", "initial_tokens", "per_client", NULL};
+    static char *kwlist[] = {"client", "name", "rate", "algorithm", "burst", "initial_tokens", "per_client", "lease",
+                             NULL};
     PyObject *client, *name, *rate = Py_None, *algorithm = Py_None, *burst = Py_None, *initial = Py_None,
-                              *per_client = Py_False, *keep = NULL;
+                              *per_client = Py_False, *lease = Py_None, *keep = NULL;
     rl_state *st = STATE(self);
     const char *name_s;
     rl_spec spec;
+    int64_t lease_ms;
     int stored;
 
     if (!st) return -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O$OOOO:Limiter", kwlist, &client, &name, &rate, &algorithm,
-                                     &burst, &initial, &per_client))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O$OOOOO:Limiter", kwlist, &client, &name, &rate, &algorithm,
+                                     &burst, &initial, &per_client, &lease))
         return -1;
     if (self->client) {
         /* calls in flight read name and spec with the GIL released */
@@ -69,6 +95,7 @@ static int limiter_init(LimiterObject *self, PyObject *args, PyObject *kw)
         PyErr_Format(PyExc_TypeError, "name must be str, not %.100s", Py_TYPE(name)->tp_name);
         return -1;
     }
+    if (conv_lease(st, lease, &lease_ms) < 0) return -1;
     stored = rate == Py_None;
     memset(&spec, 0, sizeof spec);
     if (stored) {
@@ -99,6 +126,7 @@ static int limiter_init(LimiterObject *self, PyObject *args, PyObject *kw)
     Py_XSETREF(self->name_str, name);
     self->spec = spec;
     self->stored = stored;
+    self->lease_ms = lease_ms;
     return 0;
 }
 
@@ -143,6 +171,7 @@ static int build_request(rl_state *st, LimiterObject *self, PyObject *id, PyObje
     req->name = PyBytes_AS_STRING(self->name);
     req->spec = self->spec;
     req->stored_spec = self->stored;
+    req->lease_ms = self->lease_ms; /* every op: the core ignores it but for acquires */
     req->op = op;
     req->permits = 1;
     if (permits && permits != Py_None && conv_int64(st, permits, "permits", &req->permits) < 0) return -1;
@@ -455,6 +484,31 @@ done:
     return out;
 }
 
+PyDoc_STRVAR(limiter_close_doc,
+"close()\n--\n\n"
+"End this client's leases on the limiter's name now: their unused permits\n"
+"go back to Redis (one round trip per lease, bounded by the client's\n"
+"timeout). A with block calls it on exit. Never raises: a give-back that\n"
+"fails leaves the permits booked until the lease's validity ends (safe,\n"
+"as when a process dies). Later calls still work and take new blocks;\n"
+"without a lease it does nothing.");
+
+static PyObject *limiter_close(LimiterObject *self, PyObject *unused)
+{
+    rl_state *st = STATE(self);
+    if (!st || !self->client) Py_RETURN_NONE;
+    rl_client *rl = client_enter(st, self->client);
+    if (!rl) { /* a closed client gave every lease back */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rl_leases_give_back(rl, PyBytes_AS_STRING(self->name));
+    Py_END_ALLOW_THREADS
+    client_leave(self->client);
+    Py_RETURN_NONE;
+}
+
 /* The spec this limiter's calls use: its own, or the one stored in Redis as
  * the client sees it (its cache, read again at most every config_refresh). */
 static int current_spec(rl_state *st, LimiterObject *self, rl_spec *out)
@@ -574,6 +628,11 @@ static PyObject *limiter_get_stored(LimiterObject *self, void *c)
 {
     return PyBool_FromLong(self->stored);
 }
+static PyObject *limiter_get_lease(LimiterObject *self, void *c)
+{
+    if (!self->lease_ms) Py_RETURN_NONE;
+    return ms_to_seconds(self->lease_ms);
+}
 
 /* The getters of the spec: a stored one is read as current_spec says. */
 #define SPEC_GETTER(fn, body)                                                                                        \
@@ -600,22 +659,34 @@ static PyObject *limiter_repr(LimiterObject *self)
 {
     const char *alg = rl_algorithm_name(self->spec.algorithm);
     char text[1024];
+    PyObject *body, *out;
     if (!self->name_str) return PyUnicode_FromFormat("<%s (uninitialized)>", Py_TYPE(self)->tp_name);
-    /* no round trip here: a stored spec is named as such */
-    if (self->stored) return PyUnicode_FromFormat("<%s %R: the spec stored in Redis>", Py_TYPE(self)->tp_name, self->name_str);
-    if (self->spec.more_count || self->spec.initial_tokens || self->spec.scope) {
+    if (self->stored) { /* no round trip here: a stored spec is named as such */
+        body = PyUnicode_FromString("the spec stored in Redis");
+    } else if (self->spec.more_count || self->spec.initial_tokens || self->spec.scope) {
         rl_spec_format(&self->spec, text, sizeof text);
-        return PyUnicode_FromFormat("<%s %R: %s>", Py_TYPE(self)->tp_name, self->name_str, text);
+        body = PyUnicode_FromString(text);
+    } else {
+        PyObject *period = ms_to_seconds(self->spec.period_ms);
+        if (!period) return NULL;
+        if (self->spec.burst)
+            body = PyUnicode_FromFormat("%lld per %S s, %s, burst %lld", (long long)self->spec.limit, period, alg,
+                                        (long long)self->spec.burst);
+        else
+            body = PyUnicode_FromFormat("%lld per %S s, %s", (long long)self->spec.limit, period, alg);
+        Py_DECREF(period);
     }
-    PyObject *period, *out;
-    if (!(period = ms_to_seconds(self->spec.period_ms))) return NULL;
-    if (self->spec.burst)
-        out = PyUnicode_FromFormat("<%s %R: %lld per %S s, %s, burst %lld>", Py_TYPE(self)->tp_name, self->name_str,
-                                   (long long)self->spec.limit, period, alg, (long long)self->spec.burst);
-    else
-        out = PyUnicode_FromFormat("<%s %R: %lld per %S s, %s>", Py_TYPE(self)->tp_name, self->name_str,
-                                   (long long)self->spec.limit, period, alg);
-    Py_DECREF(period);
+    if (!body) return NULL;
+    if (self->lease_ms) {
+        PyObject *lease = ms_to_seconds(self->lease_ms);
+        out = lease ? PyUnicode_FromFormat("<%s %R: %U, lease %S s>", Py_TYPE(self)->tp_name, self->name_str, body,
+                                           lease)
+                    : NULL;
+        Py_XDECREF(lease);
+    } else {
+        out = PyUnicode_FromFormat("<%s %R: %U>", Py_TYPE(self)->tp_name, self->name_str, body);
+    }
+    Py_DECREF(body);
     return out;
 }
 
@@ -633,6 +704,7 @@ static PyMethodDef limiter_methods[] = {
     {"acquire_many", (PyCFunction)(void (*)(void))limiter_acquire_many, METH_VARARGS | METH_KEYWORDS,
      limiter_acquire_many_doc},
     {"key", (PyCFunction)limiter_key, METH_O, limiter_key_doc},
+    {"close", (PyCFunction)limiter_close, METH_NOARGS, limiter_close_doc},
     {NULL}};
 
 static PyGetSetDef limiter_getset[] = {
@@ -645,10 +717,13 @@ static PyGetSetDef limiter_getset[] = {
     {"burst", (getter)limiter_get_burst, NULL, "token_bucket/gcra capacity of the first rate if set, else None.", NULL},
     {"stored", (getter)limiter_get_stored, NULL,
      "True when made with rate=None: every call uses the spec stored in Redis.", NULL},
+    {"lease", (getter)limiter_get_lease, NULL,
+     "Seconds a block of permits taken from Redis stays valid for local decisions; None: no lease.", NULL},
     {NULL}};
 
 PyDoc_STRVAR(limiter_doc,
-"Limiter(client, name, rate=None, *, algorithm=None, burst=None, initial_tokens=None, per_client=False)\n--\n\n"
+"Limiter(client, name, rate=None, *, algorithm=None, burst=None, initial_tokens=None, per_client=False,\n"
+"        lease=None)\n--\n\n"
 "A named rate limit applied per id. Use Client.limiter() to make one.");
 
 static PyType_Slot limiter_slots[] = {

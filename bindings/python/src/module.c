@@ -131,7 +131,22 @@ static PyObject *mod_tls_version(PyObject *module, PyObject *unused)
     return PyUnicode_FromString(version);
 }
 
+PyDoc_STRVAR(check_lease_doc,
+"_check_lease(lease)\n--\n\n"
+"lease as Client.limiter takes it, checked: the seconds a leased block is\n"
+"valid (whole milliseconds), or None. For configuration read before any\n"
+"limiter is made (ratelimit.contrib).");
+
+static PyObject *mod_check_lease(PyObject *module, PyObject *lease)
+{
+    int64_t ms;
+    if (conv_lease(get_state(module), lease, &ms) < 0) return NULL;
+    if (!ms) Py_RETURN_NONE;
+    return ms_to_seconds(ms);
+}
+
 static PyMethodDef module_methods[] = {
+    {"_check_lease", (PyCFunction)mod_check_lease, METH_O, check_lease_doc},
     {"has_tls", (PyCFunction)mod_has_tls, METH_NOARGS, has_tls_doc},
     {"tls_version", (PyCFunction)mod_tls_version, METH_NOARGS, tls_version_doc},
     {"parse_rate", (PyCFunction)mod_parse_rate, METH_O, parse_rate_doc},

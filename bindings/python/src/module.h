@@ -126,6 +126,9 @@ PyObject *client_queue_remove(ClientObject *self, PyObject *args);
 /* ---- Limiter (limiter.c), Result (result.c), specs (spec.c), for aio.c too ------------- */
 
 PyObject *result_new(rl_state *st, const rl_result *r);
+/* Client.limiter's lease: None -> 0, seconds -> 1..3,600,000 ms (the range
+ * of rl_request.lease_ms), else a TypeError or InvalidArgument. */
+int conv_lease(rl_state *st, PyObject *o, int64_t *out_ms);
 /* Python's spelling of a limiter (Client.limiter's rate, algorithm, burst,
  * initial_tokens, per_client; NULL or None: the default) -> a validated spec. */
 int conv_spec(rl_state *st, PyObject *rate, PyObject *algorithm, PyObject *burst, PyObject *initial_tokens,

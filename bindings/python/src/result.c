@@ -102,6 +102,10 @@ static PyObject *result_rate_index(ResultObject *self, void *c)
 {
     return PyLong_FromLong(self->r.rate_index);
 }
+static PyObject *result_local(ResultObject *self, void *c)
+{
+    return PyBool_FromLong(self->r.local);
+}
 
 static PyGetSetDef result_getset[] = {
     {"allowed", (getter)result_allowed, NULL, "True if the permits were granted (or the slot booked).", NULL},
@@ -120,6 +124,9 @@ static PyGetSetDef result_getset[] = {
     {"rate_index", (getter)result_rate_index, NULL,
      "The rate that binds (0 = the first): when allowed the one with the least remaining,\n"
      "when denied the one that denied (the longest retry_after).", NULL},
+    {"local", (getter)result_local, NULL,
+     "True when decided from this client's lease (or a denial it remembers) without a round trip;\n"
+     "remaining and reset_after are then the client's best knowledge.", NULL},
     {NULL}};
 
 static int result_bool(ResultObject *self)
@@ -134,10 +141,10 @@ static PyObject *result_repr(ResultObject *self)
     else snprintf(retry, sizeof retry, "%.3f", (double)self->r.retry_after_ms / 1000.0);
     char text[300];
     snprintf(text, sizeof text,
-             "Result(allowed=%s, limit=%lld, remaining=%lld, retry_after=%s, reset_after=%.3f, wait=%.3f%s)",
+             "Result(allowed=%s, limit=%lld, remaining=%lld, retry_after=%s, reset_after=%.3f, wait=%.3f%s%s)",
              self->r.allowed ? "True" : "False", (long long)self->r.limit, (long long)self->r.remaining, retry,
              (double)self->r.reset_after_ms / 1000.0, (double)self->r.wait_ms / 1000.0,
-             self->r.fallback ? ", fallback=True" : "");
+             self->r.fallback ? ", fallback=True" : "", self->r.local ? ", local=True" : "");
     return PyUnicode_FromString(text);
 }
 

@@ -184,13 +184,14 @@ def checked_id(key: Key, value: Any) -> Optional[str]:
 
 class Rule:
     """One limit applied to requests: `rate` per key, under limiter `name`
-    (None: the adapter names it after the view)."""
+    (None: the adapter names it after the view); lease: seconds (None: off),
+    as for Client.limiter: for hot limits, decisions from leased blocks."""
 
-    __slots__ = ("rate", "limit", "period", "key", "name", "algorithm", "burst", "cost")
+    __slots__ = ("rate", "limit", "period", "key", "name", "algorithm", "burst", "cost", "lease")
 
     def __init__(self, rate: Union[str, Tuple[int, float]], key: Any = "remote_addr", *,
                  name: Optional[str] = None, algorithm: str = "gcra", burst: Optional[int] = None,
-                 cost: int = 1) -> None:
+                 cost: int = 1, lease: Optional[float] = None) -> None:
         if isinstance(rate, str):
             self.limit, self.period = ratelimit.parse_rate(rate)
         else:
@@ -201,15 +202,24 @@ class Rule:
             raise InvalidArgument("algorithm %r: expected one of %s" % (algorithm, ", ".join(ratelimit.ALGORITHMS)))
         if not isinstance(cost, int) or isinstance(cost, bool) or cost < 1:
             raise InvalidArgument("cost must be a positive int, not %r" % (cost,))
+        check_lease(lease)
         self.rate = rate
         self.key = as_key(key)
         self.name = name
         self.algorithm = algorithm
         self.burst = burst
         self.cost = cost
+        self.lease = lease
 
     def __repr__(self) -> str:
-        return "Rule(%r, key=%r, name=%r)" % (self.rate, self.key, self.name)
+        return "Rule(%r, key=%r, name=%r%s)" % (self.rate, self.key, self.name,
+                                               "" if self.lease is None else ", lease=%r" % (self.lease,))
+
+
+def check_lease(lease: Any) -> None:
+    """A bad lease fails where the rule is configured (as Client.limiter
+    words it), not at the first request, when the limiter is made."""
+    ratelimit._ratelimit._check_lease(lease)
 
 
 class Decision:
@@ -246,7 +256,7 @@ class Decision:
 OPTIONS: Dict[str, Any] = {
     "url": None, "default": None, "key": "remote_addr", "name": "default", "algorithm": "gcra", "burst": None,
     "headers": True, "on_redis_error": "allow", "trusted_proxies": 0, "prefix": None, "timeout": None,
-    "connect_timeout": None,
+    "connect_timeout": None, "lease": None,
 }
 
 
@@ -267,14 +277,16 @@ class Settings:
     def __init__(self, url: Optional[str] = None, *, default: Optional[str] = None, key: Any = "remote_addr",
                  name: str = "default", algorithm: str = "gcra", burst: Optional[int] = None, headers: bool = True,
                  on_redis_error: str = "allow", trusted_proxies: int = 0, prefix: Optional[str] = None,
-                 timeout: Optional[float] = None, connect_timeout: Optional[float] = None) -> None:
+                 timeout: Optional[float] = None, connect_timeout: Optional[float] = None,
+                 lease: Optional[float] = None) -> None:
         if on_redis_error not in ("allow", "deny"):
             raise InvalidArgument("on_redis_error %r: a web integration takes 'allow' (fail open) or 'deny' "
                                   "(fail closed: 429); it never fails a request with a 500" % (on_redis_error,))
         if not isinstance(trusted_proxies, int) or isinstance(trusted_proxies, bool) or trusted_proxies < 0:
             raise InvalidArgument("trusted_proxies must be an int >= 0, not %r" % (trusted_proxies,))
         self.url = url
-        self.rule = Rule(default, key, name=name, algorithm=algorithm, burst=burst) if default else None
+        check_lease(lease)  # also without a default: a wrong setting never waits to be noticed
+        self.rule = Rule(default, key, name=name, algorithm=algorithm, burst=burst, lease=lease) if default else None
         self.on_redis_error = on_redis_error
         self.headers = bool(headers)
         self.trusted_proxies = trusted_proxies
@@ -291,7 +303,7 @@ class Settings:
         lim = self._limiters.get(slot)
         if lim is None:
             lim = self._limiters[slot] = client.limiter(name, (rule.limit, rule.period), algorithm=rule.algorithm,
-                                                        burst=rule.burst)
+                                                        burst=rule.burst, lease=rule.lease)
         return lim
 
     def decided(self, d: Decision) -> Decision:

@@ -126,6 +126,10 @@ class RateLimitMiddleware:
     trusted_proxies: how many reverse proxies in front of the app append
         to X-Forwarded-For (0: the header is ignored).
     prefix, timeout, connect_timeout: passed to the client.
+    lease: seconds (e.g. 0.05) for the default limit: decisions from
+        leased blocks of permits, not a round trip each (for a hot limit
+        such as one app-wide rate); None (default): off. Route limits
+        (RateLimit dependencies) take their own.
     """
 
     def __init__(self, app: Callable[..., Awaitable[None]], *, url: Optional[str] = None,
@@ -133,13 +137,13 @@ class RateLimitMiddleware:
                  name: str = "default", algorithm: str = "gcra", burst: Optional[int] = None,
                  headers: bool = True, on_redis_error: str = "allow", trusted_proxies: int = 0,
                  prefix: Optional[str] = None, timeout: Optional[float] = None,
-                 connect_timeout: Optional[float] = None) -> None:
+                 connect_timeout: Optional[float] = None, lease: Optional[float] = None) -> None:
         if (url is None) == (client is None):
             raise InvalidArgument("RateLimitMiddleware needs url= or client= (one of them)")
         self.app = app
         self.settings = Settings(url, default=default, key=key, name=name, algorithm=algorithm, burst=burst,
                                  headers=headers, on_redis_error=on_redis_error, trusted_proxies=trusted_proxies,
-                                 prefix=prefix, timeout=timeout, connect_timeout=connect_timeout)
+                                 prefix=prefix, timeout=timeout, connect_timeout=connect_timeout, lease=lease)
         self._client = client
         self._owns_client = client is None
         self._opening: Optional[asyncio.Lock] = None

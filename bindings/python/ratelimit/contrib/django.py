@@ -143,12 +143,14 @@ class RateLimitMiddleware:
 
 
 def limit(rate: Union[str, Tuple[int, float]], key: Any = "remote_addr", *, name: Optional[str] = None,
-          algorithm: str = "gcra", burst: Optional[int] = None, cost: int = 1) -> Callable[[F], F]:
+          algorithm: str = "gcra", burst: Optional[int] = None, cost: int = 1,
+          lease: Optional[float] = None) -> Callable[[F], F]:
     """View decorator. key: "remote_addr", "user", "header:<Name>", a Key,
     or a callable given the HttpRequest returning the id or None (exempt).
-    name: default the view's dotted path. Works on function views (request
-    first) and async views (the blocking decision then runs in a thread)."""
-    rule = Rule(rate, key, name=name, algorithm=algorithm, burst=burst, cost=cost)
+    name: default the view's dotted path. lease: seconds, as for
+    Client.limiter (None: off). Works on function views (request first)
+    and async views (the blocking decision then runs in a thread)."""
+    rule = Rule(rate, key, name=name, algorithm=algorithm, burst=burst, cost=cost, lease=lease)
 
     def decorate(view: F) -> F:
         view_name = "%s.%s" % (view.__module__, view.__qualname__)

@@ -36,13 +36,13 @@ class RateLimit:
     name: the limiter's name (Redis keys, the RateLimit-Policy entry);
         default: the endpoint's dotted path, so each route has its own
         limit. Give routes one name to share a limit.
-    algorithm, burst: as for Client.limiter; cost: permits per request.
+    algorithm, burst, lease: as for Client.limiter; cost: permits per request.
     """
 
     def __init__(self, rate: Union[str, Tuple[int, float]], key: Any = "remote_addr", *,
                  name: Optional[str] = None, algorithm: str = "gcra", burst: Optional[int] = None,
-                 cost: int = 1) -> None:
-        self.rule = Rule(rate, key, name=name, algorithm=algorithm, burst=burst, cost=cost)
+                 cost: int = 1, lease: Optional[float] = None) -> None:
+        self.rule = Rule(rate, key, name=name, algorithm=algorithm, burst=burst, cost=cost, lease=lease)
 
     async def __call__(self, request: Request) -> None:
         state = request.scope.get(SCOPE_KEY)

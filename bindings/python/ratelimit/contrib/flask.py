@@ -66,7 +66,7 @@ class RateLimit:
     """The extension: RateLimit(app, url=...) or RateLimit(url=...) then
     init_app(app). Each option not given is read from app.config
     (RATELIMIT_URL, RATELIMIT_DEFAULT, RATELIMIT_KEY, RATELIMIT_HEADERS,
-    RATELIMIT_ON_REDIS_ERROR, RATELIMIT_TRUSTED_PROXIES, ...; see
+    RATELIMIT_ON_REDIS_ERROR, RATELIMIT_TRUSTED_PROXIES, RATELIMIT_LEASE, ...; see
     docs/frameworks.md). `default` limits every request (before_request);
     limit() decorates views. Uses the blocking client (one per process,
     opened on first use; with allow/deny while Redis is down too)."""
@@ -108,12 +108,14 @@ class RateLimit:
             client.close()
 
     def limit(self, rate: Union[str, Tuple[int, float]], key: Any = "remote_addr", *, name: Optional[str] = None,
-              algorithm: str = "gcra", burst: Optional[int] = None, cost: int = 1) -> Callable[[F], F]:
+              algorithm: str = "gcra", burst: Optional[int] = None, cost: int = 1,
+              lease: Optional[float] = None) -> Callable[[F], F]:
         """Decorator for a view (put it under @app.route). key:
         "remote_addr", "user", "header:<Name>", a Key, or a callable given
         flask.request (or nothing, if it takes no parameter) returning the id
-        or None (exempt). name: default the view's dotted path."""
-        rule = Rule(rate, key, name=name, algorithm=algorithm, burst=burst, cost=cost)
+        or None (exempt). name: default the view's dotted path. lease:
+        seconds, as for Client.limiter (None: off)."""
+        rule = Rule(rate, key, name=name, algorithm=algorithm, burst=burst, cost=cost, lease=lease)
 
         def decorate(view: F) -> F:
             view_name = "%s.%s" % (view.__module__, view.__qualname__)
