@@ -270,7 +270,7 @@ int limiter_batch(rl_state *st, PyObject *limiter, PyObject *items, PyObject *no
 static PyObject *limiter_run(LimiterObject *self, rl_state *st, rl_request *req, PyObject *keep, int64_t timeout_ms,
                              PyObject *cancel)
 {
-    rl_result res;
+    rl_result res = {0}; /* every field defined, whatever the core fills */
     char err[ERRBUF];
     int rc;
     rl_client *rl = client_enter(st, self->client);
