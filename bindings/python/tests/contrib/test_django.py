@@ -2,7 +2,7 @@
 path) and an async view."""
 import django
 import pytest
-from webcheck import check_headers, check_redis_down, no_rate_limit_headers
+from webcheck import check_headers, check_leased, check_redis_down, no_rate_limit_headers
 from django.conf import settings
 
 if not settings.configured:
@@ -57,11 +57,17 @@ def free(request):
     return HttpResponse("free")
 
 
+@limit("100000/minute", name="hot", lease=5.0)
+def hot(request):
+    return HttpResponse("ok")
+
+
 urlpatterns = [
     path("items/<int:item_id>", item),
     path("user", per_user),
     path("async", async_view),
     path("free", free),
+    path("hot", hot),
 ]
 
 
@@ -144,4 +150,21 @@ def test_bad_settings_are_clear_errors():
             Client().get("/free")
     with override_settings(RATELIMIT_URL=""):
         with pytest.raises(ratelimit.InvalidArgument, match="RATELIMIT_URL"):
+            Client().get("/free")
+
+
+def test_lease_per_limit_and_for_the_default(ratelimit_redis_url):
+    with override_settings(RATELIMIT_URL=ratelimit_redis_url, RATELIMIT_DEFAULT="100000/minute",
+                           RATELIMIT_LEASE=5.0):
+        check_leased(Client().get, ratelimit_redis_url, "/hot")
+        from ratelimit.contrib.django import _integration
+        stats = _integration().client.stats()
+        assert stats["default"]["local_allowed"] > 0 and stats["hot"]["local_allowed"] > 0
+
+
+def test_bad_lease_is_refused_where_configured():
+    with pytest.raises(ratelimit.InvalidArgument, match="lease must be in"):
+        limit("1/minute", lease=float("nan"))
+    with override_settings(RATELIMIT_LEASE="50ms"):
+        with pytest.raises(TypeError, match="lease must be a number of seconds"):
             Client().get("/free")

@@ -4,7 +4,7 @@ import contextlib
 
 import httpx
 import pytest
-from webcheck import check_headers, check_outage_logged, check_redis_down, no_rate_limit_headers
+from webcheck import check_headers, check_leased, check_outage_logged, check_redis_down, no_rate_limit_headers
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -180,3 +180,22 @@ def test_limit_decorator_on_an_endpoint_with_more_parameters(ratelimit_redis_url
         assert r.status_code == 200 and r.json() == {"item_id": 5, "q": "z"}
         assert http.get("/items/6", headers={"x-user": "ann"}).status_code == 429
         assert http.get("/items/6", headers={"x-user": "bob"}).status_code == 200
+
+
+def test_lease_per_dependency_and_for_the_default(ratelimit_redis_url, serve):
+    app = FastAPI()
+    app.add_middleware(RateLimitMiddleware, url=ratelimit_redis_url, default="100000/minute", lease=5.0)
+
+    @app.get("/hot", dependencies=[Depends(RateLimit("100000/minute", name="hot", lease=5.0))])
+    async def hot():
+        return {"ok": True}
+
+    with httpx.Client(base_url=serve(app).base) as http:
+        check_leased(http.get, ratelimit_redis_url, "/hot")
+
+
+def test_bad_lease_is_refused_where_configured(ratelimit_redis_url):
+    with pytest.raises(ratelimit.InvalidArgument, match="lease must be in"):
+        RateLimit("1/minute", lease=7200)
+    with pytest.raises(ratelimit.InvalidArgument, match="lease must be in"):
+        RateLimitMiddleware(FastAPI(), url=ratelimit_redis_url, default="1/minute", lease=0)

@@ -1,6 +1,6 @@
 """The Flask extension, through Flask's test client (the sync path)."""
 import pytest
-from webcheck import check_headers, check_outage_logged, check_redis_down, no_rate_limit_headers
+from webcheck import check_headers, check_leased, check_outage_logged, check_redis_down, no_rate_limit_headers
 from flask import Flask, jsonify
 
 import ratelimit
@@ -129,3 +129,29 @@ def test_configuration_errors():
         RateLimit(url="redis://127.0.0.1:1/0").limit("1/minute", key="cookie")
     with pytest.raises(ratelimit.InvalidArgument):
         RateLimit(url="redis://127.0.0.1:1/0").limit("ten a minute")
+
+
+def test_lease_per_limit_and_for_the_default(ratelimit_redis_url):
+    app = Flask(__name__)
+    app.config.update(RATELIMIT_URL=ratelimit_redis_url, RATELIMIT_DEFAULT="100000/minute", RATELIMIT_LEASE=5.0)
+    limiter = RateLimit(app)
+
+    @app.get("/hot")
+    @limiter.limit("100000/minute", name="hot", lease=5.0)
+    def hot():
+        return "ok"
+
+    check_leased(app.test_client().get, ratelimit_redis_url, "/hot")
+    stats = limiter.client.stats()
+    assert stats["default"]["local_allowed"] > 0 and stats["hot"]["local_allowed"] > 0
+    limiter.close()
+
+
+def test_bad_lease_is_refused_where_configured(ratelimit_redis_url):
+    limiter = RateLimit(url=ratelimit_redis_url)
+    with pytest.raises(ratelimit.InvalidArgument, match="lease must be in"):
+        limiter.limit("1/minute", lease=0)
+    app = Flask(__name__)
+    app.config.update(RATELIMIT_URL=ratelimit_redis_url, RATELIMIT_LEASE=-1.0)
+    with pytest.raises(ratelimit.InvalidArgument, match="lease must be in"):
+        RateLimit(app)

@@ -67,3 +67,20 @@ def check_outage_logged(get, server, caplog, path="/items/1"):
     assert "on_redis_error=allow allows every request" in lines[0], lines
     assert "Redis reachable again" in lines[1], lines
     assert all(r.levelname == "WARNING" for r in caplog.records if r.name == "ratelimit.contrib")
+
+
+def check_leased(get, url, path, n=100):
+    """n requests on path, whose limits have a lease (generous rates): every
+    one passes, and Redis runs far fewer scripts than decisions (the rest
+    were decided from the leases)."""
+    import redis
+
+    r = redis.Redis.from_url(url)
+    get(path)  # the client opens, the limiters are made
+    r.config_resetstat()
+    for _ in range(n):
+        assert get(path).status_code == 200
+    scripts = sum(v["calls"] for k, v in r.info("commandstats").items()
+                  if k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_evalsha_ro", "cmdstat_eval_ro"))
+    r.close()
+    assert scripts <= n / 5, scripts
