@@ -142,6 +142,29 @@ def test_collector_exposition(client):
     assert [v for _, v in les] == sorted(v for _, v in les)
     assert registry.get_sample_value("ratelimit_decisions_total",
                                      {"limiter": "m-prom", "outcome": "allowed"}) == 2
+    # no lease: nothing decided locally, no lease script
+    assert (samples[("ratelimit_local_decisions_total", (("limiter", "m-prom"), ("outcome", "allowed")))],
+            samples[("ratelimit_local_decisions_total", (("limiter", "m-prom"), ("outcome", "denied")))],
+            samples[("ratelimit_lease_calls_total", (("limiter", "m-prom"),))]) == (0, 0, 0)
+
+
+def test_collector_counts_local_decisions(client):
+    from prometheus_client import CollectorRegistry
+
+    from ratelimit.metrics import RateLimitCollector
+
+    lim = client.limiter("m-lease", "3/hour", algorithm="fixed_window", lease=1.0)
+    results = [lim.acquire("u") for _ in range(6)]
+    registry = CollectorRegistry()
+    registry.register(RateLimitCollector(client))
+
+    def value(name, **labels):
+        return registry.get_sample_value(name, dict(limiter="m-lease", **labels))
+
+    assert value("ratelimit_decisions_total", outcome="allowed") == 3
+    assert value("ratelimit_local_decisions_total", outcome="allowed") == sum(r.local for r in results if r)
+    assert value("ratelimit_local_decisions_total", outcome="denied") == sum(r.local for r in results if not r) > 0
+    assert value("ratelimit_lease_calls_total") == client.stats()["m-lease"]["lease_calls"] > 0
 
 
 def test_collector_of_a_closed_client_is_empty(server):
