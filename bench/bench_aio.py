@@ -5,8 +5,10 @@ with 64 concurrent tasks, and the ratio. For context, the old design (the
 blocking call in a thread pool, what ratelimit.aio did before the async
 core) is measured too.
 
-Usage: python bench/bench_aio.py [seconds] [--rounds N] [--uvloop]
-REDIS_URL names a server, else a local redis-server on a free port is
+Usage: python bench/bench_aio.py [seconds] [--rounds N] [--uvloop] [--leases]
+--leases: instead, ratelimit.aio on one hot key (gcra, a limit never
+reached) with and without a lease (0.05 s), 1 and 64 tasks: decisions/s,
+the ratio, and the scripts Redis ran per decision. REDIS_URL names a server, else a local redis-server on a free port is
 started. The peer (redis-py, with its hiredis parser) is installed with pip
 into this interpreter when missing; --uvloop adds rows on uvloop (installed
 the same way). Rows alternate within each round; figures are the median
@@ -89,6 +91,32 @@ class Ours:
         await self.client.close()
 
 
+class Hot:
+    """ratelimit.aio on one key, with or without a lease."""
+
+    def __init__(self, url, lease):
+        self.url = url
+        self.lease = lease
+        self.name = "ratelimit.aio, lease %s" % ("%g s" % lease if lease else "none")
+
+    async def open(self):
+        self.client = await aio.AsyncClient.connect(self.url)
+        self.lim = self.client.limiter("bench-hot-%s-%d" % (self.lease, id(self)), RATE, algorithm="gcra",
+                                       lease=self.lease)
+        self.decisions = 0
+        self.client.sync._command(["CONFIG", "RESETSTAT"])
+
+    async def call(self, i):
+        self.decisions += 1
+        return await self.lim.acquire("all")
+
+    async def close(self):
+        text = self.client.sync._command(["INFO", "commandstats"]).decode()
+        self.scripts = sum(int(line.split("calls=")[1].split(",")[0]) for line in text.splitlines()
+                           if line.split(":")[0] in ("cmdstat_evalsha", "cmdstat_eval"))
+        await self.client.close()
+
+
 class ThreadPool:
     name = "blocking call in a thread pool (old aio)"
 
@@ -153,9 +181,12 @@ async def one_row(make, tasks, seconds):
     row = make()
     await row.open()
     try:
-        return await measure(row.call, tasks, seconds)
+        got = await measure(row.call, tasks, seconds)
     finally:
         await row.close()
+    if isinstance(row, Hot):  # scripts per decision (the warm-up's too)
+        got += (row.scripts / row.decisions,)
+    return got
 
 
 def run_row(make, tasks, seconds, loop_kind):
@@ -167,6 +198,35 @@ def run_row(make, tasks, seconds, loop_kind):
         finally:
             loop.close()
     return asyncio.run(one_row(make, tasks, seconds))
+
+
+def main_leases(url, seconds, rounds, loops):
+    results = {}
+    for r in range(rounds):
+        for loop_kind in loops:
+            for tasks in (1, 64):
+                for lease in (None, 0.05):
+                    got = run_row(lambda: Hot(url, lease), tasks, seconds, loop_kind)
+                    results.setdefault((lease, loop_kind, tasks), []).append(got)
+                    print("round %d  lease %-5s %-7s %2d task(s): %8.0f/s  p50 %6.0f us  p99 %6.0f us  "
+                          "%.4f scripts/decision" % (r + 1, lease, loop_kind, tasks, *got), file=sys.stderr)
+    print()
+    print("Python %s%s, %d round(s) of %.1f s per row, median shown"
+          % (sys.version.split()[0],
+             ", uvloop %s" % importlib.import_module("uvloop").__version__ if "uvloop" in loops else "",
+             rounds, seconds))
+    print()
+    print("| loop | tasks | lease | decisions/s | p50 | p99 | scripts per decision | vs no lease |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    for loop_kind in loops:
+        for tasks in (1, 64):
+            base = statistics.median(g[0] for g in results[(None, loop_kind, tasks)])
+            for lease in (None, 0.05):
+                got = results[(lease, loop_kind, tasks)]
+                rate, p50, p99, per = (statistics.median(g[k] for g in got) for k in range(4))
+                print("| %s | %d | %s | %s | %.0f us | %.0f us | %.4f (1 per %.0f) | %.1fx |"
+                      % (loop_kind, tasks, "%g s" % lease if lease else "none", format(int(rate), ","), p50, p99,
+                         per, 1 / per if per else float("inf"), rate / base))
 
 
 def main(url, seconds, rounds, loops):
@@ -214,14 +274,16 @@ if __name__ == "__main__":
     parser.add_argument("seconds", nargs="?", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--uvloop", action="store_true", help="also run every row on uvloop")
+    parser.add_argument("--leases", action="store_true", help="one hot key with and without a lease")
     args = parser.parse_args()
     loops = ["asyncio"]
     if args.uvloop:
         ensure("uvloop", "uvloop")
         loops.append("uvloop")
+    run = main_leases if args.leases else main
     url = os.environ.get("REDIS_URL")
     if url:
-        main(url, args.seconds, args.rounds, loops)
+        run(url, args.seconds, args.rounds, loops)
     else:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -230,7 +292,7 @@ if __name__ == "__main__":
                                    "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
         time.sleep(0.3)
         try:
-            main("redis://127.0.0.1:%d/0" % port, args.seconds, args.rounds, loops)
+            run("redis://127.0.0.1:%d/0" % port, args.seconds, args.rounds, loops)
         finally:
             server.terminate()
             server.wait()

@@ -1,21 +1,27 @@
 """ratelimit's Python binding against the `limits` library (redis-py storage)
 on the same Redis, in the same run: calls per second for one thread, and the
 ratio. Usage: python bench/bench_python.py [seconds]  (REDIS_URL or a local
-redis-server on a free port). Needs: pip install . limits redis"""
+redis-server on a free port). Needs: pip install . limits redis
+
+--leases [seconds] [rounds]: one hot key (gcra, a limit no run reaches)
+with and without a lease (0.05 s), one thread and 8 threads: decisions/s,
+the ratio, and the scripts Redis ran per decision (its commandstats).
+Needs only ratelimit."""
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
+import threading
 import time
-
-import limits
-import limits.storage
-import limits.strategies
 
 import ratelimit
 
-SECONDS = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
+LEASES = sys.argv[1:2] == ["--leases"]
+ARGS = sys.argv[2:] if LEASES else sys.argv[1:]
+SECONDS = float(ARGS[0]) if ARGS else 2.0
+ROUNDS = int(ARGS[1]) if len(ARGS) > 1 else 3
 
 
 def rate(call):
@@ -27,6 +33,10 @@ def rate(call):
 
 
 def main(url):
+    import limits
+    import limits.storage
+    import limits.strategies
+
     client = ratelimit.Client(url)
     storage = limits.storage.storage_from_string(url)
     item = limits.parse("1000000000/hour")
@@ -44,10 +54,66 @@ def main(url):
         print(f"{ours:16} {a:10.0f}/s {b:10.0f}/s  {a / b:.2f}x")
 
 
+def script_calls(client):
+    """Scripts Redis ran since CONFIG RESETSTAT."""
+    text = client._command(["INFO", "commandstats"]).decode()
+    return sum(int(line.split("calls=")[1].split(",")[0]) for line in text.splitlines()
+               if line.split(":")[0] in ("cmdstat_evalsha", "cmdstat_eval"))
+
+
+def decide_for(lim, threads):
+    """threads calling lim.acquire on one key back to back for SECONDS: decisions."""
+    counts, end = [0] * threads, time.perf_counter() + SECONDS
+
+    def work(k):
+        n, acquire = 0, lim.acquire
+        while time.perf_counter() < end:
+            acquire("all")
+            n += 1
+        counts[k] = n
+    pool = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return sum(counts)
+
+
+def leases(url):
+    client = ratelimit.Client(url)
+    got = {}
+    for r in range(ROUNDS):
+        for threads in (1, 8):
+            for lease in (None, 0.05):
+                # a fresh name per row: a block never outlives its row
+                lim = client.limiter("bench-lease-%d-%d-%s" % (r, threads, lease), "1000000000/hour",
+                                     algorithm="gcra", lease=lease)
+                client._command(["CONFIG", "RESETSTAT"])
+                n = decide_for(lim, threads)
+                lim.close()
+                scripts = script_calls(client)
+                got.setdefault((threads, lease), []).append((n / SECONDS, scripts / n))
+                print("round %d  %d thread(s)  lease %-5s %10.0f/s  %.4f scripts/decision"
+                      % (r + 1, threads, lease, n / SECONDS, scripts / n), file=sys.stderr)
+    client.close()
+    print("Python %s, %d round(s) of %.1f s per row, median shown\n" % (sys.version.split()[0], ROUNDS, SECONDS))
+    print("| threads | lease | decisions/s | scripts per decision | vs no lease |")
+    print("|---:|---|---:|---:|---:|")
+    for threads in (1, 8):
+        base = statistics.median(g[0] for g in got[(threads, None)])
+        for lease in (None, 0.05):
+            rate = statistics.median(g[0] for g in got[(threads, lease)])
+            per = statistics.median(g[1] for g in got[(threads, lease)])
+            print("| %d | %s | %s | %.4f (1 per %.0f) | %.1fx |"
+                  % (threads, "%g s" % lease if lease else "none", format(int(rate), ","), per,
+                     1 / per if per else float("inf"), rate / base))
+
+
 if __name__ == "__main__":
+    run = leases if LEASES else main
     url = os.environ.get("REDIS_URL")
     if url:
-        main(url)
+        run(url)
     else:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -56,7 +122,7 @@ if __name__ == "__main__":
                                    "--appendonly", "no"], stdout=subprocess.DEVNULL)
         time.sleep(0.3)
         try:
-            main(f"redis://127.0.0.1:{port}")
+            run(f"redis://127.0.0.1:{port}")
         finally:
             server.terminate()
             server.wait()
