@@ -16,6 +16,7 @@ over the rounds."""
 import argparse
 import asyncio
 import concurrent.futures
+import functools
 import importlib
 import os
 import re
@@ -200,16 +201,24 @@ def run_row(make, tasks, seconds, loop_kind):
     return asyncio.run(one_row(make, tasks, seconds))
 
 
-def main_leases(url, seconds, rounds, loops):
+def run_rounds(makers, seconds, rounds, loops):
+    """{(row, loop, tasks): [measure's figures per round]}, the rows alternating within each round."""
     results = {}
     for r in range(rounds):
         for loop_kind in loops:
             for tasks in (1, 64):
-                for lease in (None, 0.05):
-                    got = run_row(lambda: Hot(url, lease), tasks, seconds, loop_kind)
-                    results.setdefault((lease, loop_kind, tasks), []).append(got)
-                    print("round %d  lease %-5s %-7s %2d task(s): %8.0f/s  p50 %6.0f us  p99 %6.0f us  "
-                          "%.4f scripts/decision" % (r + 1, lease, loop_kind, tasks, *got), file=sys.stderr)
+                for row, make in makers.items():
+                    got = run_row(make, tasks, seconds, loop_kind)
+                    results.setdefault((row, loop_kind, tasks), []).append(got)
+                    print("round %d  %-42s %-7s %2d task(s): %8.0f/s  p50 %6.0f us  p99 %6.0f us%s"
+                          % (r + 1, row, loop_kind, tasks, *got[:3],
+                             "  %.4f scripts/decision" % got[3] if len(got) > 3 else ""), file=sys.stderr)
+    return results
+
+
+def main_leases(url, seconds, rounds, loops):
+    results = run_rounds({lease: functools.partial(Hot, url, lease) for lease in (None, 0.05)},
+                         seconds, rounds, loops)
     print()
     print("Python %s%s, %d round(s) of %.1f s per row, median shown"
           % (sys.version.split()[0],
@@ -240,15 +249,7 @@ def main(url, seconds, rounds, loops):
         parser = "pure-Python parser"
     rows = [Ours, Peer, ThreadPool]
     makers = {Ours: lambda: Ours(url), Peer: lambda: Peer(url, redis_asyncio), ThreadPool: lambda: ThreadPool(url)}
-    results = {}
-    for r in range(rounds):
-        for loop_kind in loops:
-            for tasks in (1, 64):
-                for cls in rows:
-                    got = run_row(makers[cls], tasks, seconds, loop_kind)
-                    results.setdefault((cls.name, loop_kind, tasks), []).append(got)
-                    print("round %d  %-42s %-7s %2d task(s): %8.0f/s  p50 %6.0f us  p99 %6.0f us"
-                          % (r + 1, cls.name, loop_kind, tasks, *got), file=sys.stderr)
+    results = run_rounds({cls.name: makers[cls] for cls in rows}, seconds, rounds, loops)
     print()
     print("Python %s, redis-py %s (%s)%s, %d round(s) of %.1f s per row, median shown"
           % (sys.version.split()[0], redis.__version__, parser,
