@@ -655,8 +655,9 @@ class Client(_ratelimit.Client):
     on first use (and leaves the parent's leases alone). Closing (close() or
     a with block) gives every lease's unused permits back to Redis and waits
     for no call: the connections go when the last running call returns. A
-    client still open when the interpreter exits normally is closed then
-    (atexit), so its leases are given back too.
+    client still open when the interpreter exits normally gives its leases
+    back then (atexit); it is not closed, so daemon threads still using it
+    are not failed.
     """
 
     __slots__ = ()
@@ -767,16 +768,18 @@ class Client(_ratelimit.Client):
         return "<ratelimit.Client prefix=%r%s>" % (self.prefix, " closed" if self.closed else "")
 
 
-# Clients not yet collected: closed at a normal interpreter exit so their
-# leases are given back (a closed one's close() is a no-op; a forked child
-# closing the parent's client drops the parent's leases without giving back)
+# Clients not yet collected: at a normal interpreter exit their leases are
+# given back. They are not closed: a daemon thread still deciding then goes
+# on (with new blocks, lost with the process: safe) instead of failing with
+# ClientClosed. A forked child has only its own leases (the core drops the
+# parent's in the child), so it never gives back the parent's.
 _open_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
 
 
 @atexit.register
-def _close_open_clients() -> None:
+def _give_back_at_exit() -> None:
     for client in list(_open_clients):
-        client.close()
+        client._give_back()
 
 
 def _check_name(name: Any) -> None:

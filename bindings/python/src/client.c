@@ -279,6 +279,32 @@ static PyObject *client_close(ClientObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+void client_give_back(rl_state *st, ClientObject *c, const char *name)
+{
+    rl_client *rl = client_enter(st, c);
+    if (!rl) { /* a closed client gave every lease back */
+        PyErr_Clear();
+        return;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rl_leases_give_back(rl, name); /* a failure leaves the permits booked until the lease ends: safe */
+    Py_END_ALLOW_THREADS
+    client_leave(c);
+}
+
+PyDoc_STRVAR(client_give_back_doc,
+"_give_back()\n--\n\n"
+"Low level: end every lease of this client now, giving back its unused\n"
+"permits (what close() does first); the client stays open. Never raises.\n"
+"Run at interpreter exit for every open client.");
+
+static PyObject *client_give_back_all(ClientObject *self, PyObject *unused)
+{
+    rl_state *st = STATE(self);
+    if (st) client_give_back(st, self, NULL);
+    Py_RETURN_NONE;
+}
+
 static PyObject *client_get_closed(ClientObject *self, void *c)
 {
     return PyBool_FromLong(self->closing || !self->rl);
@@ -630,6 +656,7 @@ PyDoc_STRVAR(client_lock_acquire_doc,
 static PyMethodDef client_methods[] = {
     {"close", (PyCFunction)client_close, METH_NOARGS, client_close_doc},
     {"stats", (PyCFunction)client_stats, METH_NOARGS, client_stats_doc},
+    {"_give_back", (PyCFunction)client_give_back_all, METH_NOARGS, client_give_back_doc},
     {"_config_set", (PyCFunction)client_config_set, METH_VARARGS, client_config_set_doc},
     {"_config_get", (PyCFunction)client_config_get, METH_O, client_config_get_doc},
     {"_config_delete", (PyCFunction)client_config_delete, METH_O, client_config_delete_doc},

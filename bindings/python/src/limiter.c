@@ -496,16 +496,7 @@ PyDoc_STRVAR(limiter_close_doc,
 static PyObject *limiter_close(LimiterObject *self, PyObject *unused)
 {
     rl_state *st = STATE(self);
-    if (!st || !self->client) Py_RETURN_NONE;
-    rl_client *rl = client_enter(st, self->client);
-    if (!rl) { /* a closed client gave every lease back */
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    rl_leases_give_back(rl, PyBytes_AS_STRING(self->name));
-    Py_END_ALLOW_THREADS
-    client_leave(self->client);
+    if (st && self->client) client_give_back(st, self->client, PyBytes_AS_STRING(self->name));
     Py_RETURN_NONE;
 }
 

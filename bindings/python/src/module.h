@@ -107,6 +107,10 @@ void client_leave(ClientObject *c);
  * go of the completion queues it posted to. */
 void client_close_now(ClientObject *c);
 
+/* rl_leases_give_back(c, name) with the GIL released; never raises (a
+ * closed client has nothing left to give back). */
+void client_give_back(rl_state *st, ClientObject *c, const char *name);
+
 /* ---- Client methods for the primitives (sync.c) ------------------------------------ */
 
 PyObject *client_semaphore_acquire(ClientObject *self, PyObject *args, PyObject *kw);

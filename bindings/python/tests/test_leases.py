@@ -329,6 +329,38 @@ def test_interpreter_exit_gives_back(server, raw, how, remaining):
         assert left == remaining
 
 
+DAEMON = """
+import atexit, sys, threading, time
+atexit.register(time.sleep, 0.2)  # registered first, so it runs after ratelimit's: the daemon goes on meanwhile
+import ratelimit
+c = ratelimit.Client(sys.argv[1])
+lim = c.limiter("daemon", "1000000/day", lease=30.0)
+
+def spin():
+    while True:
+        if not lim.acquire("k"):
+            raise SystemExit("denied")
+        time.sleep(0.0005)
+threading.Thread(target=spin, daemon=True).start()
+time.sleep(0.3)
+"""
+
+
+def test_exit_gives_back_without_failing_daemon_threads(server, raw):
+    # the client is not closed at exit: a daemon thread still deciding goes on
+    p = subprocess.run([sys.executable, "-c", DAEMON, server.url], timeout=30, capture_output=True, text=True)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
+def test_give_back_keeps_the_client_open(client):
+    lim = client.limiter("give-open", GIVE_BACK[0], algorithm=GIVE_BACK[1], lease=30.0)
+    check = client.limiter("give-open", GIVE_BACK[0], algorithm=GIVE_BACK[1])
+    used_up(lim, 20)
+    client._give_back()  # what runs at exit
+    assert not client.closed and check.peek("k").remaining == 980
+    assert lim.acquire("k").allowed
+
+
 FORKED = """
 import os, sys, json
 import ratelimit
