@@ -225,6 +225,10 @@ class _Runner:
                      max_wait: Any, now: Any) -> Result:
         st = self.state()
         tag, future = st.submit(limiter, op, id, permits, max_wait, now)
+        if (op == _ACQUIRE or op == _UP_TO) and limiter.lease is not None:
+            # a decision from the lease completed inside submit: resolve it
+            # now, not a loop iteration later (the task does not suspend)
+            st.drain()
         try:
             return await future
         except asyncio.CancelledError:
@@ -266,6 +270,8 @@ class _Runner:
             for t in range(tag, tag + n):
                 batch.append(create())
                 futures[t] = batch[-1]
+            if limiter.lease is not None:
+                st.drain()  # the requests decided from the lease, as in decide()
             outcomes = []
             try:
                 # each request completes on its own: one failing hides none of the others
@@ -403,7 +409,9 @@ class AsyncLimiter:
         asynchronous core. With one, decisions until one passes or waiting
         cannot help, sleeping retry_after on the loop in between (no
         thread). Cancelling the task does not undo a decision Redis already
-        made (see the module's docstring)."""
+        made (see the module's docstring). With a lease, a decision taken
+        from the block in hand completes at once: the task does not suspend
+        (as with any await that needs no I/O)."""
         if timeout:
             return await self._run.acquire_wait(self.sync, id, permits, timeout, now)
         return await self._run.decide(self.sync, _ACQUIRE, id, permits, None, now)

@@ -69,7 +69,7 @@ def check_outage_logged(get, server, caplog, path="/items/1"):
     assert all(r.levelname == "WARNING" for r in caplog.records if r.name == "ratelimit.contrib")
 
 
-def check_leased(get, url, path, n=100):
+def check_leased(get, url, path, n=300):
     """n requests on path, whose limits have a lease (generous rates): every
     one passes, and Redis runs far fewer scripts than decisions (the rest
     were decided from the leases)."""
