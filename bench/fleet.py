@@ -110,15 +110,15 @@ def report(version, args, results):
     med = {label: {k: statistics.median(x[k] for x in rows) for k in rows[0]} for label, rows in results.items()}
     print(f"redis {version}: 8 processes (4 Python, 4 Java, 2 threads each) offering {OFFERED:,}/s on one gcra "
           f"key; {args.seconds:g} s per row, median of {args.rounds} rounds")
-    print(f"| run | limit (burst) | decisions/s | admitted/s | decided locally | scripts/s | Redis CPU us / admitted "
-          f"| EVALSHA us / admitted | CPU ratio to no lease |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| run | limit (burst) | decisions/s | admitted/s | decided locally | scripts/s "
+          "| Redis CPU us / admitted (spread) | EVALSHA us / admitted | Redis CPU, lease / no lease |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for label, lease_ms, rate in ROWS:
         m = med[label]
         base = med["no lease, saturated" if rate == BELOW else "no lease"]
         spread = [x["cpu_us"] for x in results[label]]
-        print(f"| {label} | {rate[0]:,}/s ({rate[2] or rate[0]:,}) | {m['decisions']:,.0f} | {m['admitted']:,.0f} | {m['local']:.1%} "
-              f"| {m['scripts']:,.0f} | {m['cpu_us']:.2f} ({min(spread):.2f}-{max(spread):.2f}) "
+        print(f"| {label} | {rate[0]:,}/s ({rate[2] or rate[0]:,}) | {m['decisions']:,.0f} | {m['admitted']:,.0f} "
+              f"| {m['local']:.1%} | {m['scripts']:,.0f} | {m['cpu_us']:.2f} ({min(spread):.2f}-{max(spread):.2f}) "
               f"| {m['script_us']:.2f} | {m['cpu_us'] / base['cpu_us']:.3f} |")
 
 
