@@ -28,8 +28,8 @@ final class AsyncCalls {
         @SuppressWarnings("unused") // held, never read: reachability only
         private final Object owner;
         /**
-         * The thread that submitted it: a decision from a lease completes
-         * there, inside the submit, which must not be taken for the I/O thread.
+         * A decision from a lease completes on the thread that submitted it,
+         * inside the submit: maybe another client's I/O thread, never this one's.
          */
         final Thread submitter = Thread.currentThread();
 
@@ -40,8 +40,15 @@ final class AsyncCalls {
 
     private final ConcurrentHashMap<Long, CompletableFuture<?>> pending = new ConcurrentHashMap<>();
     private final AtomicLong nextTag = new AtomicLong();
-    /** The client's I/O thread, known from its first completion. */
+    /**
+     * The client's I/O thread, known from its first completion there. Not
+     * every completion runs on it: a decision from a lease completes on the
+     * submitting thread, or on the thread whose fetch of a block it waited
+     * for (a blocking caller's).
+     */
     private volatile Thread ioThread;
+    /** The name ratelimit_jni.c's io_env gives the threads it attaches: I/O threads. */
+    static final String IO_THREAD_PREFIX = "ratelimit-io-";
     /** The JNI global reference to this object: the callback's context. */
     final long ref;
 
@@ -78,6 +85,13 @@ final class AsyncCalls {
         return pending.size();
     }
 
+    /** Learns the I/O thread from a completion that runs on it. */
+    private void seen() {
+        if (ioThread == null && Thread.currentThread().getName().startsWith(IO_THREAD_PREFIX)) {
+            ioThread = Thread.currentThread();
+        }
+    }
+
     /** True on this client's I/O thread (where dependents of its futures run). */
     boolean onIoThread() {
         Thread t = ioThread;
@@ -86,7 +100,8 @@ final class AsyncCalls {
 
     /**
      * Called from C on the I/O thread, once per submitted decision (a decision
-     * from a lease: on the submitting thread, before the submit returns). Builds the
+     * from a lease: on the submitting thread, before the submit returns, or on
+     * the thread that fetched the block it waited for). Builds the
      * result or the exception exactly as the blocking path does and completes
      * the future; never throws back into C.
      */
@@ -94,8 +109,8 @@ final class AsyncCalls {
             long resetAfterMs, long waitMs, boolean fallback, long granted, int rateIndex, boolean local,
             byte[] message) {
         CompletableFuture<?> f = pending.remove(tag);
-        if (ioThread == null && !(f instanceof Pending && ((Pending) f).submitter == Thread.currentThread())) {
-            ioThread = Thread.currentThread();
+        if (!(f instanceof Pending && ((Pending) f).submitter == Thread.currentThread())) {
+            seen();
         }
         if (!(f instanceof Pending)) {
             return;
@@ -125,9 +140,7 @@ final class AsyncCalls {
      */
     void completeOp(long tag, int status, boolean acquired, long fencingToken, String permitId, long value,
             byte[][] messages, byte[] message) {
-        if (ioThread == null) {
-            ioThread = Thread.currentThread();
-        }
+        seen();
         CompletableFuture<?> f = pending.remove(tag);
         if (!(f instanceof AsyncOp)) {
             return;

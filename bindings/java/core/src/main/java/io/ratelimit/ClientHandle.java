@@ -177,15 +177,17 @@ final class ClientHandle implements Runnable {
      * Close, at most once; waits for calls in flight (blocking ones stop within
      * ~100 ms) and completes every asynchronous decision still in flight with
      * {@link Status#CLOSED} before it returns. Called on this client's own I/O
-     * thread (from a dependent stage), the close runs on a new thread instead
-     * and this returns at once: the I/O thread cannot wait for itself.
+     * thread (from a dependent stage), or from inside a call of this client
+     * (a dependent stage of a decision that waited for the block this thread
+     * was fetching), the close runs on a new thread instead and this returns
+     * at once: neither can wait for itself.
      */
     @Override
     public void run() {
         if (!closing.compareAndSet(false, true)) {
             return;
         }
-        if (async.onIoThread()) {
+        if (async.onIoThread() || lock.getReadHoldCount() > 0) {
             Thread t = new Thread(this::closeNow, "ratelimit-close");
             t.setDaemon(true);
             t.start();

@@ -53,7 +53,9 @@ import java.util.function.Function;
  * ({@code thenApplyAsync(fn, executor)}) for anything longer. A decision
  * made from a lease in hand ({@link LimiterConfig#lease}) needs no round trip: its
  * future is complete when the call returns, so stages added to it run at
- * once on the calling thread.</li>
+ * once on the calling thread; one that waited for a block another call was
+ * fetching completes on that call's thread (the I/O thread, or a blocking
+ * caller's, before its own call returns).</li>
  * <li>Cancelling the future only stops waiting for it: the request may still
  * be decided by Redis (its permits count).</li>
  * <li>{@link RateLimitClient#close()} completes every decision still in

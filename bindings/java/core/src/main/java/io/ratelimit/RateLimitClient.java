@@ -399,11 +399,13 @@ public final class RateLimitClient implements AutoCloseable {
      * unused permits back to Redis (the core's rl_client_close does). An
      * application that does not close its client (no Spring context, no
      * try-with-resources) leaves them to expire with their validity instead;
-     * nothing is over-admitted either way. Every asynchronous decision still in flight completes
-     * exceptionally with a {@link RateLimitException} of status
-     * {@link Status#CLOSED} before this returns. Called from a dependent stage
-     * running on this client's I/O thread, the close goes on in a new thread
-     * and this returns at once (the I/O thread cannot wait for itself).
+     * nothing is over-admitted either way. Every asynchronous decision still
+     * in flight completes exceptionally with a {@link RateLimitException} of
+     * status {@link Status#CLOSED} before this returns. Called from a
+     * dependent stage running on this client's I/O thread, or inside one of
+     * its calls (a stage of an asynchronous decision that waited for the
+     * block a blocking call of this thread fetched), the close goes on in a
+     * new thread and this returns at once (neither can wait for itself).
      */
     @Override
     public void close() {

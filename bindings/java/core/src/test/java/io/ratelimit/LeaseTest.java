@@ -3,6 +3,7 @@ package io.ratelimit;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.micrometer.core.instrument.FunctionCounter;
@@ -300,6 +301,76 @@ class LeaseTest extends RedisTestBase {
             assertTrue(lim.acquire("k").allowed());
         }
         return observer.peek("k").remaining();
+    }
+
+    // ---- where completions run -----------------------------------------------------------
+
+    /** Runs body on a new thread of that name and waits for it; what it throws is rethrown. */
+    private static void onThread(String name, Runnable body) throws Exception {
+        Throwable[] failure = new Throwable[1];
+        Thread t = new Thread(() -> {
+            try {
+                body.run();
+            } catch (Throwable e) {
+                failure[0] = e;
+            }
+        }, name);
+        t.start();
+        t.join(10_000);
+        if (failure[0] != null) {
+            throw new AssertionError(failure[0]);
+        }
+    }
+
+    @Test
+    void onlyACompletionOnAnIoThreadThatDidNotSubmitItMarksTheIoThread() throws Exception {
+        AsyncCalls calls = new AsyncCalls();
+        try {
+            AsyncCalls.Pending[] pending = new AsyncCalls.Pending[1];
+            long[] tag = new long[1];
+            Runnable submit = () -> {
+                pending[0] = new AsyncCalls.Pending(null);
+                tag[0] = calls.register(pending[0]);
+            };
+            Runnable complete = () -> {
+                calls.complete(tag[0], 0, true, 10, 9, -1, 100, 0, false, 1, 0, true, null);
+                assertTrue(pending[0].join().isLocal());
+            };
+            // decided from a lease inside the submit, on another client's I/O thread
+            onThread("ratelimit-io-901", () -> {
+                submit.run();
+                complete.run();
+                assertFalse(calls.onIoThread());
+            });
+            // waited for a block a blocking caller fetched: completed on that caller's thread
+            submit.run();
+            onThread("blocking-caller", () -> {
+                complete.run();
+                assertFalse(calls.onIoThread());
+            });
+            // the I/O thread's own completion
+            submit.run();
+            onThread("ratelimit-io-902", () -> {
+                complete.run();
+                assertTrue(calls.onIoThread());
+            });
+        } finally {
+            calls.free();
+        }
+    }
+
+    @Test
+    void aCloseFromInsideACallGoesOnWithoutWaitingForItself() throws Exception {
+        RateLimitClient c = RateLimitClient.connect(redis.url());
+        Limiter lim = c.limiter("inside", HOT.lease(Duration.ofSeconds(1)));
+        lim.acquire("k");
+        // as a stage of a decision completed on a blocking caller's thread, inside its call
+        assertTimeoutPreemptively(Duration.ofSeconds(10), () -> c.call(ptr -> {
+            c.close();
+            return null;
+        }));
+        assertTrue(c.isClosed());
+        assertThrows(ClientClosedException.class, () -> lim.acquire("k"));
     }
 
     /** EVALSHA and EVAL calls Redis has run so far (INFO commandstats). */
