@@ -162,6 +162,22 @@ class LeaseTest extends RedisTestBase {
         }
     }
 
+    @Test
+    void aDenialIsRememberedWithItsFields() {
+        Limiter lim = client.limiter("deny", LimiterConfig.of(Algorithm.GCRA, "5/minute").lease(Duration.ofSeconds(5)));
+        Result last;
+        do {
+            last = lim.acquire("k");
+        } while (last.allowed());
+        Result again = lim.acquire("k");
+        assertFalse(again.allowed());
+        assertTrue(again.isLocal(), "from memory: " + again);
+        assertEquals(0, again.granted());
+        assertTrue(again.retryAfter().toMillis() > 0 && again.retryAfter().compareTo(last.retryAfter()) <= 0,
+                last + " then " + again);
+        assertTrue(client.stats().get("deny").localDenied() >= 1);
+    }
+
     // ---- never over-admit -------------------------------------------------------------
 
     /** One admission: System.nanoTime() before the call and after its result was seen. */

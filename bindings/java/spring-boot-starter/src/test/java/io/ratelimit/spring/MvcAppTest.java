@@ -6,7 +6,7 @@ import org.springframework.boot.test.context.SpringBootTest;
 /** A real Spring MVC app (Tomcat) on a random port, a real Redis, driven over HTTP. */
 @SpringBootTest(classes = MvcApp.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
         properties = {"ratelimit.prefix=mvc", "ratelimit.timeout=500ms", "ratelimit.on-redis-error=raise",
-            "ratelimit.pool-size=4"})
+            "ratelimit.pool-size=4", "ratelimit.limits.hot.lease=10s"})
 class MvcAppTest extends WebAppContract {
     @Override
     String prefix() {

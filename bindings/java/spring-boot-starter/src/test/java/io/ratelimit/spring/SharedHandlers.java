@@ -43,6 +43,13 @@ public abstract class SharedHandlers {
         return ResponseEntity.status(418).body("handled " + e.getMessage());
     }
 
+    /** One key for every caller, leased in the app tests (ratelimit.limits.hot.lease). */
+    @GetMapping("/hot")
+    @RateLimited(name = "hot", rate = "20/hour", algorithm = Algorithm.FIXED_WINDOW, key = "'all'")
+    public String hot() {
+        return "hot";
+    }
+
     @GetMapping("/open")
     public String open() {
         return "open";

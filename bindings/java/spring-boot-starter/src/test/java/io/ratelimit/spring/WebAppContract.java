@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.micrometer.core.instrument.MeterRegistry;
+import io.ratelimit.LimiterStats;
 import io.ratelimit.RateLimitClient;
 import io.ratelimit.RedisServer;
 import io.ratelimit.micrometer.RateLimitMetrics;
@@ -195,6 +196,26 @@ abstract class WebAppContract {
                     .functionCounter().count();
             assertTrue(n >= 1, outcome + " " + n);
         }
+    }
+
+    @Test
+    void aLeasedHotKeyAdmitsExactlyTheLimitMostlyFromMemory() throws Exception {
+        int ok = 0;
+        int denied = 0;
+        for (int i = 0; i < 30; i++) {
+            HttpResponse<String> r = http.get("/hot");
+            if (r.statusCode() == 200) {
+                ok++;
+            } else {
+                assertEquals(429, r.statusCode(), r.body());
+                assertTrue(header(r, "Retry-After") != null, r.headers().toString());
+                denied++;
+            }
+        }
+        assertEquals(20, ok);
+        assertEquals(10, denied);
+        LimiterStats s = client.stats().get("hot");
+        assertTrue(s.localAllowed() >= 5 && s.localDenied() >= 1, s.toString()); // a denial is remembered
     }
 
     @Test

@@ -21,7 +21,7 @@ import reactor.netty.resources.LoopResources;
  */
 @SpringBootTest(classes = FluxApp.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
         properties = {"spring.main.web-application-type=reactive", "ratelimit.prefix=flux",
-            "ratelimit.timeout=5s", "ratelimit.on-redis-error=raise"})
+            "ratelimit.timeout=5s", "ratelimit.on-redis-error=raise", "ratelimit.limits.hot.lease=10s"})
 class WebFluxAppTest extends WebAppContract {
     @Override
     String prefix() {
