@@ -14,7 +14,8 @@ the machine may be loaded, and a row that cannot reach its offered load
 says so in decisions/s.
 
 Usage: build/venv/bin/python bench/fleet.py [--seconds 5] [--rounds 3] [--jar JAR]
-Needs: pip install . redis; the jar (mvn -f bindings/java package).
+Needs: pip install . redis pytest (the workers are driven by tests/cross/test_leases.py's
+Worker); the jar (mvn -B -q -f bindings/java package -DskipTests).
 """
 import argparse
 import glob
