@@ -381,8 +381,10 @@ public final class Limiter implements AutoCloseable {
     /**
      * Ends this client's leases on this limiter's name now (the core's
      * rl_leases_give_back): their unused permits go back to Redis, so other
-     * clients can use them at once; one round trip per lease, bounded by the
-     * command timeout. Does nothing without a lease. The limiter stays usable
+     * clients can use them at once; one round trip per server, bounded by the
+     * command timeout. While Redis is unreachable the give-back is dropped
+     * (the permits stay counted until the block's validity ends: safe) and
+     * this does not throw. Does nothing without a lease. The limiter stays usable
      * (later acquires take new blocks); limiters of the same name in this
      * client share the leases, so this ends theirs too. After the client
      * closed (which gave everything back) it does nothing.
