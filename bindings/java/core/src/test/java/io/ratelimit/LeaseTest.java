@@ -308,6 +308,22 @@ class LeaseTest extends RedisTestBase {
         lim.close(); // nothing left to give back: no exception either
     }
 
+    @Test
+    void inAnOutageTheBlockInHandDecidesAndCloseDoesNotThrow() throws Exception {
+        RedisServer own = RedisServer.start();
+        try (RateLimitClient c = RateLimitClient.connect(own.url(),
+                ClientOptions.defaults().timeout(Duration.ofMillis(500)))) {
+            Limiter lim = c.limiter("outage", DAY.lease(Duration.ofSeconds(10)));
+            heldAfterUse(lim, lim);
+            own.close();
+            Result r = lim.acquire("k");
+            assertTrue(r.allowed() && r.isLocal(), "the block in hand decides: " + r);
+            assertTimeoutPreemptively(Duration.ofSeconds(5), lim::close); // the give-back is dropped
+        } finally {
+            own.close();
+        }
+    }
+
     /**
      * Takes permits through lim (its block grows: 1, 2, 4 ... so 201 ends
      * inside one) and returns what observer then sees remaining.
