@@ -233,7 +233,7 @@ def main_leases(url, seconds, rounds, loops):
             for lease in (None, 0.05):
                 got = results[(lease, loop_kind, tasks)]
                 rate, p50, p99, per = (statistics.median(g[k] for g in got) for k in range(4))
-                print("| %s | %d | %s | %s | %.0f us | %.0f us | %.4f (1 per %.0f) | %.1fx |"
+                print("| %s | %d | %s | %s | %.0f us | %.0f us | %.2g (1 per %.0f) | %.1fx |"
                       % (loop_kind, tasks, "%g s" % lease if lease else "none", format(int(rate), ","), p50, p99,
                          per, 1 / per if per else float("inf"), rate / base))
 

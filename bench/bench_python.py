@@ -104,7 +104,7 @@ def leases(url):
         for lease in (None, 0.05):
             rate = statistics.median(g[0] for g in got[(threads, lease)])
             per = statistics.median(g[1] for g in got[(threads, lease)])
-            print("| %d | %s | %s | %.4f (1 per %.0f) | %.1fx |"
+            print("| %d | %s | %s | %.2g (1 per %.0f) | %.1fx |"
                   % (threads, "%g s" % lease if lease else "none", format(int(rate), ","), per,
                      1 / per if per else float("inf"), rate / base))
 

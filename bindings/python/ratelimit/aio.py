@@ -154,12 +154,39 @@ class _LoopState:
         except (RateLimitError, MemoryError):
             pass  # the wait runs to its end; drain gives back what it got
 
+    def decide_leased(self, limiter: _sync.Limiter, op: int, id: Text, permits: Any,
+                      now: Any) -> "Tuple[Any, Optional[Tuple[int, asyncio.Future[Result]]]]":
+        """A decision of a limiter with a lease: (its Result, None) when the
+        lease decided it inside submit (its completion is already queued:
+        no future, no loop wake-up), else (None, (tag, future)) as submit."""
+        tag = self.next_tag
+        self.queue.submit(tag, limiter, id, permits, op, None, now)  # raises: nothing was queued
+        self.next_tag = tag + 1
+        mine = None
+        taken = self.queue.take(_TAKE)
+        for i, item in enumerate(taken):
+            if item[0] == tag:
+                mine = item
+                del taken[i]
+                break
+        if taken:
+            self.resolve(taken)
+        if mine is None:
+            future = self.futures[tag] = self.loop.create_future()
+            return None, (tag, future)
+        if mine[1]:
+            raise mine[2]
+        return mine[2], None
+
     def drain(self) -> None:
         """The reader: resolve the futures of the completions waiting (up to
         _TAKE per wake-up; the descriptor stays readable while more wait, so
         other callbacks run in between)."""
+        self.resolve(self.queue.take(_TAKE))
+
+    def resolve(self, completions: List[Tuple[int, int, Any]]) -> None:
         futures, give_backs = self.futures, self.give_backs
-        for tag, status, value in self.queue.take(_TAKE):
+        for tag, status, value in completions:
             future = futures.pop(tag, None)
             give_back = give_backs.pop(tag, None) if give_backs else None
             if future is None:
@@ -224,11 +251,15 @@ class _Runner:
     async def decide(self, limiter: _sync.Limiter, op: int, id: Text, permits: Any,
                      max_wait: Any, now: Any) -> Result:
         st = self.state()
-        tag, future = st.submit(limiter, op, id, permits, max_wait, now)
         if (op == _ACQUIRE or op == _UP_TO) and limiter.lease is not None:
-            # a decision from the lease completed inside submit: resolve it
-            # now, not a loop iteration later (the task does not suspend)
-            st.drain()
+            # a decision from the lease completes inside submit: returned at
+            # once, the task does not suspend
+            result, pending = st.decide_leased(limiter, op, id, permits, now)
+            if pending is None:
+                return result  # type: ignore[no-any-return]
+            tag, future = pending
+        else:
+            tag, future = st.submit(limiter, op, id, permits, max_wait, now)
         try:
             return await future
         except asyncio.CancelledError:
