@@ -157,22 +157,21 @@ class _LoopState:
     def decide_leased(self, limiter: _sync.Limiter, op: int, id: Text, permits: Any,
                       now: Any) -> "Tuple[Any, Optional[Tuple[int, asyncio.Future[Result]]]]":
         """A decision of a limiter with a lease: (its Result, None) when the
-        lease decided it inside submit (its completion is already queued:
-        no future, no loop wake-up), else (None, (tag, future)) as submit."""
+        lease decided it inside submit (no future, no loop wake-up), else
+        (None, (tag, future)) as submit."""
         tag = self.next_tag
-        self.queue.submit(tag, limiter, id, permits, op, None, now)  # raises: nothing was queued
+        got = self.queue.submit_now(tag, limiter, id, permits, op, None, now)  # raises: its error
         self.next_tag = tag + 1
-        mine = None
-        taken = self.queue.take(_TAKE)
-        for i, item in enumerate(taken):
-            if item[0] == tag:
-                mine = item
-                del taken[i]
-                break
-        if taken:
-            self.resolve(taken)
+        if type(got) is not list:
+            return got, None
+        mine = next((item for item in got if item[0] == tag), None)
         if mine is None:
             future = self.futures[tag] = self.loop.create_future()
+        else:
+            got.remove(mine)
+        if got:
+            self.resolve(got)
+        if mine is None:
             return None, (tag, future)
         if mine[1]:
             raise mine[2]

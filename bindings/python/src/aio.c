@@ -188,7 +188,11 @@ PyDoc_STRVAR(completions_submit_doc,
 "completion comes out of take() under tag (an int >= 0) exactly once.\n"
 "Raises at once (nothing queued) for a bad argument or a closed client.");
 
-static PyObject *completions_submit(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs)
+static Py_ssize_t take_raw(CompletionsObject *self, Py_ssize_t max);
+static PyObject *taken_list(rl_state *st, CompletionsObject *self, Py_ssize_t n);
+
+/* submit; then, for submit_now (now_take), the completions already due. */
+static PyObject *submit_decision(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs, int now_take)
 {
     rl_state *st = STATE(self);
     PyObject *keep = NULL;
@@ -198,7 +202,7 @@ static PyObject *completions_submit(CompletionsObject *self, PyObject *const *ar
     long op;
     char err[ERRBUF];
 
-    if (!st || submit_prologue(st, self, "submit", args, nargs, 7, &tag) < 0) return NULL;
+    if (!st || submit_prologue(st, self, now_take ? "submit_now" : "submit", args, nargs, 7, &tag) < 0) return NULL;
     op = PyLong_AsLong(args[4]);
     if (op == -1 && PyErr_Occurred()) return NULL;
     if (op < RL_OP_ACQUIRE || op > RL_OP_REFUND) return raise_fmt(st, RL_ERR_INVALID, "unknown operation %ld", op);
@@ -207,7 +211,32 @@ static PyObject *completions_submit(CompletionsObject *self, PyObject *const *ar
     int rc = submit_one(st, self, client, &req, tag, err);
     Py_DECREF(keep); /* rl_submit copied the strings */
     if (rc < 0) return NULL;
-    Py_RETURN_NONE;
+    if (!now_take) Py_RETURN_NONE;
+    Py_ssize_t n = take_raw(self, 1024);
+    if (n < 0) return NULL;
+    if (n == 1 && self->buf[0].tag == tag) { /* decided inside rl_submit, and nothing else came: the common case */
+        rl_completion *c = &self->buf[0];
+        if (c->status == RL_OK) return result_new(st, &c->result);
+        return raise_code(st, c->status, c->error[0] ? c->error : rl_strerror(c->status));
+    }
+    return taken_list(st, self, n);
+}
+
+static PyObject *completions_submit(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return submit_decision(self, args, nargs, 0);
+}
+
+PyDoc_STRVAR(completions_submit_now_doc,
+"submit_now(tag, limiter, id, permits, op, max_wait, now)\n--\n\n"
+"submit(), then take() of what is already due: a decision taken from a\n"
+"lease completes inside the submit. Returns its Result (or raises its\n"
+"exception) when it alone came out, else take()'s list (its own\n"
+"completion in it or still to come).");
+
+static PyObject *completions_submit_now(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return submit_decision(self, args, nargs, 1);
 }
 
 /* What rl_execute would refuse in a batch of acquires, so that nothing of a
@@ -649,10 +678,43 @@ PyDoc_STRVAR(completions_take_doc,
 "the status (ERR_*) and the exception the blocking call would raise. Never\n"
 "blocks; [] when none waits.");
 
+/* Moves up to max completions into self->buf: how many (0 when closed and
+ * freed); -1 on MemoryError. */
+static Py_ssize_t take_raw(CompletionsObject *self, Py_ssize_t max)
+{
+    if (!self->q) return 0; /* closed and freed */
+    if ((size_t)max > self->bufcap) {
+        rl_completion *grown = PyMem_Realloc(self->buf, (size_t)max * sizeof *grown);
+        if (!grown) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->buf = grown;
+        self->bufcap = (size_t)max;
+    }
+    size_t n = rl_completions_take(self->q, self->buf, (size_t)max);
+    self->pending -= (Py_ssize_t)n;
+    return (Py_ssize_t)n;
+}
+
+/* The n completions take_raw moved, as take() returns them. */
+static PyObject *taken_list(rl_state *st, CompletionsObject *self, Py_ssize_t n)
+{
+    /* on a MemoryError the rest is lost: their futures would hang, but so does everything after one */
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = out ? completion_item(st, self, &self->buf[i]) : NULL;
+        rl_messages_free(&self->buf[i].messages); /* ours since taken */
+        if (!item) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, item);
+    }
+    return out;
+}
+
 static PyObject *completions_take(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     rl_state *st = STATE(self);
-    Py_ssize_t max = 1024;
+    Py_ssize_t max = 1024, n;
     if (!st) return NULL;
     if (nargs > 1) {
         PyErr_Format(PyExc_TypeError, "take() takes at most 1 argument (%zd given)", nargs);
@@ -664,24 +726,8 @@ static PyObject *completions_take(CompletionsObject *self, PyObject *const *args
         if (max < 1) return raise_fmt(st, RL_ERR_INVALID, "max must be at least 1 (got %zd)", max);
         if (max > 65536) max = 65536;
     }
-    if (!self->q) return PyList_New(0); /* closed and freed */
-    if ((size_t)max > self->bufcap) {
-        rl_completion *grown = PyMem_Realloc(self->buf, (size_t)max * sizeof *grown);
-        if (!grown) return PyErr_NoMemory();
-        self->buf = grown;
-        self->bufcap = (size_t)max;
-    }
-    size_t n = rl_completions_take(self->q, self->buf, (size_t)max);
-    self->pending -= (Py_ssize_t)n;
-    /* on a MemoryError the rest is lost: their futures would hang, but so does everything after one */
-    PyObject *out = PyList_New((Py_ssize_t)n);
-    for (size_t i = 0; i < n; i++) {
-        PyObject *item = out ? completion_item(st, self, &self->buf[i]) : NULL;
-        rl_messages_free(&self->buf[i].messages); /* ours since taken */
-        if (!item) Py_CLEAR(out);
-        else PyList_SET_ITEM(out, (Py_ssize_t)i, item);
-    }
-    return out;
+    if ((n = take_raw(self, max)) < 0) return NULL;
+    return taken_list(st, self, n);
 }
 
 PyDoc_STRVAR(completions_close_doc,
@@ -716,6 +762,7 @@ static PyObject *completions_get_freed(CompletionsObject *self, void *c)
 static PyMethodDef completions_methods[] = {
     {"fileno", (PyCFunction)completions_fileno, METH_NOARGS, completions_fileno_doc},
     {"submit", (PyCFunction)(void (*)(void))completions_submit, METH_FASTCALL, completions_submit_doc},
+    {"submit_now", (PyCFunction)(void (*)(void))completions_submit_now, METH_FASTCALL, completions_submit_now_doc},
     {"submit_many", (PyCFunction)(void (*)(void))completions_submit_many, METH_FASTCALL, completions_submit_many_doc},
     {"submit_acquire", (PyCFunction)(void (*)(void))completions_submit_acquire, METH_FASTCALL,
      completions_submit_acquire_doc},

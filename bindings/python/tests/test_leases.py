@@ -218,11 +218,13 @@ def test_threads_never_over_admit(server, raw, algorithm, limit, period, burst):
         t.start()
     for t in threads:
         t.join()
-    local = leasing.stats()["bound"]["local_allowed"]
+    s = leasing.stats()["bound"]
+    local = s["local_allowed"] + s["local_denied"]
     leasing.close()
     plain.close()
     assert worst_excess(admitted, algorithm, limit, period, burst) <= 0
-    # the limit was what bound them, and the lease was used
+    # the limit was what bound them, and the lease was used (near the limit
+    # blocks shrink to 1 permit: mostly for denials from memory)
     assert len(admitted) >= 0.5 * limit * 2.5
     assert local > 0
 
@@ -248,7 +250,8 @@ def test_asyncio_tasks_never_over_admit(server, raw, algorithm, limit, period, b
                     else:
                         await asyncio.sleep(0.002)
             await asyncio.gather(*[hammer(a) for _ in range(64)], *[hammer(b) for _ in range(8)])
-            return admitted, leasing.sync.stats()["bound-aio"]["local_allowed"]
+            s = leasing.sync.stats()["bound-aio"]
+            return admitted, s["local_allowed"] + s["local_denied"]
     admitted, local = asyncio.run(main())
     assert worst_excess(admitted, algorithm, limit, period, burst) <= 0
     assert len(admitted) >= 0.5 * limit * 2.5
