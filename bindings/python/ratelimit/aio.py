@@ -249,16 +249,24 @@ class _Runner:
 
     async def decide(self, limiter: _sync.Limiter, op: int, id: Text, permits: Any,
                      max_wait: Any, now: Any) -> Result:
-        st = self.state()
         if (op == _ACQUIRE or op == _UP_TO) and limiter.lease is not None:
-            # a decision from the lease completes inside submit: returned at
-            # once, the task does not suspend
-            result, pending = st.decide_leased(limiter, op, id, permits, now)
-            if pending is None:
-                return result  # type: ignore[no-any-return]
-            tag, future = pending
-        else:
-            tag, future = st.submit(limiter, op, id, permits, max_wait, now)
+            got = self.leased(limiter, op, id, permits, now)
+            return got if type(got) is Result else await got  # type: ignore[no-any-return]
+        st = self.state()
+        return await self.settle(st, *st.submit(limiter, op, id, permits, max_wait, now))
+
+    def leased(self, limiter: _sync.Limiter, op: int, id: Text, permits: Any,
+               now: Any) -> "Union[Result, Awaitable[Result]]":
+        """A decision of a limiter with a lease: its Result when the lease
+        decided it inside submit (the caller's task need not suspend), else
+        an awaitable of it."""
+        st = self.state()
+        result, pending = st.decide_leased(limiter, op, id, permits, now)
+        return result if pending is None else self.settle(st, *pending)
+
+    async def settle(self, st: _LoopState, tag: int, future: "asyncio.Future[Any]") -> Any:
+        """The future of a call submitted under tag (one round trip);
+        cancelling the caller drops its completion (the call itself stands)."""
         try:
             return await future
         except asyncio.CancelledError:
@@ -323,12 +331,7 @@ class _Runner:
         """A primitive that does not wait (release, refresh, extend, push):
         cancelling its task drops the completion, as for a decision."""
         st = self.state()
-        tag, future = st.start(submit, *args)
-        try:
-            return await future
-        except asyncio.CancelledError:
-            st.futures.pop(tag, None)
-            raise
+        return await self.settle(st, *st.start(submit, *args))
 
     async def wait(self, submit: Callable[..., None], give_back: Callable[[_LoopState, Any], None],
                    *args: Any) -> Any:
@@ -407,6 +410,7 @@ class AsyncLimiter:
     def __init__(self, limiter: _sync.Limiter, runner: _Runner) -> None:
         self.sync = limiter
         self._run = runner
+        self._leased = limiter.lease is not None
 
     name = property(lambda self: self.sync.name, doc="The limiter's name.")
     algorithm = property(lambda self: self.sync.algorithm, doc="The algorithm's name.")
@@ -444,6 +448,9 @@ class AsyncLimiter:
         (as with any await that needs no I/O)."""
         if timeout:
             return await self._run.acquire_wait(self.sync, id, permits, timeout, now)
+        if self._leased:  # one coroutine less on the hot path
+            got = self._run.leased(self.sync, _ACQUIRE, id, permits, now)
+            return got if type(got) is Result else await got  # type: ignore[no-any-return]
         return await self._run.decide(self.sync, _ACQUIRE, id, permits, None, now)
 
     async def peek(self, id: Text, permits: int = 1, *, now: Optional[Seconds] = None) -> Result:
