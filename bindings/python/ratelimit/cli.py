@@ -274,7 +274,32 @@ def _raw(client: ratelimit.Client, key: str) -> Dict[str, Any]:
         out["members"] = client._command(["ZCARD", key], key=key)
         flat = client._command(["ZRANGE", key, 0, 4, "WITHSCORES"], key=key)
         out["first"] = [[flat[i].decode("utf-8", "replace"), float(flat[i + 1])] for i in range(0, len(flat), 2)]
+    leased = _leased(client, key, out)
+    if leased is not None:
+        out["leased"] = leased
     return out
+
+
+def _leased(client: ratelimit.Client, key: str, raw: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """Leases outstanding on a key, where its state shows them (docs/semantics.md,
+    "Leases"): token_bucket and leaky_bucket store a leased block as of the
+    end of its validity (ts ahead of now: {"ahead_ms"}); sliding_log logs
+    each block as one member at that end ({"ahead_ms", "permits"}: the
+    members ahead). The other algorithms' blocks look like any admission."""
+    parsed = parse_key(key, client.prefix or "")
+    algorithm = parsed and parsed.get("algorithm")
+    if algorithm not in ("token_bucket", "leaky_bucket", "sliding_log"):
+        return None
+    seconds, micros = client._command(["TIME"], key=key)
+    now = int(seconds) * 1000 + int(micros) // 1000
+    if algorithm == "sliding_log":
+        flat = client._command(["ZRANGEBYSCORE", key, "(%d" % now, "+inf", "WITHSCORES"], key=key)
+        if not flat:
+            return None
+        permits = sum(int(flat[i].decode().split(":")[2]) for i in range(0, len(flat), 2))
+        return {"ahead_ms": int(float(flat[-1])) - now, "permits": permits}
+    ts = int(raw.get("fields", {}).get("ts", now))
+    return {"ahead_ms": ts - now} if ts > now else None
 
 
 def _state(client: ratelimit.Client, args: argparse.Namespace) -> Dict[str, Any]:
@@ -314,6 +339,11 @@ def _state_lines(data: Dict[str, Any]) -> List[str]:
             continue
         what = k.get("fields", k.get("value", "%s members" % k.get("members")))
         lines.append("  %s (%s, ttl %s): %s" % (k["key"], k["type"], _ttl(k["pttl"]), what))
+        leased = k.get("leased")
+        if leased:
+            lines.append("    leased: %sbooked until %s from now (a client may still spend it; unused permits go "
+                         "back when its lease ends)" % ("%d permits " % leased["permits"] if "permits" in leased else "",
+                                                        _seconds(leased["ahead_ms"] / 1000)))
     return lines
 
 
@@ -464,7 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("pattern", nargs="?", default="*", help="glob on the limiter name (default *)")
     ls.add_argument("--all", action="store_true", help="also semaphores, locks and delay queues")
 
-    for name, helptext in (("show", "an entity's state: a peek (remaining, retry, reset) and the raw keys"),
+    for name, helptext in (("show", "an entity's state: a peek (remaining, retry, reset), the raw keys and the leases "
+                                    "they show"),
                            ("reset", "delete an entity's state (it starts afresh)"),
                            ("watch", "show, refreshed live until Ctrl-C")):
         c = sub.add_parser(name, help=helptext)
