@@ -267,9 +267,10 @@ static void client_dealloc(ClientObject *self)
 
 PyDoc_STRVAR(client_close_doc,
 "close()\n--\n\n"
-"Close all connections. Calls still running finish first (the connections\n"
-"are closed when the last one returns); new calls raise ClientClosed.\n"
-"Closing twice is a no-op.");
+"Give every lease's unused permits back, then close all connections (one\n"
+"round trip per lease, bounded by the timeout). Calls still running finish\n"
+"first (both happen when the last one returns); new calls raise\n"
+"ClientClosed. Closing twice is a no-op.");
 
 static PyObject *client_close(ClientObject *self, PyObject *unused)
 {
