@@ -472,6 +472,17 @@ RL_API void rl_completions_close(rl_completions *queue);
  * completion follows exactly once. Thread-safe. */
 RL_API int rl_submit(rl_client *client, const rl_request *request, uint64_t tag, const rl_target *target);
 
+/* The decision rl_submit would complete at once from a lease, with no target
+ * and no queue: *decided = 1 and out set when the request (an acquire or
+ * acquire up to n with lease_ms) is decided from the block in hand or a
+ * remembered denial, counted in the metrics as rl_submit counts it (local);
+ * else *decided = 0 and nothing is done (no fetch started, nothing sent,
+ * never a wait on a fetch in flight): submit it as usual. A request with a
+ * stored spec is never decided here. Returns RL_ERR_INVALID (decided 0) for
+ * a bad request, as rl_submit would. Thread-safe; an event loop calls it
+ * first to skip the completion queue's round trip. */
+RL_API int rl_decide_from_lease(rl_client *client, const rl_request *request, rl_result *out, int *decided);
+
 /* The primitives, with the blocking calls' semantics; strings are copied.
  *
  * Acquire and pop with timeout_ms > 0 wait without holding any thread: the

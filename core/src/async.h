@@ -186,6 +186,8 @@ void rl_async_poke(rl_client *c);
  * error, or RL_LEASE_NOT_TAKEN: send it as without a lease */
 #define RL_LEASE_NOT_TAKEN 1
 int rl_lease_submit(rl_client *c, const rl_request *req, uint64_t tag, const rl_target *target);
+/* rl_decide_from_lease for a valid leased request: 1 decided (out set, counted), else 0. */
+int rl_lease_try(rl_client *c, const rl_request *req, rl_result *out);
 /* the reply to r's LEASE: 1 when r was sent again (a plain acquire), else
  * r->decided holds its decision */
 int rl_lease_async_reply(rl_async *a, areq *r, const redisReply *reply);

@@ -226,20 +226,27 @@ static int64_t need_of(rl_op op, int64_t permits)
     return op == RL_OP_ACQUIRE_UP_TO ? 1 : permits;
 }
 
+int rl_lease_decide_local(lease *e, rl_op op, int64_t permits, int64_t now, rl_result *out)
+{
+    int64_t need = need_of(op, permits);
+    if (now < e->denied_until_ms && need >= e->denied_permits) {
+        remembered_denial(e, now, out);
+    } else if (now < e->valid_until_ms && e->left >= need) {
+        take(e, op == RL_OP_ACQUIRE_UP_TO ? min64(permits, e->left) : permits, now, 1, out);
+    } else {
+        return 0;
+    }
+    e->last_used_ms = now;
+    return 1;
+}
+
 /* One decision under the table's lock. */
 step rl_lease_decide(rl_client *c, lease *e, rl_op op, int64_t permits, int64_t now, const void *fetcher,
                      rl_result *out, int64_t *want, areq **give_back)
 {
     int64_t need = need_of(op, permits);
     e->last_used_ms = now;
-    if (now < e->denied_until_ms && need >= e->denied_permits) {
-        remembered_denial(e, now, out);
-        return STEP_LOCAL;
-    }
-    if (now < e->valid_until_ms && e->left >= need) {
-        take(e, op == RL_OP_ACQUIRE_UP_TO ? min64(permits, e->left) : permits, now, 1, out);
-        return STEP_LOCAL;
-    }
+    if (rl_lease_decide_local(e, op, permits, now, out)) return STEP_LOCAL;
     if (e->fetching) return fetcher && e->fetcher == fetcher ? STEP_PLAIN : STEP_BUSY;
     if (e->plain_only) return STEP_PLAIN;
     /* a submission's GIVE_BACK is queued before its LEASE (same order on

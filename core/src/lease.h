@@ -81,6 +81,9 @@ typedef enum { GOT_RESULT, GOT_ERROR, GOT_PLAIN } got;
 /* The entry for req, made if new (create); NULL when the table is full or
  * memory out. The table's lock is held for all of these. */
 lease *rl_lease_entry(rl_leases *t, const rl_request *req, int64_t now, int create);
+/* A decision from the block in hand or a remembered denial: 1 with out set,
+ * else 0 and e untouched. */
+int rl_lease_decide_local(lease *e, rl_op op, int64_t permits, int64_t now, rl_result *out);
 /* One decision: a submission passes fetcher NULL; a blocking batch its own
  * token (a second request of the batch for a key it fetches goes PLAIN).
  * A block ended on the way adds its GIVE_BACK to *give_back (submissions). */

@@ -222,6 +222,20 @@ int rl_lease_submit(rl_client *c, const rl_request *req, uint64_t tag, const rl_
     return rc;
 }
 
+int rl_lease_try(rl_client *c, const rl_request *req, rl_result *out)
+{
+    rl_leases *t = c->leases;
+    rl_stats_mark mark;
+    int64_t now = rl_monotonic_ms();
+    rl_stats_begin(c, req->name, &mark);
+    pthread_mutex_lock(&t->mutex);
+    lease *e = rl_lease_entry(t, req, now, 0);
+    int decided = e && rl_lease_decide_local(e, req->op, req->permits, now, out);
+    pthread_mutex_unlock(&t->mutex);
+    if (decided) rl_stats_end(&mark, RL_OK, out);
+    return decided;
+}
+
 /* The I/O thread: the reply to r's LEASE. Returns 1 when r was sent again
  * (a plain acquire: the block is smaller than its permits); else r holds
  * its decision (r->decided) and the caller completes it. */

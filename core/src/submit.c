@@ -196,6 +196,20 @@ int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_ta
     return queue_request(c, r, RL_OK);
 }
 
+int rl_decide_from_lease(rl_client *c, const rl_request *request, rl_result *out, int *decided)
+{
+    int rc;
+    rl_clear_error();
+    if (!decided) return rl_fail(RL_ERR_INVALID, "decided must not be NULL");
+    *decided = 0;
+    if (!c || !request || !out) return rl_fail(RL_ERR_INVALID, "client, request and out must not be NULL");
+    /* a stored spec may need reading from Redis: rl_submit does that */
+    if (request->stored_spec) return RL_OK;
+    if ((rc = rl_validate_request(request))) return rc;
+    if (rl_lease_applies(c, request)) *decided = rl_lease_try(c, request, out);
+    return RL_OK;
+}
+
 /* A request that may wait: its first try goes out now, the rest from the I/O thread. */
 static areq *new_wait(rl_client *c, req_kind kind, const char *what, const char *name, int64_t timeout, uint64_t tag,
                       const rl_target *target)

@@ -2,7 +2,8 @@
  * Validation; decisions from memory (script calls counted by the client and
  * by Redis); give-back on rl_leases_give_back, on close and by the idle
  * timer (remaining goes back up); local denials; a reset, a refund and a
- * stored-spec change end leases; rl_submit decides locally too; a forked
+ * stored-spec change end leases; rl_submit and rl_decide_from_lease decide
+ * locally too; a forked
  * child drops the parent's leases; an outage leaves the block in hand
  * deciding. test_lease_bound.c checks the bound under concurrency. */
 #include <pthread.h>
@@ -211,6 +212,80 @@ static void submitted(void)
     printf("  rl_submit: %d of 4000 local, %llu lease calls\n", local, (unsigned long long)s.lease_calls);
     rl_client_close(c);
     rl_completions_close(q);
+}
+
+/* rl_decide_from_lease: decided from the block in hand or a remembered
+ * denial, counted as local decisions; otherwise not decided, with nothing
+ * sent, nothing fetched and the block untouched. */
+static void from_lease(void)
+{
+    rl_client *c = open_client(&redis, NULL);
+    rl_request req = leased("inhand", "k", RL_GCRA, 1000000, 1000, 1000);
+    rl_result r;
+    int decided = -1;
+    redis_flush(&redis);
+    long long before = scripts_run();
+    CHECK_OK(rl_decide_from_lease(c, &req, &r, &decided)); /* no block yet */
+    CHECK_EQ(decided, 0);
+    CHECK_EQ(scripts_run(), before);
+    CHECK_EQ(redis_dbsize(&redis), 0);
+    CHECK_EQ(rl_decide_from_lease(c, &req, &r, NULL), RL_ERR_INVALID);
+    rl_request bad = req;
+    bad.permits = 0;
+    decided = -1;
+    CHECK_EQ(rl_decide_from_lease(c, &bad, &r, &decided), RL_ERR_INVALID);
+    CHECK_EQ(decided, 0);
+    rl_request plain = req, peek = req;
+    plain.lease_ms = 0;
+    peek.op = RL_OP_PEEK;
+    CHECK_OK(rl_decide_from_lease(c, &plain, &r, &decided));
+    CHECK_EQ(decided, 0);
+    CHECK_OK(rl_decide_from_lease(c, &peek, &r, &decided));
+    CHECK_EQ(decided, 0);
+    CHECK_EQ(scripts_run(), before);
+
+    /* a block in hand (grown by rl_execute): up to 100 decisions from it */
+    for (int i = 0; i < 1000; i++) CHECK_OK(rl_execute(c, &req, 1, &r));
+    rl_limiter_stats s0 = stats_of(c, "inhand");
+    before = scripts_run();
+    int local = 0;
+    for (int i = 0; i < 100; i++) {
+        CHECK_OK(rl_decide_from_lease(c, &req, &r, &decided));
+        if (!decided) break; /* the block ran out or expired: fine, counted below */
+        CHECK(r.allowed);
+        CHECK(r.local);
+        CHECK_EQ(r.granted, 1);
+        local++;
+    }
+    CHECK(local > 0);
+    rl_request more = req; /* more than any block: not decided, the block untouched */
+    more.permits = 1000000;
+    CHECK_OK(rl_decide_from_lease(c, &more, &r, &decided));
+    CHECK_EQ(decided, 0);
+    CHECK_EQ(scripts_run(), before);
+    rl_limiter_stats s = stats_of(c, "inhand");
+    CHECK_EQ(s.allowed - s0.allowed, (uint64_t)local);
+    CHECK_EQ(s.local_allowed - s0.local_allowed, (uint64_t)local);
+    uint64_t timed = 0;
+    for (int b = 0; b < RL_STATS_BUCKETS; b++) timed += s.latency_buckets[b];
+    CHECK_EQ(timed, s.allowed + s.denied); /* each with its latency */
+
+    /* a remembered denial decides too */
+    rl_request deny = leased("inhand-deny", "k", RL_FIXED_WINDOW, 5, 60000, 1000);
+    for (int i = 0; i < 10; i++) CHECK_OK(rl_execute(c, &deny, 1, &r));
+    before = scripts_run();
+    s0 = stats_of(c, "inhand-deny");
+    CHECK_OK(rl_decide_from_lease(c, &deny, &r, &decided));
+    CHECK_EQ(decided, 1);
+    CHECK(!r.allowed);
+    CHECK(r.local);
+    CHECK(r.retry_after_ms > 0 && r.retry_after_ms <= 60000);
+    CHECK_EQ(scripts_run(), before);
+    s = stats_of(c, "inhand-deny");
+    CHECK_EQ(s.local_denied - s0.local_denied, 1);
+    CHECK_EQ(s.allowed + s.denied, 11);
+    printf("  rl_decide_from_lease: %d of 100 decided from the block in hand\n", local);
+    rl_client_close(c);
 }
 
 /* rl_acquire_wait over local denials: it sleeps their retry_after and gets
@@ -446,6 +521,7 @@ int main(void)
     local_denials();
     reset_ends();
     submitted();
+    from_lease();
     wait_and_batch();
     no_validity();
     threads();

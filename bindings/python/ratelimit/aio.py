@@ -157,8 +157,8 @@ class _LoopState:
     def decide_leased(self, limiter: _sync.Limiter, op: int, id: Text, permits: Any,
                       now: Any) -> "Tuple[Any, Optional[Tuple[int, asyncio.Future[Result]]]]":
         """A decision of a limiter with a lease: (its Result, None) when the
-        lease decided it inside submit (no future, no loop wake-up), else
-        (None, (tag, future)) as submit."""
+        lease in hand decided it (no queue, no future, no loop wake-up), or
+        when it completed inside submit; else (None, (tag, future)) as submit."""
         tag = self.next_tag
         got = self.queue.submit_now(tag, limiter, id, permits, op, None, now)  # raises: its error
         self.next_tag = tag + 1

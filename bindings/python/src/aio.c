@@ -191,7 +191,23 @@ PyDoc_STRVAR(completions_submit_doc,
 static Py_ssize_t take_raw(CompletionsObject *self, Py_ssize_t max);
 static PyObject *taken_list(rl_state *st, CompletionsObject *self, Py_ssize_t n);
 
-/* submit; then, for submit_now (now_take), the completions already due. */
+/* rl_decide_from_lease of req: 1 decided (*out), 0 not, -1 raised. */
+static int decide_from_lease(rl_state *st, ClientObject *client, const rl_request *req, rl_result *out)
+{
+    char err[ERRBUF];
+    int decided = 0;
+    rl_client *rl = client_enter(st, client);
+    if (!rl) return -1;
+    int rc = rl_decide_from_lease(rl, req, out, &decided);
+    if (rc) save_errmsg(err, rc);
+    client_leave(client);
+    if (!rc) return decided;
+    raise_code(st, rc, err);
+    return -1;
+}
+
+/* submit; then, for submit_now (now_take), the completions already due. A
+ * decision from the lease in hand never touches the queue. */
 static PyObject *submit_decision(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs, int now_take)
 {
     rl_state *st = STATE(self);
@@ -208,9 +224,12 @@ static PyObject *submit_decision(CompletionsObject *self, PyObject *const *args,
     if (op < RL_OP_ACQUIRE || op > RL_OP_REFUND) return raise_fmt(st, RL_ERR_INVALID, "unknown operation %ld", op);
     if (limiter_request(st, args[1], args[2], args[3], args[6], args[5], (rl_op)op, &req, &keep, &client) < 0)
         return NULL;
-    int rc = submit_one(st, self, client, &req, tag, err);
+    rl_result local;
+    int decided = now_take ? decide_from_lease(st, client, &req, &local) : 0;
+    int rc = decided ? 0 : submit_one(st, self, client, &req, tag, err);
     Py_DECREF(keep); /* rl_submit copied the strings */
-    if (rc < 0) return NULL;
+    if (decided < 0 || rc < 0) return NULL;
+    if (decided) return result_new(st, &local);
     if (!now_take) Py_RETURN_NONE;
     Py_ssize_t n = take_raw(self, 1024);
     if (n < 0) return NULL;
@@ -229,10 +248,10 @@ static PyObject *completions_submit(CompletionsObject *self, PyObject *const *ar
 
 PyDoc_STRVAR(completions_submit_now_doc,
 "submit_now(tag, limiter, id, permits, op, max_wait, now)\n--\n\n"
-"submit(), then take() of what is already due: a decision taken from a\n"
-"lease completes inside the submit. Returns its Result (or raises its\n"
-"exception) when it alone came out, else take()'s list (its own\n"
-"completion in it or still to come).");
+"The decision from the lease in hand (its Result, nothing queued), else\n"
+"submit(), then take() of what is already due. Returns its Result (or\n"
+"raises its exception) when it alone came out, else take()'s list (its\n"
+"own completion in it or still to come).");
 
 static PyObject *completions_submit_now(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
