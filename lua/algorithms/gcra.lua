@@ -11,9 +11,8 @@
 -- and returns the wait. REFUND moves the TAT back, never before now.
 -- LEASE books the block behind the end of its validity (at most half the
 -- tolerance): TAT = max(TAT, now + validity) + block * interval, if an
--- acquire of the block passes now. Handle "<TAT written>:<TAT before>:<block>";
--- GIVE_BACK only while that TAT is on top: the used permits count as taken
--- at the latest time they can have been (now, or the end of the validity).
+-- acquire of the block passes now. Handle "<TAT written>:<block>"; GIVE_BACK
+-- only while that TAT is on top: the unused permits come off it.
 -- State: string "<TAT us>:<interval us>" (a bare TAT, the old layout, is read
 -- with the current interval)
 ALG.gcra = function(key, now, r, permits, op, max_wait, initial, handle)
@@ -56,16 +55,15 @@ ALG.gcra = function(key, now, r, permits, op, max_wait, initial, handle)
     write()
   end
   if op == GIVE_BACK then
-    local h_tat, h_from, h_block = string.match(handle, '^(%d+):(%d+):(%d+)$')
-    h_tat, h_block = tonumber(h_tat), tonumber(h_block)
-    local given, on_top = 0, false
+    -- only the TAT itself says the booking is on top, and a refund and an acquire in between cancel out in
+    -- it: so the unused permits come off the top, and the used ones are not re-timed
+    local h_tat, h_block = string.match(handle, '^(%d+):(%d+)$')
+    local on_top = h_tat and stored and tonumber(string.match(stored, '^%d+')) == tonumber(h_tat)
+      and stored_interval == interval and permits <= tonumber(h_block)
     t = tat
-    if h_tat and stored and tonumber(string.match(stored, '^%d+')) == h_tat and stored_interval == interval and permits <= h_block then
-      t = math.min(h_tat - permits * interval, max(tonumber(h_from), now) + (h_block - permits) * interval)
-      given, on_top = permits, true
-    end
-    return {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, max(0, ceil((t - now) / 1000)), 0, given},
-      on_top and write or nil
+    if on_top then t = max(now, tat - permits * interval) end
+    return {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, max(0, ceil((t - now) / 1000)), 0,
+            on_top and permits or 0}, on_top and write or nil
   end
   if op == REFUND then
     t = max(now, tat - permits * interval)
@@ -89,7 +87,7 @@ ALG.gcra = function(key, now, r, permits, op, max_wait, initial, handle)
     local valid = math.min(max_wait / 1000, floor(tolerance / 2000)) -- ms (max_wait is in us here)
     t = max(tat, now + valid * 1000) + interval * permits
     return {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, ceil((t - now) / 1000), valid,
-            string.format('%d:%d:%d', t, tat, permits)}, write
+            string.format('%d:%d', t, permits)}, write
   end
   t = new_tat
   return {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, ceil((t - now) / 1000), ceil(wait / 1000)},

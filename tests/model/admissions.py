@@ -17,6 +17,11 @@ what docs/semantics.md promises for the algorithm.
   gcra            at most burst + d / emission interval in any d ms (same)
   leaky_bucket    at most capacity + d x capacity / period poured in any d ms
 
+Leased permits (docs/semantics.md, Leases) are admitted by their client at
+times it chooses: each is known only to lie in [lo, hi] (the grant, and
+when the client stopped), and counts in every window or interval it may
+lie in, so the bound holds for every placement at once.
+
 Refunds give permits back: a refund inside an interval counts against what
 was admitted in it (as much as it asked for; clamped to what the window
 holds where the docs say so). The buckets and sliding_window count per
@@ -28,13 +33,20 @@ from fractions import Fraction
 class FixedWindow:
     def __init__(self):
         self.start = self.net = self.key_end = None
+        self.leased = []  # (hi, permits, rate): may still be admitted until hi
 
     def admit(self, t, rate, n, latest):
         if self.start is None or t >= self.start + rate.period or latest > self.key_end:
-            self.start, self.net = t, 0
+            # a new window, with the leased permits that may lie in it (a lease is held to the rate it
+            # was granted under: after a rate change, until it ends, its permits come on top)
+            self.start, self.net = t, sum(k for hi, k, r in self.leased if hi >= t and r == rate)
         self.net += n
         self.key_end = self.start + rate.period  # the TTL of this write
         assert self.net <= rate.limit, f"{self.net} permits in the window opened at {self.start}, limit {rate.limit}"
+
+    def admit_within(self, lo, hi, rate, n, latest):
+        self.admit(lo, rate, n, latest)
+        self.leased.append([hi, n, rate])
 
     def refund(self, t, rate, n, latest):
         if self.start is None:
@@ -44,27 +56,54 @@ class FixedWindow:
             return
         self.net = max(0, self.net - n)
         self.key_end = self.start + rate.period
+        for lease in reversed(self.leased):  # it may give back leased permits too: the newest first
+            back = min(n, lease[1])
+            lease[1] -= back
+            n -= back
         if self.net == 0:
             self.start = None
 
 
 class SlidingLog:
     def __init__(self):
-        self.calls, self.edge, self.key_end = [], None, None  # calls: [logged time, permits]
+        # calls: [logged time, permits] or, for a lease, [logged time, permits, lo, hi]
+        self.calls, self.edge, self.key_end = [], None, None
+
+    def cut(self, t, rate):
+        return t - rate.period if self.edge is None else max(t - rate.period, self.edge)
 
     def live(self, t, rate):
-        cut = t - rate.period if self.edge is None else max(t - rate.period, self.edge)
-        return [c for c in self.calls if c[0] > cut]
+        """The calls the log still counts at t (refunds take back the newest of them)."""
+        return [c for c in self.calls if c[0] > self.cut(t, rate)]
 
-    def admit(self, t, rate, n, latest):
+    def admit(self, t, rate, n, latest, leased=None):
         if self.key_end is not None and latest > self.key_end:
             self.calls, self.edge = [], None
         at = max([t] + [c[0] for c in self.calls])  # a clock that went back logs at the newest time
+        if leased:
+            at = max(at, leased[2])  # the block is logged at the end of its validity
         self.edge = t - rate.period if self.edge is None else max(self.edge, t - rate.period)
-        self.calls.append([at, n])
+        call = [at, n] + (leased[:2] if leased else [])
+        self.calls.append(call)
         self.key_end = at + rate.period
-        live = sum(c[1] for c in self.live(t, rate))
+        # the permits that lie (a lease's: may lie) in (t - period, t]
+        cut = self.cut(t, rate)
+        live = sum(c[1] for c in self.calls if (c[2] <= t and c[3] > cut if len(c) > 2 else c[0] > cut))
         assert live <= rate.limit, f"{live} permits live at {t} within {rate.period} ms, limit {rate.limit}"
+        return call
+
+    def admit_within(self, lo, hi, rate, n, latest, logged):
+        return self.admit(lo, rate, n, latest, leased=[lo, hi, logged])
+
+    def give_back(self, t, rate, call):
+        """The lease's block, on top, is logged again with what was used at
+        the latest time it may have been (not before the call below it)."""
+        i = next(i for i, c in enumerate(self.calls) if c is call)
+        del self.calls[i]
+        if call[1]:
+            call[0] = max([min(t, call[0])] + [c[0] for c in self.calls[-1:]])
+            self.calls.append(call)
+            self.key_end = call[0] + rate.period
 
     def refund(self, t, rate, n, latest):
         if self.key_end is not None and latest > self.key_end:
@@ -87,6 +126,10 @@ class SlidingWindow:
         self.net[w] = self.net.get(w, 0) + n
         assert self.net[w] <= rate.limit, f"{self.net[w]} permits in window {w * rate.period}, limit {rate.limit}"
 
+    def admit_within(self, lo, hi, rate, n, latest):
+        for w in range(lo // rate.period, hi // rate.period + 1):
+            self.admit(w * rate.period, rate, n, latest)
+
     def refund(self, t, rate, n, latest):
         w = t // rate.period
         self.net[w] = max(0, self.net.get(w, 0) - n)  # the current window first
@@ -94,12 +137,13 @@ class SlidingWindow:
 
 class Bucket:
     """Permits admitted (+) and given back (-), each at a time known to lie
-    in [lo, hi]; every interval that holds the newest admission is held to
-    its bound, counting the admissions that certainly lie inside it and the
-    refunds that may."""
+    in [lo, hi]; every interval that may hold the newest admission is held
+    to its bound, counting the admissions that certainly lie inside it, the
+    leased ones that may (the client picks their time), and the refunds
+    that may."""
 
     def __init__(self, algorithm):
-        self.algorithm, self.events = algorithm, []  # (lo, hi, permits)
+        self.algorithm, self.events = algorithm, []  # (lo, hi, permits, leased)
 
     def bound(self, rate, d):
         """The most permits any d ms may admit."""
@@ -110,24 +154,41 @@ class Bucket:
             return rate.capacity("token_bucket") + Fraction(d * rate.limit, rate.period)
         return rate.limit + Fraction(d * rate.limit, rate.period)
 
+    @staticmethod
+    def inside(event, a, b):
+        s, e, k, leased = event
+        if k > 0 and not leased:
+            return a <= s and e <= b
+        # a leased admission wherever it may be; a refund whenever it may (it can give back a slot booked ahead)
+        return s <= b and e >= a
+
+    def check(self, rate, new):
+        # the latest start and the earliest end that still count each event
+        starts = sorted({e[1] if e[3] else e[0] for e in self.events})
+        ends = sorted({e[0] if e[3] else e[1] for e in self.events})
+        for a in starts:
+            for b in ends:
+                if a > b or not self.inside(new, a, b):
+                    continue
+                total = sum(e[2] for e in self.events if self.inside(e, a, b))
+                assert total <= self.bound(rate, b - a), \
+                    f"{total} permits in [{a}, {b}], at most {self.bound(rate, b - a)}"
+
     def admit(self, t, rate, n, wait=0, rates=1):
         lo = hi = t
         if wait and self.algorithm != "leaky_bucket":
             # a reserve counts when its slot comes: wait_ms is rounded up to
             # a whole ms, and with several rates it is the longest one
             lo, hi = (t + wait - 1, t + wait) if rates == 1 else (t, t + wait)
-        self.events.append((lo, hi, n))
-        starts = sorted({e[0] for e in self.events if e[0] <= lo})
-        ends = sorted({e[1] for e in self.events if e[1] >= hi})
-        for a in starts:
-            for b in ends:
-                # an admission when it lies inside; a refund whenever it may (it can give back a slot booked ahead)
-                total = sum(k for s, e, k in self.events if ((a <= s and e <= b) if k > 0 else (s <= b and e >= a)))
-                assert total <= self.bound(rate, b - a), \
-                    f"{total} permits in [{a}, {b}], at most {self.bound(rate, b - a)}"
+        self.events.append((lo, hi, n, False))
+        self.check(rate, self.events[-1])
+
+    def admit_within(self, lo, hi, rate, n, latest):
+        self.events.append((lo, hi, n, True))
+        self.check(rate, self.events[-1])
 
     def refund(self, t, rate, n, latest):
-        self.events.append((t, max([t] + [e[1] for e in self.events]), -n))
+        self.events.append((t, max([t] + [e[1] for e in self.events]), -n, False))
 
 
 class Admissions:
@@ -147,6 +208,29 @@ class Admissions:
             self.trackers[key] = (rate, new() if new else Bucket(self.algorithm))
         self.trackers[key] = (rate, self.trackers[key][1])
         return self.trackers[key][1]
+
+    def record_lease(self, spec, id, lo, hi, used, logged):
+        """A lease's `used` permits, each admitted by its client at some time
+        in [lo, hi] (logged: when sliding_log logs the block); returns what
+        record_give_back needs."""
+        self.latest = max(self.latest, lo)
+        calls = []
+        for index, rate in enumerate(spec.rates):
+            tr = self.tracker(id, index, rate)
+            where = f"{self.algorithm} rate {index} ({rate.limit}/{rate.period} ms) id {id}, lease [{lo}, {hi}]"
+            try:
+                if isinstance(tr, SlidingLog):
+                    calls.append((tr, tr.admit_within(lo, hi, rate, used, self.latest, logged[index])))
+                else:
+                    tr.admit_within(lo, hi, rate, used, self.latest)
+            except AssertionError as e:
+                raise AssertionError(f"admission invariant: {where}: {e}") from None
+        return calls
+
+    def record_give_back(self, spec, t, calls, applied):
+        for (tr, call), rate, done in zip(calls, spec.rates, applied):
+            if done and tr in (t_ for _, t_ in self.trackers.values()):
+                tr.give_back(t, rate, call)
 
     def record(self, spec, step, result):
         op, id, t = step["op"], step["id"], step["now_ms"]

@@ -17,13 +17,17 @@ A step (also the format of sequences.json):
   {"op": acquire|peek|reserve|acquire_up_to|refund|reset, "id", "now_ms",
    "permits", "max_wait_ms", "spec": index into the sequence's specs,
    "expire": [keys deleted before it], "expect": {the eight fields} or
-   "expect_error": "invalid", "keys": {key: TTL ms | "kept" | "absent"}}"""
+   "expect_error": "invalid", "keys": {key: TTL ms | "kept" | "absent"}}
+Leases (test_leases.py, through the script directly): op lease (permits =
+want, max_wait_ms = validity; expect() adds "lease", the model's records)
+and give_back (permits = unused, "lease" = those records)."""
 import collections
 import time
 from typing import Any, Callable, Dict, List, Optional
 
 import redis
 
+import lease_model
 import limiter_model as m
 
 PREFIX, NAME = "rl", "model"
@@ -47,6 +51,12 @@ def expect(model: m.Model, spec: m.Spec, step: Dict[str, Any]) -> Dict[str, Any]
     out: Dict[str, Any] = {"expire": model.expire(now)}
     if step["op"] == "reset":
         written = model.reset(spec, step["id"], now)
+    elif step["op"] == "lease":
+        out["expect"], written, out["lease"] = lease_model.lease(model, spec, step["id"], step["permits"],
+                                                                 step["max_wait_ms"], now)
+    elif step["op"] == "give_back":
+        out["expect"], written, out["applied"] = lease_model.give_back(model, spec, step["id"], step["lease"],
+                                                                       step["permits"], now)
     else:
         try:
             out["expect"], written = model.step(spec, step["id"], step["op"], step["permits"], now,

@@ -270,6 +270,8 @@ class TokenBucket:
             level = min(full, (level * rate.period) // period)
         if now > ts:
             level, ts = min(full, level + (now - ts) * rate.limit), now
+        elif ts > now:  # booked ahead by a lease: the level that refills to it by ts
+            level, ts = level - (ts - now) * rate.limit, now
         return {"now": now, "rate": rate, "level": min(level, full), "ts": ts}
 
     @staticmethod
@@ -324,6 +326,8 @@ class LeakyBucket:
             water = ceil_div(water * rate.period, period)
         if now > ts:
             water, ts = max(0, water - (now - ts) * rate.limit), now
+        elif ts > now:  # booked ahead by a lease: the water that drains to it by ts
+            water, ts = water + (ts - now) * rate.limit, now
         return {"now": now, "rate": rate, "water": water, "ts": ts}
 
     @staticmethod

@@ -31,12 +31,17 @@ class Limit:
         self.r = r
         self.sha = r.script_load(text())
 
-    def call(self, keys: Sequence[str], spec: m.Spec, op: str, permits: int, now_ms: int, max_wait_ms: int = 0,
+    @staticmethod
+    def args(spec: m.Spec, op: str, permits: int, now_ms: int, max_wait_ms: int = 0,
              handles: Optional[List[str]] = None) -> list:
+        """ARGV as the C core builds it (rl_build_decision)."""
         initial = -1 if spec.initial_tokens is None else spec.initial_tokens
         args = [now_ms, spec.algorithm, OPS[op], permits, max_wait_ms, initial]
         for rate in spec.rates:
             args += [rate.limit, rate.period, rate.capacity(spec.algorithm)]
-        args += handles or []
-        reply = self.r.evalsha(self.sha, len(keys), *keys, *args)
+        return args + (handles or [])
+
+    def call(self, keys: Sequence[str], spec: m.Spec, op: str, permits: int, now_ms: int, max_wait_ms: int = 0,
+             handles: Optional[List[str]] = None) -> list:
+        reply = self.r.evalsha(self.sha, len(keys), *keys, *self.args(spec, op, permits, now_ms, max_wait_ms, handles))
         return [x.decode() if isinstance(x, bytes) else x for x in reply]
