@@ -109,12 +109,15 @@ static void local_decisions(void)
 }
 
 /* Blocks grow on a busy key, then going back restores capacity: by
- * rl_leases_give_back, by rl_client_close, and by the idle timer. */
+ * rl_leases_give_back, by rl_client_close, and by the idle timer. On
+ * token_bucket: a gcra block given back before its validity ends keeps the
+ * validity booked (a TAT cannot prove nothing happened since; semantics.md,
+ * Leases). */
 static void give_back(int how)
 {
     static const char *const names[] = {"gb-call", "gb-close", "gb-idle"};
     rl_client *c = open_client(&redis, NULL);
-    rl_request req = leased(names[how], "k", RL_GCRA, 1000, 60000, how == 2 ? 200 : 5000);
+    rl_request req = leased(names[how], "k", RL_TOKEN_BUCKET, 1000, 60000, how == 2 ? 200 : 5000);
     rl_result r;
     for (int i = 0; i < 200; i++) {
         CHECK_OK(rl_execute(c, &req, 1, &r));
@@ -458,13 +461,13 @@ static void refreshed(void)
     rl_options o = RL_OPTIONS_INIT;
     o.config_refresh_ms = 100;
     rl_client *a = open_client(&redis, &o), *b = open_client(&redis, NULL);
-    rl_request old = leased("refreshed", "k", RL_GCRA, 1000, 3600000, 60000);
+    rl_request old = leased("refreshed", "k", RL_TOKEN_BUCKET, 1000, 3600000, 60000); /* as give_back's */
     CHECK_OK(rl_config_set(b, "refreshed", &old.spec));
     rl_request req = old;
     req.stored_spec = 1;
     CHECK(hold_block(a, &req) < 900);
     rl_spec changed = old.spec;
-    changed.algorithm = RL_TOKEN_BUCKET; /* other keys: the old one shows the give-back alone */
+    changed.algorithm = RL_GCRA; /* other keys: the old one shows the give-back alone */
     CHECK_OK(rl_config_set(b, "refreshed", &changed));
     sleep_ms(150);
     rl_result r;

@@ -98,9 +98,10 @@ class SlidingLog:
     def give_back(self, t, rate, call):
         """The lease's block, on top, is logged again with what was used at
         the latest time it may have been (not before the call below it)."""
-        i = next(i for i, c in enumerate(self.calls) if c is call)
-        del self.calls[i]
-        if call[1]:
+        kept = [c for c in self.calls if c is not call]  # a refund may have taken it out already
+        used = call[1] if len(kept) < len(self.calls) else 0
+        self.calls = kept
+        if used:
             call[0] = max([min(t, call[0])] + [c[0] for c in self.calls[-1:]])
             self.calls.append(call)
             self.key_end = call[0] + rate.period

@@ -18,7 +18,7 @@ A step (also the format of sequences.json):
    "permits", "max_wait_ms", "spec": index into the sequence's specs,
    "expire": [keys deleted before it], "expect": {the eight fields} or
    "expect_error": "invalid", "keys": {key: TTL ms | "kept" | "absent"}}
-Leases (test_leases.py, through the script directly): op lease (permits =
+Leases (test_model_leases.py, through the script directly): op lease (permits =
 want, max_wait_ms = validity; expect() adds "lease", the model's records)
 and give_back (permits = unused, "lease" = those records)."""
 import collections

@@ -1,7 +1,7 @@
 """The script's lease ops (5 LEASE, 6 GIVE_BACK; docs/semantics.md, Leases)
 called directly, explicit clock: the reply's layout, the block and validity
 rules, give back on top and not on top, a denial as an acquire of one's.
-test_leases.py checks them against the model and the admission bound."""
+test_model_leases.py checks them against the model and the admission bound."""
 import pathlib
 import re
 import sys
