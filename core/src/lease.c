@@ -143,10 +143,15 @@ static void build_give_back(rl_cmd *cmd, rl_client *c, const lease *e, int64_t u
 /* ---- the block ------------------------------------------------------------------ */
 
 /* Worth a GIVE_BACK: permits unused, or time booked that was not used
- * (the buckets book the block's validity ahead). */
+ * where the script re-times it (token_bucket and leaky_bucket book the
+ * block's validity ahead, sliding_log logs it ahead; gcra, fixed_window and
+ * sliding_window give back only unused permits, so a used-up block costs
+ * them no script). */
 static int worth_giving_back(const lease *e, int64_t now)
 {
-    return e->block > 0 && (e->left > 0 || now < e->valid_until_ms);
+    rl_algorithm a = e->spec.algorithm;
+    int retimed = a == RL_TOKEN_BUCKET || a == RL_LEAKY_BUCKET || a == RL_SLIDING_LOG;
+    return e->block > 0 && (e->left > 0 || (retimed && now < e->valid_until_ms));
 }
 
 /* Ends the block in hand: the next size adapts (doubles when the block
