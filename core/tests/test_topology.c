@@ -151,9 +151,10 @@ static void suite(const char *label, const char *url, const rl_options *o)
      * an explicit clock that wraps would meet the last run's keys */
     long long run = (long long)getpid() * 1000 + now_ms() % 1000;
 
-    /* leases: blocks taken, decided from and given back through this topology */
+    /* leases: blocks taken, decided from and given back through this topology (token_bucket: its
+     * give-back also returns the validity booked ahead, gcra's only the unused permits) */
     {
-        rl_request req = {.name = name, .id = "lease", .spec = {.algorithm = RL_GCRA, .limit = 1000, .period_ms = 3600000},
+        rl_request req = {.name = name, .id = "lease", .spec = {.algorithm = RL_TOKEN_BUCKET, .limit = 1000, .period_ms = 3600000},
                           .permits = 1, .op = RL_OP_ACQUIRE, .lease_ms = 60000};
         int local = 0;
         snprintf(name, sizeof name, "%s-lease-%lld", label, run);
