@@ -403,7 +403,7 @@ static void dials_done(rl_async *a)
             aconn *ac = d->ac;
             ac->connecting = 0;
             int rc = d->status ? rl_fail(d->status, "%s", d->error) : conn_attach(a, ac, d->conn);
-            if (rc && (rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT)) rl_topology_suspect(a->client, ac->node);
+            if (rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) rl_topology_suspect(a->client, ac->node);
             if (rc) {
                 char msg[200];
                 snprintf(msg, sizeof msg, "%s", rl_errmsg());
