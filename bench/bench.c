@@ -17,6 +17,7 @@
 #include <hiredis/hiredis.h>
 
 #include "ratelimit.h"
+#include "bench_common.h"
 
 /* find limit.lua (every algorithm's decision) among the embedded scripts */
 static size_t limit_script_index(void)
@@ -27,18 +28,8 @@ static size_t limit_script_index(void)
     return 0;
 }
 
-static const char *url = "redis://127.0.0.1:6379";
-static char host[64] = "127.0.0.1";
-static int port = 6379;
 static double seconds = 2.0;
 static rl_client *client;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 typedef struct {
     int index;
@@ -195,11 +186,7 @@ int main(int argc, char **argv)
 {
     int threads = argc > 1 ? atoi(argv[1]) : 4;
     if (argc > 2) seconds = atof(argv[2]);
-    if (getenv("REDIS_URL")) url = getenv("REDIS_URL");
-    if (sscanf(url, "redis://%63[^:]:%d", host, &port) < 1) {
-        fprintf(stderr, "bench needs a redis://host:port URL\n");
-        return 1;
-    }
+    if (bench_redis_from_env("bench")) return 1;
     rl_options o = RL_OPTIONS_INIT;
     o.pool_size = threads;
     if (rl_client_open(&client, url, &o)) {

@@ -20,20 +20,11 @@
 #include <hiredis/hiredis.h>
 
 #include "ratelimit.h"
+#include "bench_common.h"
 
-static const char *url = "redis://127.0.0.1:6379";
-static char host[64] = "127.0.0.1";
-static int port = 6379;
 static double seconds = 3.0;
 static rl_client *client;
 static const rl_spec spec = {.algorithm = RL_GCRA, .limit = 1000000000, .period_ms = 1000, .burst = 0};
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* Redis's own CPU seconds (user + sys) so far */
 static double redis_cpu(void)

@@ -16,19 +16,10 @@
 #include <hiredis/hiredis.h>
 
 #include "ratelimit.h"
+#include "bench_common.h"
 
-static const char *url = "redis://127.0.0.1:6379";
-static char host[64] = "127.0.0.1";
-static int port = 6379;
 static double seconds = 2.0;
 static rl_client *client;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static long long scripts_run(void)
 {
@@ -142,11 +133,7 @@ static void row(const char *what, int threads, int in_flight)
 int main(int argc, char **argv)
 {
     if (argc > 1) seconds = atof(argv[1]);
-    if (getenv("REDIS_URL")) url = getenv("REDIS_URL");
-    if (sscanf(url, "redis://%63[^:]:%d", host, &port) < 1) {
-        fprintf(stderr, "bench_lease needs a redis://host:port URL\n");
-        return 1;
-    }
+    if (bench_redis_from_env("bench_lease")) return 1;
     rl_options o = RL_OPTIONS_INIT;
     o.pool_size = 8;
     if (rl_client_open(&client, url, &o)) {
