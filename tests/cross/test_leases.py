@@ -360,3 +360,29 @@ def test_leases_never_over_admit(url, workers, algorithm):
     best = max(runs)
     print(f"{algorithm}: the workers never made 90% of the calls offered; best run: {best[2]}")
     assert best[0] >= STARVED_UTILIZATION, best[2]
+
+
+def test_the_checks_catch_a_breach():
+    """The bound checks fail on one admission too many, and pass without it."""
+    clock = type("Clock", (), {"lo": 0, "hi": 1000})()
+    us = 1000
+    # gcra 2000/s burst 200 (0.5 ms apart): the burst at 0, then one every 0.5 ms for 1 s
+    gcra = [(0, us, 0)] * 200 + [(k * 500 * us, k * 500 * us + us, 0) for k in range(1, 2001)]
+    check_bound("gcra", gcra, clock, set())
+    with pytest.raises(AssertionError, match="gcra: [0-9]+ admissions within"):
+        check_bound("gcra", gcra + [(5 * us, 6 * us, 0)], clock, set())
+    # token_bucket, the same on a ms clock (two stamps d apart may be d + 1 ms apart on Redis's
+    # clock: 2 more allowed): 3 more is a breach
+    check_bound("token_bucket", gcra + [(600 * MS, 600 * MS + us, 0)] * 2, clock, set())
+    with pytest.raises(AssertionError, match="token_bucket"):
+        check_bound("token_bucket", gcra + [(600 * MS, 600 * MS + us, 0)] * 3, clock, set())
+    # sliding_log 500/s: 500 at 0, 500 at 1000 ms; one more at 998 ms is 501 within 999 ms
+    log = [(0, us, 0)] * 500 + [(1000 * MS, 1000 * MS + us, 0)] * 500
+    check_bound("sliding_log", log, clock, set())
+    with pytest.raises(AssertionError, match="sliding_log: 501"):
+        check_bound("sliding_log", log + [(998 * MS, 998 * MS + us, 0)], clock, set())
+    # windows: the window at 0 holds 500; one more inside it breaks it, one outside all windows does not
+    window = [(10 * MS, 10 * MS + us, 0)] * 500
+    check_bound("fixed_window", window + [(1000 * MS, 1000 * MS + us, 0)], clock, {0})
+    with pytest.raises(AssertionError, match="501 admissions in the window"):
+        check_bound("fixed_window", window + [(999 * MS - 2 * us, 999 * MS - us, 0)], clock, {0})
