@@ -13,19 +13,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 import limiter_model as m  # noqa: E402
 import script  # noqa: E402
-from test_model import Server  # noqa: E402
 
 T0 = 1_700_000_000_000
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def limit():
-    server = Server()
-    try:
-        yield script.Limit(redis.Redis(port=server.port))
-    finally:
-        server.stop()
 
 
 @pytest.fixture(autouse=True)
