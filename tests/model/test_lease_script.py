@@ -7,7 +7,6 @@ import re
 import sys
 
 import pytest
-import redis
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
