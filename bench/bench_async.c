@@ -6,8 +6,8 @@
  *        bench_async metrics [seconds] [rounds]: what metrics cost (on / off)
  *        bench_async count N off async: N decisions and nothing else, for
  *          valgrind --tool=callgrind (off, async: 0 or 1)
- *        bench_async submit IN_FLIGHT [seconds]: decisions/s of rl_submit alone
- *          and the client CPU per decision (us)
+ *        bench_async submit IN_FLIGHT [seconds] [max_batch]: decisions/s of
+ *          rl_submit alone and the client CPU per decision (us)
  *          (bench_async.sh runs it against redis-benchmark, round by round) */
 #include <poll.h>
 #include <pthread.h>
@@ -246,6 +246,7 @@ int main(int argc, char **argv)
         if (getenv("REDIS_URL")) url = getenv("REDIS_URL");
         if (argc > 3) seconds = atof(argv[3]);
         rl_options o = RL_OPTIONS_INIT;
+        if (argc > 4) o.max_batch = atoi(argv[4]);
         if (rl_client_open(&client, url, &o)) {
             fprintf(stderr, "%s\n", rl_errmsg());
             return 1;

@@ -131,9 +131,16 @@ typedef struct {
      * per connection (pool_size per server): while a server is behind, a call
      * that finds every pooled connection busy fails at once the same way. */
     int max_in_flight;
+    /* Plain decisions (ops acquire..refund, no lease) for one server (one
+     * slot in a cluster) that are ready together go in one script call, up
+     * to this many, 1..1000; default 16, 1: one call each. The asynchronous
+     * core batches what is queued at once and never waits for company;
+     * rl_execute batches its requests. A batch costs Redis less CPU per
+     * decision but holds it for its whole length (docs/reliability.md). */
+    int max_batch;
 } rl_options;
 
-#define RL_OPTIONS_INIT { 1000, 1000, 8, "rl", RL_ON_ERROR_RAISE, NULL, NULL, NULL, RL_TLS_VERIFY_DEFAULT, 1000, 0, 1000, NULL, 1000 }
+#define RL_OPTIONS_INIT { 1000, 1000, 8, "rl", RL_ON_ERROR_RAISE, NULL, NULL, NULL, RL_TLS_VERIFY_DEFAULT, 1000, 0, 1000, NULL, 1000, 16 }
 
 RL_API void rl_options_init(rl_options *options);
 

@@ -171,7 +171,9 @@ void rl_async_conn_drop(rl_async *a, aconn *ac, int status)
         return;
     }
     fail_list(a, &ac->inflight, status, msg);
+    fail_list(a, &ac->staged, status, msg);
     fail_list(a, &ac->room, status, msg);
+    ac->staged_count = 0;
     ac->count = 0;
     if (status == RL_ERR_CONNECTION) rl_topology_suspect(a->client, ac->node);
 }
@@ -258,24 +260,71 @@ void *rl_async_dialer(void *arg)
     return NULL;
 }
 
-static void append(aconn *ac, areq *r)
+/* The decisions staged on ac go into its output: one batch call (their
+ * replies due as one), or one call when alone. In the order staged, which
+ * is the order they were appended in. */
+static void flush_staged(rl_async *a, aconn *ac)
+{
+    int n = ac->staged_count;
+    if (!n) return;
+    areq *first = ac->staged.head;
+    if (n == 1) {
+        first->group = 0;
+        rl_append_command(ac->conn->ctx, first->cmd.argc, first->cmd.argv, first->cmd.lens);
+    } else {
+        int i = 0;
+        for (areq *r = first; r; r = r->next) {
+            r->group = 0;
+            a->batch[i++] = &r->cmd;
+        }
+        first->group = n;
+        rl_append_batch(ac->conn->ctx, a->batch, (size_t)n);
+    }
+    /* counted when staged */
+    if (ac->inflight.tail) ac->inflight.tail->next = first;
+    else ac->inflight.head = first;
+    ac->inflight.tail = ac->staged.tail;
+    ac->staged.head = ac->staged.tail = NULL;
+    ac->staged_count = 0;
+}
+
+static int batchable(const rl_async *a, const areq *r)
+{
+    return r->cmd.batchable && !r->ask && !r->lease && !r->wait && a->client->options.max_batch > 1;
+}
+
+static void append(rl_async *a, aconn *ac, areq *r)
 {
     r->sent_ms = rl_monotonic_ms();
     ac->resent += r->redirects > 0;
+    ac->count++;
+    if (batchable(a, r)) {
+        /* ready now with others: one script call for them, written with
+         * the rest of this round's output (never waiting for company); in
+         * a cluster one script's keys are one slot's */
+        if (ac->staged_count == a->client->options.max_batch ||
+            (ac->staged.head && ac->staged.head->cmd.slot != r->cmd.slot &&
+             a->client->url.mode == RL_MODE_CLUSTER))
+            flush_staged(a, ac);
+        list_push(&ac->staged, r);
+        ac->staged_count++;
+        return;
+    }
+    flush_staged(a, ac);
     if (r->wait) { /* a wake-up after this may concern this try */
         r->wait->armed = rl_wait_armed(r->wait);
         r->wait->woken = 0;
     }
     rl_append_command(ac->conn->ctx, r->cmd.argc, r->cmd.argv, r->cmd.lens);
     list_push(&ac->inflight, r);
-    ac->count++;
 }
 
 /* An internal command (ASKING, SCRIPT LOAD) whose reply is read and dropped. */
-static int append_internal(aconn *ac, req_kind kind, int argc, const char **argv, const size_t *lens)
+static int append_internal(rl_async *a, aconn *ac, req_kind kind, int argc, const char **argv, const size_t *lens)
 {
     areq *r = rl_async_req_new(kind);
     if (!r) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    flush_staged(a, ac);
     r->sent_ms = rl_monotonic_ms();
     rl_append_command(ac->conn->ctx, argc, argv, lens);
     list_push(&ac->inflight, r);
@@ -302,13 +351,13 @@ static void transmit(rl_async *a, aconn *ac, areq *r)
 {
     if (r->ask) {
         const char *asking[1] = {"ASKING"};
-        if (append_internal(ac, REQ_ASKING, 1, asking, NULL)) {
+        if (append_internal(a, ac, REQ_ASKING, 1, asking, NULL)) {
             rl_async_finish(a, r, RL_ERR_NOMEM, NULL);
             return;
         }
         r->ask = NULL;
     }
-    append(ac, r);
+    append(a, ac, r);
 }
 
 /* Sends r on ac if there is room; else it waits for room, unsent, unless the
@@ -445,14 +494,14 @@ static void handle_reply(rl_async *a, aconn *ac, areq *r, redisReply *reply)
             const rl_script_def *def = &rl_scripts[r->cmd.script];
             const char *argv[3] = {"SCRIPT", "LOAD", def->text};
             size_t lens[3] = {6, 4, def->length};
-            if (append_internal(ac, REQ_SCRIPT_LOAD, 3, argv, lens)) {
+            if (append_internal(a, ac, REQ_SCRIPT_LOAD, 3, argv, lens)) {
                 rl_async_finish(a, r, RL_ERR_NOMEM, NULL);
                 return;
             }
             ac->inflight.tail->cmd.script = r->cmd.script;
             ac->loading |= bit;
         }
-        append(ac, r);
+        append(a, ac, r);
         return;
     }
     reply_kind kind = rl_classify_reply(a->client, reply, &slot, host, sizeof host, &port);
@@ -491,6 +540,26 @@ static void handle_reply(rl_async *a, aconn *ac, areq *r, redisReply *reply)
     list_push(&a->waiting, r);
 }
 
+/* The reply to a batch of first->group decisions, the rest of them next
+ * on ac->inflight: each gets its own element, or (an error for the whole
+ * call: NOSCRIPT, MOVED, TRYAGAIN...) the whole reply, as if sent alone. */
+static void handle_batch_reply(rl_async *a, aconn *ac, areq *first, redisReply *reply)
+{
+    size_t n = (size_t)first->group;
+    int split = rl_batch_reply_ok(reply, n);
+    areq *r = first;
+    first->group = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0) {
+            if (!ac->conn) return; /* dropped meanwhile: the rest failed with it */
+            r = list_pop(&ac->inflight);
+            ac->count--;
+            if (r->redirects > 0) ac->resent--;
+        }
+        handle_reply(a, ac, r, split ? reply->element[i] : reply);
+    }
+}
+
 static void read_replies(rl_async *a, aconn *ac)
 {
     redisContext *ctx = ac->conn->ctx;
@@ -517,7 +586,8 @@ static void read_replies(rl_async *a, aconn *ac)
             rl_async_conn_drop(a, ac, RL_ERR_PROTOCOL);
             return;
         }
-        handle_reply(a, ac, r, reply);
+        if (r->group > 1) handle_batch_reply(a, ac, r, reply);
+        else handle_reply(a, ac, r, reply);
         freeReplyObject(reply);
         if (!ac->conn) return; /* dropped meanwhile */
         feed(a, ac);
@@ -682,8 +752,11 @@ void *rl_async_io_thread(void *arg)
         int64_t next = expire(a, now);
         int timeout = next < 0 ? 1000 : (int)(next - now < 0 ? 0 : next - now + 1);
         /* one write per server for everything queued meanwhile */
-        for (int i = 0; i < a->nconns; i++)
-            if (a->conns[i]->conn && sdslen(a->conns[i]->conn->ctx->obuf) > 0) write_out(a, a->conns[i]);
+        for (int i = 0; i < a->nconns; i++) {
+            if (!a->conns[i]->conn) continue;
+            flush_staged(a, a->conns[i]);
+            if (sdslen(a->conns[i]->conn->ctx->obuf) > 0) write_out(a, a->conns[i]);
+        }
 
         pthread_mutex_lock(&a->mutex);
         int idle = a->submitted.head == NULL && a->dial_done == NULL && !a->closing && !a->cancel_count;

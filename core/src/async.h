@@ -73,6 +73,7 @@ typedef struct areq {
     struct lease *lease;  /* a LEASE fetching this lease's next block (lease.c) */
     rl_op lease_op;
     int64_t lease_sent_ms;
+    int group;            /* sent as the first of a batch of group decisions: one reply for them all */
     int decided;          /* result (and decided_status) hold its decision already */
     int decided_status;
     rl_result result;
@@ -110,6 +111,8 @@ typedef struct aconn {
     int polling_out;     /* EPOLLOUT registered: the socket took less than we had */
     areq_list inflight;  /* sent (or buffered), replies due in this order */
     int count;           /* how many: at most max_in_flight, but for NOSCRIPT's re-sends */
+    areq_list staged;    /* plain decisions ready to go (counted): one batch call when written */
+    int staged_count;
     areq_list room;      /* routed here, waiting (unsent) for count to drop under max_in_flight */
     int resent;          /* of those, sent again (NOSCRIPT, MOVED...): older deadlines among newer */
     unsigned loading;    /* scripts a SCRIPT LOAD was queued for on this connection */
@@ -154,6 +157,7 @@ struct rl_async {
     pthread_t dialer;
     pthread_cond_t dial_wanted;
     dial *dial_jobs, *dial_done;
+    const rl_cmd **batch; /* max_batch entries: a batch being written */
 };
 
 /* async.c */

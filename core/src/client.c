@@ -71,6 +71,7 @@ static rl_options with_defaults(const rl_options *o)
     if (!r.reconnect_max_ms) r.reconnect_max_ms = d.reconnect_max_ms;
     if (!r.config_refresh_ms) r.config_refresh_ms = d.config_refresh_ms;
     if (!r.max_in_flight) r.max_in_flight = d.max_in_flight;
+    if (!r.max_batch) r.max_batch = d.max_batch;
     /* on_error and tls_verify: their zero values are the defaults already */
     return r;
 }
@@ -95,6 +96,7 @@ static int check_options(const rl_options *o)
         return rl_check_range("reconnect_max_ms", o->reconnect_max_ms, 1, 600000);
     if (o->max_in_flight < 1 || o->max_in_flight > 1000000)
         return rl_check_range("max_in_flight", o->max_in_flight, 1, 1000000);
+    if (o->max_batch < 1 || o->max_batch > 1000) return rl_check_range("max_batch", o->max_batch, 1, 1000);
     if (o->config_refresh_ms < 1 || o->config_refresh_ms > 3600000)
         return rl_fail(RL_ERR_INVALID, "config_refresh_ms must be in 1..3600000 (got %d)", o->config_refresh_ms);
     /* it becomes part of keys, after "%P": nothing that needs escaping */
@@ -196,6 +198,7 @@ void rl_cmd_init(rl_cmd *cmd)
     cmd->failed = 0;
     cmd->script = -1;
     cmd->slot = -1;
+    cmd->batchable = 0;
 }
 
 void rl_cmd_free(rl_cmd *cmd)
@@ -303,7 +306,7 @@ void rl_cmd_script(rl_cmd *cmd, int script, int nkeys)
     rl_cmd_int(cmd, nkeys);
 }
 
-static char *put_header(char *p, char kind, size_t n)
+char *rl_resp_header(char *p, char kind, size_t n)
 {
     char digits[24];
     size_t k = 0;
@@ -332,10 +335,10 @@ int rl_append_command(redisContext *ctx, int argc, const char **argv, const size
         return REDIS_ERR;
     }
     ctx->obuf = buf;
-    char *start = buf + sdslen(buf), *p = put_header(start, '*', (size_t)argc);
+    char *start = buf + sdslen(buf), *p = rl_resp_header(start, '*', (size_t)argc);
     for (int i = 0; i < argc; i++) {
         size_t len = lens ? lens[i] : strlen(argv[i]);
-        p = put_header(p, '$', len);
+        p = rl_resp_header(p, '$', len);
         memcpy(p, argv[i], len);
         p += len;
         *p++ = '\r';
@@ -369,50 +372,148 @@ static void free_replies(redisReply **replies, size_t n)
     }
 }
 
+/* The order cmds[idx[0..m)] are sent in, as calls: a run of plain
+ * decisions (no ASKING) goes as batch calls of up to max_batch, in a
+ * cluster one slot's each (slots are independent; a slot keeps its order,
+ * and nothing overtakes a command that is not batched). ord gets the
+ * order, len each call's length; returns the number of calls. */
+static size_t plan_calls(const rl_client *c, const rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
+                         size_t *ord, size_t *len, char *taken)
+{
+    size_t calls = 0, o = 0, cap = (size_t)c->options.max_batch;
+    int cluster = c->url.mode == RL_MODE_CLUSTER;
+    memset(taken, 0, m);
+    for (size_t k = 0; k < m; k++) {
+        if (taken[k]) continue;
+        const rl_cmd *cmd = &cmds[idx[k]];
+        size_t start = o;
+        ord[o++] = idx[k];
+        if (cmd->batchable && !asking[idx[k]]) {
+            for (size_t j = k + 1; j < m && o - start < cap; j++) {
+                const rl_cmd *next = &cmds[idx[j]];
+                if (!next->batchable || asking[idx[j]]) break;
+                if (taken[j] || (cluster && next->slot != cmd->slot)) continue;
+                ord[o++] = idx[j];
+                taken[j] = 1;
+            }
+        }
+        len[calls++] = o - start;
+    }
+    return calls;
+}
+
+/* A batch call's reply that is not its decisions' (an error for the whole
+ * call): each decision gets its own copy of the error, or an empty array
+ * (a protocol error when decoded). NULL: out of memory. */
+static redisReply *reply_for_each(const redisReply *r)
+{
+    redisReply *copy = hi_calloc(1, sizeof *copy);
+    if (!copy) return NULL;
+    copy->type = REDIS_REPLY_ARRAY;
+    if (r->type == REDIS_REPLY_ERROR) {
+        if (!(copy->str = hi_malloc(r->len + 1))) {
+            hi_free(copy);
+            return NULL;
+        }
+        memcpy(copy->str, r->str, r->len + 1);
+        copy->len = r->len;
+        copy->type = REDIS_REPLY_ERROR;
+    }
+    return copy;
+}
+
+/* Splits a batch call's reply among its decisions cmds ord[0..n). */
+static int split_reply(redisReply *r, const size_t *ord, size_t n, redisReply **replies)
+{
+    int ok = rl_batch_reply_ok(r, n);
+    for (size_t j = 0; j < n; j++) {
+        if (ok) {
+            replies[ord[j]] = r->element[j];
+            r->element[j] = NULL; /* now the decision's own */
+        } else if (!(replies[ord[j]] = reply_for_each(r))) {
+            freeReplyObject(r);
+            return rl_fail(RL_ERR_NOMEM, "out of memory");
+        }
+    }
+    freeReplyObject(r);
+    return RL_OK;
+}
+
 /* Sends cmds[idx[0..m)] pipelined on conn (each one the ASKING redirect
- * asked for preceded by ASKING) and reads their replies into replies[idx],
- * each whole by *read_by (rl_monotonic_ms; 0: command_timeout_ms from now,
- * once sent). Every reply but the last moves *read_by to at least
- * command_timeout_ms from its arrival: a big batch may take longer in all,
- * while one call ends within its timeout even if its reply trickles in byte
- * by byte (the socket's timeout bounds each read, not the reply). On an
- * error the replies read before it stay in replies. */
+ * asked for preceded by ASKING; plain decisions batched, plan_calls) and
+ * reads their replies into replies[idx], each call's whole by *read_by
+ * (rl_monotonic_ms; 0: command_timeout_ms from now, once sent). Every
+ * reply but the last moves *read_by to at least command_timeout_ms from its
+ * arrival: a big batch may take longer in all, while one call ends within
+ * its timeout even if its reply trickles in byte by byte (the socket's
+ * timeout bounds each read, not the reply). On an error the replies read
+ * before it stay in replies. */
 static int send_and_read(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
                          int64_t *read_by, redisReply **replies)
 {
     const int timeout = c->options.command_timeout_ms;
     redisContext *ctx = conn->ctx;
     const char *asking_argv[1] = {"ASKING"};
-    for (size_t k = 0; k < m; k++) {
-        rl_cmd *cmd = &cmds[idx[k]];
-        if ((asking[idx[k]] && rl_append_command(ctx, 1, asking_argv, NULL) != REDIS_OK) ||
-            rl_append_command(ctx, cmd->argc, cmd->argv, cmd->lens) != REDIS_OK) {
+    size_t *ord = (size_t *)idx, *len = NULL, calls = m;
+    const rl_cmd **batch = NULL;
+    int rc = RL_OK;
+    void *scratch = NULL;
+    if (m > 1 && c->options.max_batch > 1) {
+        size_t cap = (size_t)c->options.max_batch;
+        if (!(scratch = malloc(m * 2 * sizeof(size_t) + cap * sizeof *batch + m)))
+            return rl_fail(RL_ERR_NOMEM, "out of memory");
+        ord = scratch;
+        len = ord + m;
+        batch = (const rl_cmd **)(len + m);
+        calls = plan_calls(c, cmds, idx, m, asking, ord, len, (char *)(batch + cap));
+    }
+    for (size_t k = 0, o = 0, n; k < calls; k++, o += n) {
+        n = len ? len[k] : 1;
+        rl_cmd *cmd = &cmds[ord[o]];
+        int failed;
+        if (n > 1) {
+            for (size_t j = 0; j < n; j++) batch[j] = &cmds[ord[o + j]];
+            failed = rl_append_batch(ctx, batch, n) != REDIS_OK;
+        } else {
+            failed = (asking[ord[o]] && rl_append_command(ctx, 1, asking_argv, NULL) != REDIS_OK) ||
+                     rl_append_command(ctx, cmd->argc, cmd->argv, cmd->lens) != REDIS_OK;
+        }
+        if (failed) {
             /* half a pipeline sits in the output buffer: never reuse */
             if (!ctx->err) ctx->err = REDIS_ERR_OOM;
-            return rl_conn_error(conn, "send command");
+            rc = rl_conn_error(conn, "send command");
+            goto out;
         }
     }
-    if (rl_conn_flush(conn) != REDIS_OK) return rl_conn_error(conn, "send command");
+    if (rl_conn_flush(conn) != REDIS_OK) {
+        rc = rl_conn_error(conn, "send command");
+        goto out;
+    }
     if (!*read_by) *read_by = rl_monotonic_ms() + timeout;
-    for (size_t k = 0; k < m; k++) {
+    for (size_t k = 0, o = 0, n; k < calls; k++, o += n) {
+        n = len ? len[k] : 1;
         void *r = NULL;
-        if (asking[idx[k]]) {
+        if (n == 1 && asking[ord[o]]) {
             if (rl_conn_read_by(conn, &r, *read_by, timeout) != REDIS_OK) goto broken;
             freeReplyObject(r);
         }
         if (rl_conn_read_by(conn, &r, *read_by, timeout) != REDIS_OK) goto broken;
-        replies[idx[k]] = r;
-        if (k + 1 < m) {
+        if (n == 1) replies[ord[o]] = r;
+        else if ((rc = split_reply(r, ord + o, n, replies))) goto broken;
+        if (k + 1 < calls) {
             int64_t more = rl_monotonic_ms() + timeout;
             if (more > *read_by) *read_by = more;
         }
     }
-    return RL_OK;
+    goto out;
 broken:
     /* the replies read are kept: what Redis decided is reported (rl_run_each) */
     /* a pipeline cut short leaves replies in flight: never reuse */
     if (!ctx->err) ctx->err = REDIS_ERR_IO;
-    return rl_conn_error(conn, "read reply");
+    rc = rc ? rc : rl_conn_error(conn, "read reply");
+out:
+    free(scratch);
+    return rc;
 }
 
 /* NOSCRIPT means the script did not run: load it on this server and send

@@ -246,6 +246,7 @@ typedef struct {
     int script; /* RL_SCRIPT_* for EVALSHA, else -1 */
     int slot;   /* cluster slot of the first key, -1 without keys */
     int failed; /* out of memory while building */
+    int batchable; /* a plain decision (limit.lua, ops 0..4): may share a batch call (batch.c) */
 } rl_cmd;
 
 void rl_cmd_init(rl_cmd *cmd);
@@ -275,6 +276,16 @@ void rl_sha256_hex(const void *data, size_t len, char *hex);
 void rl_cmd_script(rl_cmd *cmd, int script, int nkeys);
 /* redisAppendCommandArgv without its formatting cost */
 int rl_append_command(redisContext *ctx, int argc, const char **argv, const size_t *lens);
+/* writes a RESP header ("*3\r\n", "$5\r\n") at p; returns its end */
+char *rl_resp_header(char *p, char kind, size_t n);
+
+/* ---- batches (batch.c): several plain decisions in one call of limit.lua ---- */
+
+/* n >= 2 batchable commands (rl_cmd.batchable, one slot in a cluster) as
+ * one EVALSHA of limit.lua's batch form */
+int rl_append_batch(redisContext *ctx, const rl_cmd *const *cmds, size_t n);
+/* reply answers a batch of n: its n elements are the decisions' own replies */
+int rl_batch_reply_ok(const redisReply *reply, size_t n);
 
 /* Sends n commands pipelined on one connection and reads the n replies.
  * Script calls answered NOSCRIPT are loaded and re-sent once (they did not

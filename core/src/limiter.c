@@ -241,6 +241,7 @@ void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *r
         rl_cmd_int(cmd, rates[i].period_ms);
         rl_cmd_int(cmd, rate_capacity(req->spec.algorithm, &rates[i]));
     }
+    cmd->batchable = req->op <= RL_OP_REFUND;
 }
 
 int rl_decode_result(const redisReply *r, rl_result *out)

@@ -19,9 +19,10 @@ static int async_start(rl_client *c)
     pthread_cond_init(&a->dial_wanted, NULL);
     a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     a->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    a->batch = malloc((size_t)c->options.max_batch * sizeof *a->batch);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     int dialer_started = 0;
-    if (a->wake_fd < 0 || a->epoll_fd < 0 || epoll_ctl(a->epoll_fd, EPOLL_CTL_ADD, a->wake_fd, &ev) < 0 ||
+    if (!a->batch || a->wake_fd < 0 || a->epoll_fd < 0 || epoll_ctl(a->epoll_fd, EPOLL_CTL_ADD, a->wake_fd, &ev) < 0 ||
         !(dialer_started = pthread_create(&a->dialer, NULL, rl_async_dialer, a) == 0) ||
         pthread_create(&a->thread, NULL, rl_async_io_thread, a) != 0) {
         int err = errno;
@@ -34,6 +35,7 @@ static int async_start(rl_client *c)
         }
         if (a->wake_fd >= 0) close(a->wake_fd);
         if (a->epoll_fd >= 0) close(a->epoll_fd);
+        free(a->batch);
         pthread_cond_destroy(&a->dial_wanted);
         pthread_mutex_destroy(&a->mutex);
         free(a);
@@ -57,6 +59,7 @@ static void free_conns(rl_async *a)
     }
     free(a->conns);
     free(a->cancels);
+    free(a->batch);
 }
 
 /* In a forked child (fork.c): the parent's I/O threads did not come along

@@ -740,13 +740,13 @@ class AsyncClient:
                  ssl_certfile: Optional[_sync.FilePath] = None, ssl_keyfile: Optional[_sync.FilePath] = None,
                  ssl_cert_reqs: Union[str, int, None] = None, reconnect_max: Optional[Seconds] = None,
                  config_refresh: Optional[Seconds] = None, client_id: Optional[str] = None,
-                 max_in_flight: Optional[int] = None) -> None:
+                 max_in_flight: Optional[int] = None, max_batch: Optional[int] = None) -> None:
         self.executor = executor
         self.sync = _sync.Client(url, prefix=prefix, timeout=timeout, connect_timeout=connect_timeout,
                                  pool_size=pool_size, on_redis_error=on_redis_error, ssl_ca_certs=ssl_ca_certs,
                                  ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_cert_reqs=ssl_cert_reqs,
                                  reconnect_max=reconnect_max, config_refresh=config_refresh, client_id=client_id,
-                                 max_in_flight=max_in_flight)
+                                 max_in_flight=max_in_flight, max_batch=max_batch)
         self._run = _Runner(executor, self.sync)
 
     @classmethod
@@ -757,7 +757,8 @@ class AsyncClient:
                       ssl_certfile: Optional[_sync.FilePath] = None, ssl_keyfile: Optional[_sync.FilePath] = None,
                       ssl_cert_reqs: Union[str, int, None] = None,
                       reconnect_max: Optional[Seconds] = None, config_refresh: Optional[Seconds] = None,
-                      client_id: Optional[str] = None, max_in_flight: Optional[int] = None) -> "AsyncClient":
+                      client_id: Optional[str] = None, max_in_flight: Optional[int] = None,
+                      max_batch: Optional[int] = None) -> "AsyncClient":
         """Make an AsyncClient without blocking the event loop (the options
         are Client's)."""
         loop = asyncio.get_running_loop()
@@ -766,7 +767,7 @@ class AsyncClient:
             pool_size=pool_size, on_redis_error=on_redis_error, ssl_ca_certs=ssl_ca_certs,
             ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_cert_reqs=ssl_cert_reqs,
             reconnect_max=reconnect_max, config_refresh=config_refresh, client_id=client_id,
-            max_in_flight=max_in_flight))
+            max_in_flight=max_in_flight, max_batch=max_batch))
 
     @property
     def prefix(self) -> Optional[str]:

@@ -129,12 +129,13 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"url", "prefix", "timeout", "connect_timeout", "pool_size", "on_redis_error",
                              "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "reconnect_max",
-                             "config_refresh", "client_id", "max_in_flight", NULL};
+                             "config_refresh", "client_id", "max_in_flight", "max_batch", NULL};
     enum { CA, CERT, KEY, NPATHS };
     static const char *path_names[NPATHS] = {"ssl_ca_certs", "ssl_certfile", "ssl_keyfile"};
     PyObject *url, *prefix = Py_None, *timeout = Py_None, *connect_timeout = Py_None, *pool_size = Py_None,
                    *on_error = Py_None, *cert_reqs = Py_None, *reconnect_max = Py_None, *config_refresh = Py_None,
-                   *client_id = Py_None, *client_id_keep = NULL, *max_in_flight = Py_None;
+                   *client_id = Py_None, *client_id_keep = NULL, *max_in_flight = Py_None,
+                   *max_batch = Py_None;
     PyObject *paths[NPATHS] = {Py_None, Py_None, Py_None}, *path_keep[NPATHS] = {NULL, NULL, NULL};
     const char **path_fields[NPATHS];
     PyObject *url_keep = NULL, *prefix_keep = NULL;
@@ -147,10 +148,10 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
     int rc = -1;
 
     if (!st) return -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOOOOOOOOOO:Client", kwlist, &url, &prefix, &timeout,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOOOOOOOOOOO:Client", kwlist, &url, &prefix, &timeout,
                                      &connect_timeout, &pool_size, &on_error, &paths[CA], &paths[CERT],
                                      &paths[KEY], &cert_reqs, &reconnect_max, &config_refresh, &client_id,
-                                     &max_in_flight))
+                                     &max_in_flight, &max_batch))
         return -1;
     if (self->rl || self->closing) {
         raise_code(st, RL_ERR_INVALID, "Client.__init__ may be called only once");
@@ -192,6 +193,14 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
             goto done;
         }
         opts.max_in_flight = (int)v;
+    }
+    if (max_batch != Py_None) {
+        if (conv_int64(st, max_batch, "max_batch", &v) < 0) goto done;
+        if (v < 1 || v > 1000) { /* 0 would mean the core's default */
+            raise_fmt(st, RL_ERR_INVALID, "max_batch must be in 1..1000 (got %lld)", (long long)v);
+            goto done;
+        }
+        opts.max_batch = (int)v;
     }
     if (on_error != Py_None) {
         const char *s = PyUnicode_Check(on_error) ? PyUnicode_AsUTF8(on_error) : NULL;
