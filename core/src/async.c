@@ -619,6 +619,9 @@ static int64_t expire(rl_async *a, int64_t now)
 {
     int64_t next = -1;
 #define NEXT(t) (next = next < 0 || (t) < next ? (t) : next)
+    /* staged decisions go out now: their deadlines count below */
+    for (int i = 0; i < a->nconns; i++)
+        if (a->conns[i]->conn) flush_staged(a, a->conns[i]);
     for (int i = 0; i < a->nconns; i++) {
         aconn *ac = a->conns[i];
         /* a server that owes a reply and has said nothing for two timeouts
