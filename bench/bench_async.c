@@ -7,7 +7,8 @@
  *        bench_async count N off async: N decisions and nothing else, for
  *          valgrind --tool=callgrind (off, async: 0 or 1)
  *        bench_async submit IN_FLIGHT [seconds] [max_batch]: decisions/s of
- *          rl_submit alone and the client CPU per decision (us)
+ *          rl_submit alone, and per decision (us) the client's CPU, Redis's
+ *          CPU and Redis's time in scripts
  *          (bench_async.sh runs it against redis-benchmark, round by round) */
 #include <poll.h>
 #include <pthread.h>
@@ -26,18 +27,31 @@ static double seconds = 3.0;
 static rl_client *client;
 static const rl_spec spec = {.algorithm = RL_GCRA, .limit = 1000000000, .period_ms = 1000, .burst = 0};
 
+/* the number after field in INFO section of Redis, after the text after
+ * (NULL: from the start); 0 when missing */
+static double redis_info(const char *section, const char *after, const char *field)
+{
+    redisContext *c = redisConnect(host, port);
+    redisReply *r = redisCommand(c, "INFO %s", section);
+    const char *at = r && r->type == REDIS_REPLY_STRING ? r->str : NULL;
+    if (at && after) at = strstr(at, after);
+    if (at) at = strstr(at, field);
+    double v = at ? atof(at + strlen(field)) : 0;
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
 /* Redis's own CPU seconds (user + sys) so far */
 static double redis_cpu(void)
 {
-    redisContext *c = redisConnect(host, port);
-    redisReply *r = redisCommand(c, "INFO cpu");
-    double user = 0, sys = 0;
-    const char *u = strstr(r->str, "used_cpu_user:"), *s = strstr(r->str, "used_cpu_sys:");
-    if (u) user = atof(u + 14);
-    if (s) sys = atof(s + 13);
-    freeReplyObject(r);
-    redisFree(c);
-    return user + sys;
+    return redis_info("cpu", NULL, "used_cpu_user:") + redis_info("cpu", NULL, "used_cpu_sys:");
+}
+
+/* microseconds Redis has spent in EVALSHA calls so far (INFO commandstats) */
+static double redis_script_us(void)
+{
+    return redis_info("commandstats", "cmdstat_evalsha:", ",usec=");
 }
 
 typedef struct {
@@ -86,6 +100,8 @@ static void on_done(void *ctx, const rl_completion *c)
     if (rl_submit(client, &w->req, 0, &target) != RL_OK) exit(1);
 }
 
+static long last_done; /* decisions of the last run_async */
+
 static double run_async(int in_flight)
 {
     window w;
@@ -102,7 +118,8 @@ static double run_async(int in_flight)
         struct timespec ms = {0, 1000000};
         nanosleep(&ms, NULL);
     }
-    return __atomic_load_n(&w.done, __ATOMIC_ACQUIRE) / (now_s() - start);
+    last_done = __atomic_load_n(&w.done, __ATOMIC_ACQUIRE);
+    return last_done / (now_s() - start);
 }
 
 static double run_blocking(int threads)
@@ -247,7 +264,7 @@ int main(int argc, char **argv)
         if (argc > 3) seconds = atof(argv[3]);
         rl_options o = RL_OPTIONS_INIT;
         if (argc > 4) o.max_batch = atoi(argv[4]);
-        if (rl_client_open(&client, url, &o)) {
+        if (rl_client_open(&client, url, &o) || sscanf(url, "redis://%63[^:]:%d", host, &port) < 2) {
             fprintf(stderr, "%s\n", rl_errmsg());
             return 1;
         }
@@ -255,9 +272,13 @@ int main(int argc, char **argv)
         seconds = 0.2;
         run_async(1); /* connected, script loaded: not timed */
         seconds = timed;
+        double server = redis_cpu(), script_us = redis_script_us();
         double cpu = process_cpu(), rate = run_async(atoi(argv[2]));
-        /* decisions/s and this process's CPU per decision, us */
-        printf("%.0f %.2f\n", rate, (process_cpu() - cpu) / (rate * seconds) * 1e6);
+        cpu = process_cpu() - cpu;
+        /* decisions/s, then per decision (us): this process's CPU, Redis's
+         * CPU (INFO cpu) and its time in scripts (INFO commandstats) */
+        printf("%.0f %.2f %.2f %.2f\n", rate, cpu / last_done * 1e6, (redis_cpu() - server) / last_done * 1e6,
+               (redis_script_us() - script_us) / last_done);
         rl_client_close(client);
         return 0;
     }

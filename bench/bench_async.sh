@@ -2,9 +2,12 @@
 # The C async core against its physical limit, in one run on one Redis:
 # rl_bench_async (blocking vs rl_submit) and redis-benchmark running the same
 # script with the same arguments (-c 1; -c 50; -P 16 -c 4); then ROUNDS rounds
-# of rl_submit with 64 in flight against redis-benchmark -P 16 -c 4, which goes
-# first alternating, with the ratio of each round (neighbours in time: the
-# load of the machine moves both).
+# of rl_submit with 64 in flight (batch calls of up to 16 decisions, the
+# default, and max_batch 1: one call each) against redis-benchmark -P 16 -c 4
+# (the single form), the first rotating, with the ratio of each round
+# (neighbours in time: the load of the machine moves both) and, per decision,
+# the client's CPU, Redis's CPU (INFO cpu) and its time in scripts (INFO
+# commandstats usec).
 # Usage: bench/bench_async.sh [seconds] [rounds]   (after building build/rl_bench_async)
 #        RL_BENCH_ASYNC_BEFORE=path/to/another/rl_bench_async: a third contender in the rounds
 set -euo pipefail
@@ -53,36 +56,40 @@ bench_cpu() {
   awk -v r="$rps" -v n="$1" '{ printf "%s %.2f\n", r, ($1 + $2) / n * 1e6 }' "$t"
   rm -f "$t"
 }
-# Redis's CPU seconds (user + sys) and the EVALSHA calls it ran, so far
+# Redis's CPU seconds (user + sys), and the EVALSHA calls it ran and their usec, so far
 redis_cpu() { redis-cli -p "$port" INFO cpu | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { print s }'; }
-redis_calls() { redis-cli -p "$port" INFO commandstats | awk -F'[=,:]' '/^cmdstat_evalsha:/ { print $3 }'; }
+redis_calls() { redis-cli -p "$port" INFO commandstats | awk -F'[=,:]' '/^cmdstat_evalsha:/ { print $3, $5 }'; }
 # rounds: each contender once, the first rotating; ratios to redis-benchmark of the same round
-names=(redis-benchmark rl_submit)
+names=(redis-benchmark rl_submit rl_submit-max_batch-1)
 [[ -n ${RL_BENCH_ASYNC_BEFORE:-} ]] && names+=(rl_submit-before)
-echo "64 in flight against redis-benchmark -P 16 -c 4, ${seconds} s each, $rounds rounds (decisions/s; client and Redis CPU per decision):"
+echo "64 in flight against redis-benchmark -P 16 -c 4, ${seconds} s each, $rounds rounds (decisions/s; per decision: client CPU, Redis CPU / Redis time in scripts, us):"
 n=300000
-declare -A ratio
+declare -A ratio per
 for ((r = 0; r < rounds; r++)); do
-  declare -A got=() server=()
+  declare -A got=()
   for ((k = 0; k < ${#names[@]}; k++)); do
     who=${names[(r + k) % ${#names[@]}]}
     before=$(redis_cpu) calls=$(redis_calls)
     case $who in
-      redis-benchmark) got[$who]=$(bench_cpu "$n") ;;
+      redis-benchmark) # one call per decision: Redis's figures from INFO
+        got[$who]=$(bench_cpu "$n")
+        got[$who]+=" $(awk -v a="$before" -v b="$(redis_cpu)" -v m="$calls" -v n="$(redis_calls)" 'BEGIN {
+          split(m, x, " "); split(n, y, " "); d = y[1] - x[1]; printf "%.2f %.2f", (b - a) / d * 1e6, (y[2] - x[2]) / d }')" ;;
       rl_submit) got[$who]=$(REDIS_URL=$url "$bin" submit 64 "$seconds") ;;
+      rl_submit-max_batch-1) got[$who]=$(REDIS_URL=$url "$bin" submit 64 "$seconds" 1) ;;
       rl_submit-before) got[$who]=$(REDIS_URL=$url "$RL_BENCH_ASYNC_BEFORE" submit 64 "$seconds") ;;
     esac
-    server[$who]=$(awk -v a="$before" -v b="$(redis_cpu)" -v m="$calls" -v n="$(redis_calls)" \
-                   'BEGIN { printf "%.2f", (b - a) / (n - m) * 1e6 }')
   done
-  read -r theirs theirs_cpu <<<"${got[redis-benchmark]}"
+  read -r theirs theirs_cpu theirs_server theirs_script <<<"${got[redis-benchmark]}"
   n=$(awk -v t="$theirs" -v s="$seconds" 'BEGIN { printf "%d", t * s }') # about as long as ours
-  line="round $((r + 1)): redis-benchmark $theirs/s (client ${theirs_cpu}, Redis ${server[redis-benchmark]} us)"
+  line="round $((r + 1)): redis-benchmark $theirs/s ($theirs_cpu, $theirs_server / $theirs_script)"
+  per[redis-benchmark]+="$theirs,$theirs_cpu,$theirs_server,$theirs_script "
   for who in "${names[@]:1}"; do
-    read -r ours ours_cpu <<<"${got[$who]}"
+    read -r ours ours_cpu ours_server ours_script <<<"${got[$who]}"
     q=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.3f", a / b }')
     ratio[$who]+="$q "
-    line+=" | $who $ours/s (client ${ours_cpu}, Redis ${server[$who]} us) ratio $q"
+    per[$who]+="$ours,$ours_cpu,$ours_server,${ours_script:-0} "
+    line+=" | $who $ours/s ($ours_cpu, $ours_server / ${ours_script:-?}) ratio $q"
   done
   echo "$line"
 done
@@ -91,4 +98,13 @@ for who in "${names[@]:1}"; do
   printf '%s\n' ${ratio[$who]} | sort -n |
     awk -v who="$who" '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
       printf "%s / redis-benchmark -P 16 -c 4: median %.3f, min %.3f, max %.3f over %d rounds\n", who, m, v[1], v[NR], NR }'
+done
+# medians over the rounds, per contender: decisions/s, and per decision client CPU, Redis CPU, Redis time in scripts
+median() { sort -n | awk '{ v[NR] = $1 } END { printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+for who in "${names[@]}"; do
+  read -r -a rows <<<"${per[$who]}"
+  m=()
+  for f in 1 2 3 4; do m+=("$(printf '%s\n' "${rows[@]}" | cut -d, -f$f | median)"); done
+  printf '%-24s median %9.0f decisions/s, per decision: client CPU %s us, Redis CPU %s us, Redis in scripts %s us\n' \
+    "$who" "${m[0]}" "${m[1]}" "${m[2]}" "${m[3]}"
 done

@@ -547,10 +547,13 @@ static int reply_bytes(const rl_result *r)
 
 /* [first, second] of two fresh ids: both reach Redis, the proxy passes the
  * first reply, then stalls (slicer: one reply per chunk, a pause after each)
- * or cuts (limit_data) the rest. The first request's decision is reported;
- * the second is the fault's error, or the policy's fallback; both counted
- * in Redis (a request cut short may have consumed: docs/semantics.md). */
-static void batch_part_way(const char *url, rl_on_error policy, int stall)
+ * or cuts (limit_data) the rest. Sent as two calls (max_batch 1), the first
+ * request's decision is reported; the second is the fault's error, or the
+ * policy's fallback. Sent as one batch call (max_batch 2), its one reply
+ * is cut: both get the fault's error or the fallback. Both are counted in
+ * Redis either way (a request cut short may have consumed, and is never
+ * sent again: docs/semantics.md). */
+static void batch_part_way(const char *url, rl_on_error policy, int stall, int max_batch)
 {
     static int run;
     char first[32], second[32], warm[32], attributes[128];
@@ -559,6 +562,7 @@ static void batch_part_way(const char *url, rl_on_error policy, int stall)
     o.connect_timeout_ms = CONNECT_MS;
     o.reconnect_max_ms = RECONNECT_MS;
     o.on_error = policy;
+    o.max_batch = max_batch;
     rl_client *c = NULL;
     CHECK_OK(rl_client_open(&c, url, &o));
     if (!c) return;
@@ -584,28 +588,34 @@ static void batch_part_way(const char *url, rl_on_error policy, int stall)
     int64_t t = now_ms();
     int rc = rl_execute_each(c, reqs, 2, rs, os);
     int64_t took = now_ms() - t;
-    int fault = stall ? RL_ERR_TIMEOUT : RL_ERR_CONNECTION;
-    CHECK_EQ(os[0].status, RL_OK);
-    CHECK_EQ(rs[0].allowed, 1);
-    CHECK_EQ(rs[0].fallback, 0);
-    CHECK_EQ(rs[0].remaining, counted.limit - 1);
-    if (policy == RL_ON_ERROR_RAISE) {
-        CHECK_EQ(rc, fault);
-        CHECK_EQ(os[1].status, fault);
-        CHECK(strstr(rl_errmsg(), "request 1: ") == rl_errmsg());
-    } else {
-        CHECK_OK(rc);
-        CHECK_EQ(os[1].status, RL_OK);
-        CHECK_EQ(rs[1].fallback, 1);
-        CHECK_EQ(rs[1].allowed, policy == RL_ON_ERROR_ALLOW);
-        CHECK(os[1].error[0] != '\0'); /* why the policy decided */
+    int fault = stall ? RL_ERR_TIMEOUT : RL_ERR_CONNECTION, batched = max_batch > 1;
+    if (!batched) {
+        CHECK_EQ(os[0].status, RL_OK);
+        CHECK_EQ(rs[0].allowed, 1);
+        CHECK_EQ(rs[0].fallback, 0);
+        CHECK_EQ(rs[0].remaining, counted.limit - 1);
+    }
+    for (int i = batched ? 0 : 1; i < 2; i++) {
+        if (policy == RL_ON_ERROR_RAISE) {
+            CHECK_EQ(rc, fault);
+            CHECK_EQ(os[i].status, fault);
+            CHECK(strstr(rl_errmsg(), batched ? "request 0: " : "request 1: ") == rl_errmsg());
+        } else {
+            CHECK_OK(rc);
+            CHECK_EQ(os[i].status, RL_OK);
+            CHECK_EQ(rs[i].fallback, 1);
+            CHECK_EQ(rs[i].allowed, policy == RL_ON_ERROR_ALLOW);
+            CHECK(os[i].error[0] != '\0'); /* why the policy decided */
+        }
     }
     CHECK(took <= CMD_MS + MARGIN_MS); /* no hang */
     proxy_heal();
     CHECK_EQ(count_in(&master, c, first), 1);
     CHECK_EQ(count_in(&master, c, second), 1);
-    printf("  batch of 2, %s after the first reply, %s: first decided by Redis, second %s (%lld ms)\n",
-           stall ? "stalled" : "cut", policy == RL_ON_ERROR_RAISE ? "raise" : policy == RL_ON_ERROR_ALLOW ? "allow" : "deny",
+    printf("  batch of 2%s, %s after the first reply, %s: first %s, second %s (%lld ms)\n",
+           batched ? " in one call" : "", stall ? "stalled" : "cut",
+           policy == RL_ON_ERROR_RAISE ? "raise" : policy == RL_ON_ERROR_ALLOW ? "allow" : "deny",
+           batched ? (os[0].status ? rl_strerror(os[0].status) : "by policy") : "decided by Redis",
            os[1].status ? rl_strerror(os[1].status) : "by policy", (long long)took);
     /* and the next batch is decided whole */
     reqs[0].id = warm;
@@ -651,9 +661,11 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof proxy_faults / sizeof *proxy_faults; i++) run_fault(&g, &proxy_faults[i]);
     rig_close(&g);
     for (int stall = 0; stall < 2; stall++) {
-        batch_part_way(url, RL_ON_ERROR_RAISE, stall);
-        batch_part_way(url, RL_ON_ERROR_ALLOW, stall);
-        batch_part_way(url, RL_ON_ERROR_DENY, stall);
+        for (int max_batch = 1; max_batch <= 2; max_batch++) {
+            batch_part_way(url, RL_ON_ERROR_RAISE, stall, max_batch);
+            batch_part_way(url, RL_ON_ERROR_ALLOW, stall, max_batch);
+            batch_part_way(url, RL_ON_ERROR_DENY, stall, max_batch);
+        }
     }
 
     /* a client pointed at a replica: every write is refused (READONLY), at

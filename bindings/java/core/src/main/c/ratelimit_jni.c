@@ -302,7 +302,7 @@ enum { OPT_URL, OPT_PREFIX, OPT_CA, OPT_CERT, OPT_KEY, OPT_CLIENT_ID, OPT_COUNT 
 static jlong n_open(JNIEnv *env, jclass cls, jbyteArray url, jbyteArray prefix, jlong connect_ms, jlong command_ms,
                     jint pool_size, jint on_error, jbyteArray ca_file, jbyteArray cert_file, jbyteArray key_file,
                     jint tls_verify, jlong reconnect_max_ms, jlong config_refresh_ms, jbyteArray client_id,
-                    jint max_in_flight)
+                    jint max_in_flight, jint max_batch)
 {
     (void)cls;
     rl_options options;
@@ -320,6 +320,7 @@ static jlong n_open(JNIEnv *env, jclass cls, jbyteArray url, jbyteArray prefix, 
     if (on_error != INT32_MIN) options.on_error = (rl_on_error)on_error;
     if (tls_verify != INT32_MIN) options.tls_verify = (rl_tls_verify)tls_verify;
     if (max_in_flight != INT32_MIN) options.max_in_flight = max_in_flight;
+    if (max_batch != INT32_MIN) options.max_batch = max_batch;
     for (i = 0; i < OPT_COUNT; i++)
         if (copy_bytes(env, arrays[i], &str[i], NULL)) goto done; /* exception pending */
     if (str[OPT_PREFIX]) options.key_prefix = str[OPT_PREFIX];
@@ -522,7 +523,7 @@ static const JNINativeMethod methods[] = {
     {"hasTls", "()Z", (void *)n_has_tls},
     {"redactUrl", "(" B ")" B, (void *)n_redact_url},
     {"tlsVersion", "()Ljava/lang/String;", (void *)n_tls_version},
-    {"open", "(" B B "JJII" B B B "IJJ" B "I)J", (void *)n_open},
+    {"open", "(" B B "JJII" B B B "IJJ" B "II)J", (void *)n_open},
     {"close", "(J)V", (void *)n_close},
     {"prefix", "(J)Ljava/lang/String;", (void *)n_prefix},
     {"key", "(J" B B "I)[B", (void *)n_key},

@@ -24,6 +24,7 @@ public final class ClientOptions {
     private final Duration configRefresh;
     private final String clientId;
     private final Integer maxInFlight;
+    private final Integer maxBatch;
 
     /** The mutable form a setter edits before freezing it into a new ClientOptions. */
     private static final class Fields {
@@ -40,6 +41,7 @@ public final class ClientOptions {
         Duration configRefresh;
         String clientId;
         Integer maxInFlight;
+        Integer maxBatch;
     }
 
     private ClientOptions(Fields f) {
@@ -56,6 +58,7 @@ public final class ClientOptions {
         this.configRefresh = f.configRefresh;
         this.clientId = f.clientId;
         this.maxInFlight = f.maxInFlight;
+        this.maxBatch = f.maxBatch;
     }
 
     /** A copy with the edit applied. */
@@ -74,6 +77,7 @@ public final class ClientOptions {
         f.configRefresh = configRefresh;
         f.clientId = clientId;
         f.maxInFlight = maxInFlight;
+        f.maxBatch = maxBatch;
         edit.accept(f);
         return new ClientOptions(f);
     }
@@ -207,6 +211,19 @@ public final class ClientOptions {
         return with(f -> f.maxInFlight = requests);
     }
 
+    /**
+     * Plain decisions (acquire, peek, reserve, up to, refund; no lease) for
+     * one server (one slot in a cluster) that are ready together go in one
+     * script call, up to this many, 1..1000 (core default 16; 1: one call
+     * each). The asynchronous calls batch what is queued at once and never
+     * wait for company; batch calls batch their requests. A batch costs
+     * Redis less CPU per decision and holds it for its whole length. null
+     * keeps the default.
+     */
+    public ClientOptions maxBatch(Integer decisions) {
+        return with(f -> f.maxBatch = decisions);
+    }
+
     private static String path(Path file) {
         return file == null ? null : file.toString();
     }
@@ -280,12 +297,19 @@ public final class ClientOptions {
         return maxInFlight == null ? Integer.MIN_VALUE : maxInFlight;
     }
 
+    int maxBatchOrUnset() {
+        if (maxBatch != null && maxBatch <= 0) { // 0 would be the core's default
+            throw new InvalidArgumentException("maxBatch must be in 1..1000 (got " + maxBatch + ")");
+        }
+        return maxBatch == null ? Integer.MIN_VALUE : maxBatch;
+    }
+
     @Override
     public String toString() {
         return "ClientOptions{prefix=" + prefix + ", connectTimeout=" + connectTimeout + ", commandTimeout="
                 + commandTimeout + ", poolSize=" + poolSize + ", onRedisError=" + onRedisError + ", tlsCaFile="
                 + tlsCaFile + ", tlsCertFile=" + tlsCertFile + ", tlsKeyFile=" + tlsKeyFile + ", tlsVerify="
                 + tlsVerify + ", reconnectMax=" + reconnectMax + ", configRefresh=" + configRefresh + ", clientId="
-                + clientId + ", maxInFlight=" + maxInFlight + "}";
+                + clientId + ", maxInFlight=" + maxInFlight + ", maxBatch=" + maxBatch + "}";
     }
 }

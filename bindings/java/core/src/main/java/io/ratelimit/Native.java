@@ -117,7 +117,8 @@ final class Native {
     /** Each option at UNSET / Integer.MIN_VALUE / null keeps the core's default. */
     static native long open(byte[] url, byte[] prefix, long connectTimeoutMs, long commandTimeoutMs, int poolSize,
             int onError, byte[] tlsCaFile, byte[] tlsCertFile, byte[] tlsKeyFile, int tlsVerify,
-            long reconnectMaxMs, long configRefreshMs, byte[] clientId, int maxInFlight);
+            long reconnectMaxMs, long configRefreshMs, byte[] clientId, int maxInFlight,
+            int maxBatch);
 
     static native void close(long client);
 

@@ -63,7 +63,7 @@ public final class RateLimitClient implements AutoCloseable {
                 Native.name("TLS certificate file", options.tlsCertFile()),
                 Native.name("TLS key file", options.tlsKeyFile()), options.tlsVerifyOrUnset(),
                 options.reconnectMaxMs(), options.configRefreshMs(), Native.name("clientId", options.clientId()),
-                options.maxInFlightOrUnset());
+                options.maxInFlightOrUnset(), options.maxBatchOrUnset());
         ClientHandle handle;
         try {
             handle = new ClientHandle(ptr);

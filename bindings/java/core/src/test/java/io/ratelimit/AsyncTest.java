@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
@@ -88,6 +89,38 @@ class AsyncTest extends RedisTestBase {
         assertEquals(limit, admitted, algorithm + ": admitted of " + all.size());
         assertFalse(lim.peek("one-key").allowed());
         assertEquals(0, client.asyncInFlight());
+    }
+
+    /**
+     * Decisions queued together go in one script call (ClientOptions.maxBatch,
+     * default 16): fewer calls than decisions, exact all the same; maxBatch(1)
+     * sends one call each.
+     */
+    @Test
+    void decisionsQueuedTogetherShareScriptCalls() throws Exception {
+        assertThrows(InvalidArgumentException.class,
+                () -> RateLimitClient.connect(redis.url(), ClientOptions.defaults().maxBatch(0)));
+        assertThrows(InvalidArgumentException.class,
+                () -> RateLimitClient.connect(redis.url(), ClientOptions.defaults().maxBatch(1001)));
+        for (Integer maxBatch : new Integer[] {null, 1}) {
+            try (RateLimitClient c = RateLimitClient.connect(redis.url(), ClientOptions.defaults().maxBatch(maxBatch))) {
+                Limiter lim = c.limiter("async-batch-" + maxBatch, Rate.of(1000, Duration.ofDays(1)), Algorithm.GCRA);
+                lim.acquireAsync("warm").get(HANG, TimeUnit.SECONDS); // connected, script loaded
+                long before = scriptCalls();
+                List<CompletableFuture<Result>> all = submitFromThreads(4, 1000, () -> lim.acquireAsync("k"));
+                int admitted = 0;
+                for (CompletableFuture<Result> f : all) {
+                    admitted += f.get(HANG, TimeUnit.SECONDS).allowed() ? 1 : 0;
+                }
+                long calls = scriptCalls() - before;
+                assertEquals(1000, admitted);
+                if (maxBatch == null) {
+                    assertTrue(calls < all.size() / 2, calls + " script calls for " + all.size());
+                } else {
+                    assertEquals(all.size(), calls);
+                }
+            }
+        }
     }
 
     @ParameterizedTest

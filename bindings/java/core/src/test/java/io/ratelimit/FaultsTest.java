@@ -454,43 +454,51 @@ class FaultsTest {
     @Test
     void aBatchCutPartWayReportsWhatRedisDecided() throws Exception {
         // both requests reach Redis; the proxy passes the first reply, then
-        // stalls (slicer: a pause after each reply) or cuts (limit_data)
+        // stalls (slicer: a pause after each reply) or cuts (limit_data).
+        // Two calls (maxBatch 1): the first's decision is reported. One batch
+        // call (maxBatch 2): its one reply is cut, both fail (or the policy's).
         int size = freshReplyBytes(1000000000L, 3600000L);
-        for (boolean stall : new boolean[] {true, false}) {
-            for (OnRedisError policy : new OnRedisError[] {OnRedisError.RAISE, OnRedisError.DENY}) {
-                String prefix = "batch-" + stall + "-" + policy + "-";
-                try (RateLimitClient client = RateLimitClient.connect(proxied, options(policy))) {
-                    Limiter lim = client.limiter("faults", RATE, Algorithm.FIXED_WINDOW);
-                    Result warm = lim.acquire(prefix + "warm"); // the scripts loaded, a connection open
-                    assertEquals(999999999L, warm.remaining());
-                    assertEquals(Duration.ofHours(1), warm.resetAfter());
-                    if (stall) {
-                        toxic("slicer", "downstream", "{\"average_size\":" + size + ",\"size_variation\":0,\"delay\":"
-                                + TIMEOUT.toMillis() * 3000 + "}");
-                    } else {
-                        toxic("limit_data", "downstream", "{\"bytes\":" + (size + 3) + "}");
-                    }
-                    List<String> ids = List.of(prefix + "a", prefix + "b");
-                    long t = System.nanoTime();
-                    List<Outcome> each = lim.acquireManyEach(ids, 1);
-                    long took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t);
+        for (int round = 0; round < 8; round++) {
+            int maxBatch = 1 + round / 4;
+            boolean stall = round % 2 == 0;
+            OnRedisError policy = round / 2 % 2 == 0 ? OnRedisError.RAISE : OnRedisError.DENY;
+            String prefix = "batch-" + stall + "-" + policy + "-" + maxBatch + "-";
+            boolean batched = maxBatch > 1;
+            try (RateLimitClient client = RateLimitClient.connect(proxied, options(policy).maxBatch(maxBatch))) {
+                Limiter lim = client.limiter("faults", RATE, Algorithm.FIXED_WINDOW);
+                Result warm = lim.acquire(prefix + "warm"); // the scripts loaded, a connection open
+                assertEquals(999999999L, warm.remaining());
+                assertEquals(Duration.ofHours(1), warm.resetAfter());
+                if (stall) {
+                    toxic("slicer", "downstream", "{\"average_size\":" + size + ",\"size_variation\":0,\"delay\":"
+                            + TIMEOUT.toMillis() * 3000 + "}");
+                } else {
+                    toxic("limit_data", "downstream", "{\"bytes\":" + (size + 3) + "}");
+                }
+                List<String> ids = List.of(prefix + "a", prefix + "b");
+                long t = System.nanoTime();
+                List<Outcome> each = lim.acquireManyEach(ids, 1);
+                long took = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t);
+                if (!batched) {
                     Result first = each.get(0).result();
                     assertTrue(first != null && first.allowed() && !first.fallback(), each.toString());
                     assertEquals(999999999L, first.remaining());
+                }
+                for (Outcome failed : batched ? each : each.subList(1, 2)) {
                     if (policy == OnRedisError.RAISE) {
                         Class<?> expected = stall ? TimeoutException.class : ConnectionException.class;
-                        assertTrue(expected.isInstance(each.get(1).error()), each.toString());
+                        assertTrue(expected.isInstance(failed.error()), each.toString());
                     } else {
-                        assertTrue(each.get(1).result().fallback() && !each.get(1).result().allowed(), each.toString());
+                        assertTrue(failed.result().fallback() && !failed.result().allowed(), each.toString());
                     }
-                    assertTrue(took <= TIMEOUT.toMillis() + MARGIN_MS, took + " ms");
-                    heal();
-                    // the second ran too: a request cut short may have consumed
-                    assertEquals(1, count(redis, lim.key(ids.get(0))));
-                    assertEquals(1, count(redis, lim.key(ids.get(1))));
-                    for (Result r : lim.acquireMany(List.of(prefix + "a", prefix + "c"), 1)) {
-                        assertFalse(r.fallback());
-                    }
+                }
+                assertTrue(took <= TIMEOUT.toMillis() + MARGIN_MS, took + " ms");
+                heal();
+                // the second ran too: a request cut short may have consumed
+                assertEquals(1, count(redis, lim.key(ids.get(0))));
+                assertEquals(1, count(redis, lim.key(ids.get(1))));
+                for (Result r : lim.acquireMany(List.of(prefix + "a", prefix + "c"), 1)) {
+                    assertFalse(r.fallback());
                 }
             }
         }

@@ -9,7 +9,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.ratelimit.micrometer.RateLimitMetrics;
-import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -403,17 +402,5 @@ class LeaseTest extends RedisTestBase {
         }));
         assertTrue(c.isClosed());
         assertThrows(ClientClosedException.class, () -> lim.acquire("k"));
-    }
-
-    /** EVALSHA and EVAL calls Redis has run so far (INFO commandstats). */
-    private static long scriptCalls() throws IOException {
-        long calls = 0;
-        for (String line : ((String) redis.command("INFO", "commandstats")).split("\r?\n")) {
-            if (line.startsWith("cmdstat_evalsha:") || line.startsWith("cmdstat_eval:")) {
-                int at = line.indexOf("calls=") + 6;
-                calls += Long.parseLong(line.substring(at, line.indexOf(',', at)));
-            }
-        }
-        return calls;
     }
 }

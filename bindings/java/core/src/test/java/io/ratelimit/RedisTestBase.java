@@ -1,5 +1,6 @@
 package io.ratelimit;
 
+import java.io.IOException;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
@@ -29,4 +30,17 @@ abstract class RedisTestBase {
     void flush() throws Exception {
         redis.flushAll();
     }
+
+    /** EVALSHA and EVAL calls Redis has run so far (INFO commandstats). */
+    static long scriptCalls() throws IOException {
+        long calls = 0;
+        for (String line : ((String) redis.command("INFO", "commandstats")).split("\r?\n")) {
+            if (line.startsWith("cmdstat_evalsha:") || line.startsWith("cmdstat_eval:")) {
+                int at = line.indexOf("calls=") + 6;
+                calls += Long.parseLong(line.substring(at, line.indexOf(',', at)));
+            }
+        }
+        return calls;
+    }
 }
+
