@@ -5,10 +5,13 @@ what one shard decides per second. The floor is the cheapest limiter that
 uses the server's clock: one script doing TIME, GET, SET ... PX and
 returning one array. Every row is measured through the Python binding (the
 core's own keys and arguments, 64 calls in flight, pipelined), the floor
-through redis-py with 64 pipelined; each is Redis's own account of the
-script (INFO commandstats: usec per EVALSHA or FCALL call), in rounds that
-interleave every row with the floor. Read the ratios: the machine may be
-loaded, and the spread (min-max over rounds) says how much.
+through redis-py with 64 pipelined; each is Redis's own account (INFO
+commandstats: usec of EVALSHA per decision; and INFO cpu: Redis's whole CPU,
+protocol included, per decision), in rounds that interleave every row with
+the floor. The rows are one decision per script call (max_batch=1), but for
+"batched": the client's default, several decisions ready together in one
+call of the batch form. Read the ratios: the machine may be loaded, and the
+spread (min-max over rounds) says how much.
 
 Usage: python bench/server_cpu.py [--rounds 5] [--calls 2000] [redis-server ...]
   Starts each server given (default: redis-server on PATH, and the Redis 8.0
@@ -59,9 +62,10 @@ def script_usec(r, command):
     return (stats["calls"], stats["usec"]) if stats else (0, 0)
 
 
-async def rows(client, name, algorithm):
+async def rows(client, batched, name, algorithm):
     """(op, coroutine factory for call i) for each op measured."""
     one = client.limiter(f"{name}-{algorithm}", RATE, algorithm=algorithm)
+    many = batched.limiter(f"{name}-{algorithm}-b", RATE, algorithm=algorithm)
     two = client.limiter(f"{name}-{algorithm}-2", [RATE, SECOND_RATE], algorithm=algorithm)
     stored_name = f"{name}-{algorithm}-stored"
     await client.configure(stored_name, RATE, algorithm=algorithm)
@@ -71,7 +75,8 @@ async def rows(client, name, algorithm):
     if algorithm in RESERVES:
         out.append(("reserve", lambda i: one.reserve(f"u{i % IDS}", max_wait=1.0)))
     out += [("two rates", lambda i: two.acquire(f"u{i % IDS}")),
-            ("stored spec", lambda i: stored.acquire(f"u{i % IDS}"))]
+            ("stored spec", lambda i: stored.acquire(f"u{i % IDS}")),
+            ("batched", lambda i: many.acquire(f"u{i % IDS}"))]
     return out
 
 
@@ -88,14 +93,21 @@ async def run_floor(r, sha, start, k):
     return k
 
 
+def redis_cpu(r):
+    cpu = r.info("cpu")
+    return cpu["used_cpu_user"] + cpu["used_cpu_sys"]
+
+
 async def batch_usec(r, batch):
-    """usec per script call of one batch, from Redis's own account."""
+    """(script usec, Redis CPU usec) per decision of one batch of calls."""
     r.config_resetstat()
+    cpu = redis_cpu(r)
     n = await batch
+    cpu = redis_cpu(r) - cpu
     calls, usec = script_usec(r, "evalsha")
-    if calls < n:
-        raise RuntimeError(f"{calls} EVALSHA calls counted, {n} made")
-    return usec / calls
+    if not 0 < calls <= n:
+        raise RuntimeError(f"{calls} EVALSHA calls counted for {n} decisions")
+    return usec / n, cpu * 1e6 / n
 
 
 async def bench_server(binary, rounds, n):
@@ -114,11 +126,13 @@ async def bench_server(binary, rounds, n):
                 time.sleep(0.02)
         version = info.get("valkey_version") or info["redis_version"]
         label = f"{info.get('server_name') or 'redis'} {version}"
-        client = await aio.AsyncClient.connect(f"redis://127.0.0.1:{port}")
+        url = f"redis://127.0.0.1:{port}"
+        client = await aio.AsyncClient.connect(url, max_batch=1)
+        batched = await aio.AsyncClient.connect(url)
         sha = r.script_load(FLOOR)
         cases = []
         for algorithm in ALGORITHMS:
-            for op, call in await rows(client, "bench-cpu", algorithm):
+            for op, call in await rows(client, batched, "bench-cpu", algorithm):
                 cases.append((algorithm, op, call))
         # warm up: every key exists, every script is cached
         for start in range(0, IDS, IN_FLIGHT):
@@ -126,8 +140,10 @@ async def bench_server(binary, rounds, n):
             for _, _, call in cases:
                 await run_batch(call, start, IN_FLIGHT)
 
-        floors, usecs = [], {(a, o): [] for a, o, _ in cases}
-        ratios = {(a, o): [] for a, o, _ in cases}
+        # per metric (0: script usec, 1: Redis CPU): the floor's per round, each row's and its ratio
+        floors = ([], [])
+        usecs = ({(a, o): [] for a, o, _ in cases}, {(a, o): [] for a, o, _ in cases})
+        ratios = ({(a, o): [] for a, o, _ in cases}, {(a, o): [] for a, o, _ in cases})
         for _ in range(rounds):
             for algorithm in ALGORITHMS:
                 # batch by batch, the floor beside each row: a batch the
@@ -139,11 +155,13 @@ async def bench_server(binary, rounds, n):
                     for a, op, call in cases:
                         if a == algorithm:
                             own[a, op].append(await batch_usec(r, run_batch(call, start, k)))
-                floors.append(statistics.median(floor))
-                for key, values in own.items():
-                    usecs[key].append(statistics.median(values))
-                    ratios[key].append(usecs[key][-1] / floors[-1])
+                for m in (0, 1):
+                    floors[m].append(statistics.median(f[m] for f in floor))
+                    for key, values in own.items():
+                        usecs[m][key].append(statistics.median(v[m] for v in values))
+                        ratios[m][key].append(usecs[m][key][-1] / floors[m][-1])
         await client.close()
+        await batched.close()
         return label, floors, usecs, ratios
     finally:
         server.terminate()
@@ -151,12 +169,16 @@ async def bench_server(binary, rounds, n):
 
 
 def report(label, floors, usecs, ratios):
-    print(f"\n{label}: floor {statistics.median(floors):.2f} us/call "
-          f"({min(floors):.2f}-{max(floors):.2f})")
-    print(f"{'algorithm':15} {'op':12} {'us/call':>8} {'x floor':>8}  spread")
-    for (algorithm, op), values in ratios.items():
-        print(f"{algorithm:15} {op:12} {statistics.median(usecs[algorithm, op]):8.2f} "
-              f"{statistics.median(values):7.2f}x  {min(values):.2f}-{max(values):.2f}")
+    print(f"\n{label}: floor {statistics.median(floors[0]):.2f} us of script, "
+          f"{statistics.median(floors[1]):.2f} us of Redis CPU per call")
+    print(f"{'algorithm':15} {'op':12} {'script us':>9} {'x floor':>8}  {'spread':10} "
+          f"{'CPU us':>7} {'x floor':>8}  spread")
+    for key, values in ratios[0].items():
+        cpu = ratios[1][key]
+        print(f"{key[0]:15} {key[1]:12} {statistics.median(usecs[0][key]):9.2f} "
+              f"{statistics.median(values):7.2f}x  {min(values):.2f}-{max(values):.2f}  "
+              f"{statistics.median(usecs[1][key]):7.2f} {statistics.median(cpu):7.2f}x  "
+              f"{min(cpu):.2f}-{max(cpu):.2f}")
 
 
 def main():
