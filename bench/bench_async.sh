@@ -64,6 +64,7 @@ names=(redis-benchmark rl_submit rl_submit-max_batch-1)
 [[ -n ${RL_BENCH_ASYNC_BEFORE:-} ]] && names+=(rl_submit-before)
 echo "64 in flight against redis-benchmark -P 16 -c 4, ${seconds} s each, $rounds rounds (decisions/s; per decision: client CPU, Redis CPU / Redis time in scripts, us):"
 n=300000
+batched=
 declare -A ratio per
 for ((r = 0; r < rounds; r++)); do
   declare -A got=()
@@ -92,6 +93,11 @@ for ((r = 0; r < rounds; r++)); do
     line+=" | $who $ours/s ($ours_cpu, $ours_server / ${ours_script:-?}) ratio $q"
   done
   echo "$line"
+  # batch calls against one call each, same round: decisions/s, Redis CPU, Redis in scripts
+  read -r a _ a_server a_script <<<"${got[rl_submit]}"
+  read -r b _ b_server b_script <<<"${got[rl_submit-max_batch-1]}"
+  batched+="$(awk -v a="$a" -v b="$b" -v c="$a_server" -v d="$b_server" -v e="$a_script" -v f="$b_script" \
+    'BEGIN { printf "%.3f,%.3f,%.3f", a / b, c / d, e / f }') "
 done
 for who in "${names[@]:1}"; do
   # shellcheck disable=SC2086
@@ -99,8 +105,13 @@ for who in "${names[@]:1}"; do
     awk -v who="$who" '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
       printf "%s / redis-benchmark -P 16 -c 4: median %.3f, min %.3f, max %.3f over %d rounds\n", who, m, v[1], v[NR], NR }'
 done
+median() { sort -n | awk '{ v[NR] = $1 } END { printf "%.3f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+read -r -a rows <<<"$batched"
+m=()
+for f in 1 2 3; do m+=("$(printf '%s\n' "${rows[@]}" | cut -d, -f$f | median)"); done
+echo "rl_submit / rl_submit-max_batch-1, per round, median: decisions/s ${m[0]}x, Redis CPU per decision ${m[1]}x," \
+  "Redis in scripts per decision ${m[2]}x"
 # medians over the rounds, per contender: decisions/s, and per decision client CPU, Redis CPU, Redis time in scripts
-median() { sort -n | awk '{ v[NR] = $1 } END { printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 for who in "${names[@]}"; do
   read -r -a rows <<<"${per[$who]}"
   m=()
