@@ -18,6 +18,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import starters  # noqa: E402  (the starters look _free_ports up in their own module)
 import topology as T  # noqa: E402
 
 CLI = [sys.executable, str(HERE / "topology.py")]
@@ -466,7 +467,7 @@ def test_retries_on_a_taken_port(tmp_path, monkeypatch):
         calls.append(n)
         return [taken] if len(calls) == 1 else real(n, bus)
 
-    monkeypatch.setattr(T, "_free_ports", free_ports)
+    monkeypatch.setattr(starters, "_free_ports", free_ports)
     try:
         with T.Topology.up(tmp_path / "t", only="standalone") as t:
             assert len(calls) == 2 and t.standalone_port != taken
