@@ -26,7 +26,7 @@ EXPECTED_VARS = {
     "RL_TEST_TOPOLOGY_DIR", "RL_TEST_REDIS_URL",
     "RL_TEST_TLS_URL", "RL_TEST_TLS_PORT", "RL_TEST_TLS_CLIENTAUTH_PORT", "RL_TEST_TLS_BADHOST_PORT",
     "RL_TEST_TLS_DIR",
-    "RL_TEST_SENTINEL_URL", "RL_TEST_SENTINEL_PORTS", "RL_TEST_SENTINEL_DATA_PORTS",
+    "RL_TEST_SENTINEL_URL", "RL_TEST_SENTINEL_PORTS", "RL_TEST_SENTINEL_DATA_PORTS", "RL_TEST_SENTINEL_ACL_URL",
     "RL_TEST_CLUSTER_URL", "RL_TEST_CLUSTER_PORTS",
 }
 
@@ -97,7 +97,7 @@ def test_up_prints_and_writes_env(topo):
 
 
 def test_processes_outlive_the_cli(topo):
-    assert len(topo.pids) == 1 + 3 + 5 + 6
+    assert len(topo.pids) == 1 + 3 + 5 + 2 + 6   # the sentinel topology: 5, and the ACL sentinel with its master
     assert running(topo.pids) == sorted(topo.pids)
 
 
