@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cross-component tests: the conformance vectors through Python (C runs them
 # in ctest, Java in its JUnit suite), the live cross-language tests, and the
-# model check (Hypothesis; its steps also run through the Java worker).
+# model check (Hypothesis; its steps also run through the Java worker), and
+# the tests of tests/topology, the servers every suite's topology tests use.
 # Expects scripts/test.sh to have built build/ (C), build/venv (Python) and
 # the Java jar.
 set -euo pipefail
@@ -12,4 +13,5 @@ if [ -z "${RL_JAR:-}" ]; then
   RL_JAR=$(ls bindings/java/core/target/ratelimit-*.jar 2>/dev/null | grep -v -e sources -e javadoc -e tests | head -n 1)
   export RL_JAR=$PWD/$RL_JAR
 fi
-"$python" -m pytest -q -p no:cacheprovider tests/vectors/test_vectors.py tests/cross/test_cross.py tests/cross/test_leases.py tests/model
+"$python" -m pytest -q -p no:cacheprovider tests/vectors/test_vectors.py tests/cross/test_cross.py tests/cross/test_leases.py tests/model \
+  tests/topology/test_topology.py
