@@ -260,32 +260,49 @@ void *rl_async_dialer(void *arg)
     return NULL;
 }
 
-/* The decisions staged on ac go into its output: one batch call (their
- * replies due as one), or one call when alone. In the order staged, which
- * is the order they were appended in. */
+/* The decisions staged on ac go into its output as batch calls of up to
+ * max_batch (one call when alone), their replies due one per call. In a
+ * cluster a call holds one slot's: each slot keeps its order, and a call
+ * goes where its first decision was staged; a decision moved ahead of
+ * others (their deadlines earlier than its own) counts as resent, so the
+ * timers look past it (expire). */
 static void flush_staged(rl_async *a, aconn *ac)
 {
-    int n = ac->staged_count;
+    int n = ac->staged_count, cap = a->client->options.max_batch;
+    int one_slot = a->client->url.mode == RL_MODE_CLUSTER;
+    areq **left = a->staging;
     if (!n) return;
-    areq *first = ac->staged.head;
-    if (n == 1) {
-        first->group = 0;
-        rl_append_command(ac->conn->ctx, first->cmd.argc, first->cmd.argv, first->cmd.lens);
-    } else {
-        int i = 0;
-        for (areq *r = first; r; r = r->next) {
-            r->group = 0;
-            a->batch[i++] = &r->cmd;
-        }
-        first->group = n;
-        rl_append_batch(ac->conn->ctx, a->batch, (size_t)n);
-    }
-    /* counted when staged */
-    if (ac->inflight.tail) ac->inflight.tail->next = first;
-    else ac->inflight.head = first;
-    ac->inflight.tail = ac->staged.tail;
+    n = 0;
+    for (areq *r = ac->staged.head; r; r = r->next) left[n++] = r;
     ac->staged.head = ac->staged.tail = NULL;
     ac->staged_count = 0;
+    for (int i = 0; i < n; i++) {
+        if (!left[i]) continue;
+        areq *first = left[i];
+        int m = 0, passed = 0;
+        for (int j = i; j < n && m < cap; j++) {
+            areq *r = left[j];
+            if (!r) continue;
+            if (one_slot && r->cmd.slot != first->cmd.slot) {
+                passed = 1;
+                continue;
+            }
+            left[j] = NULL;
+            r->group = 0;
+            if (passed && !r->reordered) {
+                r->reordered = 1;
+                ac->resent += r->redirects == 0;
+            }
+            a->batch[m++] = &r->cmd;
+            list_push(&ac->inflight, r); /* counted when staged */
+        }
+        if (m == 1) {
+            rl_append_command(ac->conn->ctx, first->cmd.argc, first->cmd.argv, first->cmd.lens);
+        } else {
+            first->group = m;
+            rl_append_batch(ac->conn->ctx, a->batch, (size_t)m);
+        }
+    }
 }
 
 static int batchable(const rl_async *a, const areq *r)
@@ -296,16 +313,13 @@ static int batchable(const rl_async *a, const areq *r)
 static void append(rl_async *a, aconn *ac, areq *r)
 {
     r->sent_ms = rl_monotonic_ms();
+    r->reordered = 0;
     ac->resent += r->redirects > 0;
     ac->count++;
     if (batchable(a, r)) {
-        /* ready now with others: one script call for them, written with
-         * the rest of this round's output (never waiting for company); in
-         * a cluster one script's keys are one slot's */
-        if (ac->staged_count == a->client->options.max_batch ||
-            (ac->staged.head && ac->staged.head->cmd.slot != r->cmd.slot &&
-             a->client->url.mode == RL_MODE_CLUSTER))
-            flush_staged(a, ac);
+        /* ready now with others: batch calls for them, written with the
+         * rest of this round's output (never waiting for company) */
+        if (ac->staged_count == RL_STAGED_PER_BATCH * a->client->options.max_batch) flush_staged(a, ac);
         list_push(&ac->staged, r);
         ac->staged_count++;
         return;
@@ -554,7 +568,7 @@ static void handle_batch_reply(rl_async *a, aconn *ac, areq *first, redisReply *
             if (!ac->conn) return; /* dropped meanwhile: the rest failed with it */
             r = list_pop(&ac->inflight);
             ac->count--;
-            if (r->redirects > 0) ac->resent--;
+            if (r->redirects > 0 || r->reordered) ac->resent--;
         }
         handle_reply(a, ac, r, split ? reply->element[i] : reply);
     }
@@ -579,7 +593,7 @@ static void read_replies(rl_async *a, aconn *ac)
         if (!reply) return;
         areq *r = list_pop(&ac->inflight);
         if (r) ac->count--;
-        if (r && r->kind <= REQ_POP && r->redirects > 0) ac->resent--;
+        if (r && r->kind <= REQ_POP && (r->redirects > 0 || r->reordered)) ac->resent--;
         if (!r) {
             freeReplyObject(reply);
             rl_fail(RL_ERR_PROTOCOL, "a reply nobody asked for");

@@ -74,6 +74,7 @@ typedef struct areq {
     rl_op lease_op;
     int64_t lease_sent_ms;
     int group;            /* sent as the first of a batch of group decisions: one reply for them all */
+    int reordered;        /* sent ahead of decisions with earlier deadlines (a cluster's batches) */
     int decided;          /* result (and decided_status) hold its decision already */
     int decided_status;
     rl_result result;
@@ -114,7 +115,7 @@ typedef struct aconn {
     areq_list staged;    /* plain decisions ready to go (counted): one batch call when written */
     int staged_count;
     areq_list room;      /* routed here, waiting (unsent) for count to drop under max_in_flight */
-    int resent;          /* of those, sent again (NOSCRIPT, MOVED...): older deadlines among newer */
+    int resent;          /* of those, sent again (NOSCRIPT, MOVED...) or reordered: older deadlines among newer */
     unsigned loading;    /* scripts a SCRIPT LOAD was queued for on this connection */
     int64_t last_read_ms;
     int connecting;      /* the dialer is connecting it */
@@ -158,7 +159,12 @@ struct rl_async {
     pthread_cond_t dial_wanted;
     dial *dial_jobs, *dial_done;
     const rl_cmd **batch; /* max_batch entries: a batch being written */
+    areq **staging;       /* RL_STAGED_PER_BATCH * max_batch entries: a connection's staged, being grouped */
 };
+
+/* Decisions staged on one connection at most, per max_batch (a cluster's
+ * interleaved slots group into several calls). */
+#define RL_STAGED_PER_BATCH 4
 
 /* async.c */
 void *rl_async_io_thread(void *arg);

@@ -20,9 +20,10 @@ static int async_start(rl_client *c)
     a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     a->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     a->batch = malloc((size_t)c->options.max_batch * sizeof *a->batch);
+    a->staging = malloc((size_t)c->options.max_batch * RL_STAGED_PER_BATCH * sizeof *a->staging);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     int dialer_started = 0;
-    if (!a->batch || a->wake_fd < 0 || a->epoll_fd < 0 || epoll_ctl(a->epoll_fd, EPOLL_CTL_ADD, a->wake_fd, &ev) < 0 ||
+    if (!a->batch || !a->staging || a->wake_fd < 0 || a->epoll_fd < 0 || epoll_ctl(a->epoll_fd, EPOLL_CTL_ADD, a->wake_fd, &ev) < 0 ||
         !(dialer_started = pthread_create(&a->dialer, NULL, rl_async_dialer, a) == 0) ||
         pthread_create(&a->thread, NULL, rl_async_io_thread, a) != 0) {
         int err = errno;
@@ -36,6 +37,7 @@ static int async_start(rl_client *c)
         if (a->wake_fd >= 0) close(a->wake_fd);
         if (a->epoll_fd >= 0) close(a->epoll_fd);
         free(a->batch);
+        free(a->staging);
         pthread_cond_destroy(&a->dial_wanted);
         pthread_mutex_destroy(&a->mutex);
         free(a);
@@ -60,6 +62,7 @@ static void free_conns(rl_async *a)
     free(a->conns);
     free(a->cancels);
     free(a->batch);
+    free(a->staging);
 }
 
 /* In a forked child (fork.c): the parent's I/O threads did not come along

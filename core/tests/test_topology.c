@@ -756,6 +756,90 @@ static void test_cluster_batches_move(void)
     rl_client_close(c);
 }
 
+/* EVALSHA calls every node of the cluster has run (INFO commandstats). */
+static long long cluster_scripts_run(void)
+{
+    char ports[256];
+    long long n = 0;
+    snprintf(ports, sizeof ports, "%s", env("RL_TEST_CLUSTER_PORTS"));
+    for (char *p = strtok(ports, ","); p; p = strtok(NULL, ",")) {
+        test_redis node = {.port = atoi(p)};
+        n += redis_scripts_run(&node);
+    }
+    return n;
+}
+
+/* The master port that holds slot (topology.py). */
+static int slot_owner(int slot)
+{
+    char call[1024], out[64] = "";
+    snprintf(call, sizeof call, "cluster_slot_owner(\"%s\", %d)", topo_dir, slot);
+    return topology_call(call, out, sizeof out) == 0 ? atoi(out) : -1;
+}
+
+typedef struct {
+    rl_client *client;
+    rl_request req[2];
+    int first;
+    long done, admitted, errors;
+} interleaved;
+
+static void interleaved_done(void *ctx, const rl_completion *c)
+{
+    interleaved *t = ctx;
+    if (t->first) { /* on the I/O thread: all of these are drained together */
+        t->first = 0;
+        rl_target target = {interleaved_done, t, NULL};
+        for (int i = 0; i < 32; i++)
+            if (rl_submit(t->client, &t->req[i % 2], 0, &target) != RL_OK) t->errors++;
+        return;
+    }
+    if (c->status) t->errors++;
+    else t->admitted += c->result.allowed;
+    __atomic_add_fetch(&t->done, 1, __ATOMIC_RELEASE);
+}
+
+/* Two keys of one master in different slots, their decisions interleaved
+ * on one connection: each slot's go in batch calls of their own (two calls
+ * of 16, not 32 of one), each decided exactly. */
+static void test_cluster_batches_interleaved(void)
+{
+    rl_options o = RL_OPTIONS_INIT;
+    rl_client *c = open_url(env("RL_TEST_CLUSTER_URL"), &o);
+    char name[64], ids[2][16], key[256];
+    snprintf(name, sizeof name, "interleave-%lld", (long long)now_ms());
+    rl_spec spec = {.algorithm = RL_GCRA, .limit = 1000, .period_ms = 3600000, .burst = 0};
+    int slots[2], owner = -1;
+    for (int i = 0, found = 0; found < 2 && i < 64; i++) {
+        snprintf(ids[found], sizeof ids[found], "k%d", i);
+        int slot = rl_key_slot(key, (size_t)rl_key(c, name, ids[found], RL_GCRA, key, sizeof key));
+        int port = slot_owner(slot);
+        if (found == 0) owner = port;
+        if (port == owner && (found == 0 || slot != slots[0])) slots[found++] = slot;
+    }
+    CHECK(slots[0] != slots[1]);
+    interleaved t = {.client = c, .first = 1};
+    for (int k = 0; k < 2; k++)
+        t.req[k] = (rl_request){.name = name, .id = ids[k], .spec = spec, .permits = 1, .op = RL_OP_ACQUIRE};
+    rl_target target = {interleaved_done, &t, NULL};
+    rl_result r;
+    CHECK_OK(rl_execute(c, &t.req[0], 1, &r)); /* connected, script loaded */
+    long long before = cluster_scripts_run();
+    CHECK_OK(rl_submit(c, &t.req[1], 0, &target));
+    for (int64_t end = now_ms() + 10000; __atomic_load_n(&t.done, __ATOMIC_ACQUIRE) < 32 && now_ms() < end;)
+        sleep_ms(1);
+    long long calls = cluster_scripts_run() - before;
+    printf("  batches: 32 decisions interleaved over slots %d and %d of master %d in %lld script calls (+1)\n",
+           slots[0], slots[1], owner, calls - 1);
+    CHECK_EQ(t.done, 32);
+    CHECK_EQ(t.errors, 0);
+    CHECK_EQ(t.admitted, 32);
+    CHECK(calls - 1 <= 4); /* the first alone, then a call per slot */
+    CHECK_OK(rl_peek(c, name, ids[0], &spec, 1, &r));
+    CHECK_EQ(r.remaining, 1000 - 1 - 16);
+    rl_client_close(c);
+}
+
 /* A batch over every master while one of them stalls (SIGSTOP, well under
  * the cluster's node timeout): its requests time out, and every other
  * master's decisions are reported. */
@@ -857,5 +941,6 @@ int main(int argc, char **argv)
     test_cluster_under_change();
     test_cluster_source_first();
     test_cluster_batches_move();
+    test_cluster_batches_interleaved();
     return test_summary("topology");
 }
