@@ -404,21 +404,23 @@ static size_t plan_calls(const rl_client *c, const rl_cmd *cmds, const size_t *i
 
 /* A batch call's reply that is not its decisions' (an error for the whole
  * call): each decision gets its own copy of the error, or an empty array
- * (a protocol error when decoded). NULL: out of memory. */
+ * (a protocol error when decoded). Made by hiredis's reader, so that
+ * freeReplyObject frees it with hiredis's allocator (0.14 has no hi_free).
+ * NULL: out of memory. */
 static redisReply *reply_for_each(const redisReply *r)
 {
-    redisReply *copy = hi_calloc(1, sizeof *copy);
-    if (!copy) return NULL;
-    copy->type = REDIS_REPLY_ARRAY;
-    if (r->type == REDIS_REPLY_ERROR) {
-        if (!(copy->str = hi_malloc(r->len + 1))) {
-            hi_free(copy);
-            return NULL;
-        }
-        memcpy(copy->str, r->str, r->len + 1);
-        copy->len = r->len;
-        copy->type = REDIS_REPLY_ERROR;
+    redisReader *reader = redisReaderCreate();
+    void *copy = NULL;
+    if (!reader) return NULL;
+    if (r->type == REDIS_REPLY_ERROR) { /* an error line holds no CR / LF */
+        redisReaderFeed(reader, "-", 1);
+        redisReaderFeed(reader, r->str, r->len);
+        redisReaderFeed(reader, "\r\n", 2);
+    } else {
+        redisReaderFeed(reader, "*0\r\n", 4);
     }
+    if (redisReaderGetReply(reader, &copy) != REDIS_OK) copy = NULL;
+    redisReaderFree(reader);
     return copy;
 }
 
