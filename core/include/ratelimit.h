@@ -133,7 +133,7 @@ typedef struct {
     int max_in_flight;
     /* Plain decisions (ops acquire..refund, no lease) for one server (one
      * slot in a cluster) that are ready together go in one script call, up
-     * to this many, 1..1000; default 16, 1: one call each. The asynchronous
+     * to this many, 1..100; default 16, 1: one call each. The asynchronous
      * core batches what is queued at once and never waits for company;
      * rl_execute batches its requests. A batch costs Redis less CPU per
      * decision but holds it for its whole length (docs/reliability.md). */

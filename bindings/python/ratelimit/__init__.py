@@ -652,7 +652,7 @@ class Client(_ratelimit.Client):
         Backlog. on_redis_error decides a rate limit, as for a Timeout.
     max_batch: plain decisions (acquire, peek, reserve, up to, refund; no
         lease) for one server (one slot in a cluster) ready together go in
-        one script call, up to this many, 1..1000 (core default 16; 1: one
+        one script call, up to this many, 1..100 (core default 16; 1: one
         call each). The asynchronous core batches what is queued at once and
         never waits for company; acquire_many batches its requests. Costs
         Redis less CPU per decision; a batch holds Redis for its length.

@@ -196,8 +196,8 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
     }
     if (max_batch != Py_None) {
         if (conv_int64(st, max_batch, "max_batch", &v) < 0) goto done;
-        if (v < 1 || v > 1000) { /* 0 would mean the core's default */
-            raise_fmt(st, RL_ERR_INVALID, "max_batch must be in 1..1000 (got %lld)", (long long)v);
+        if (v < 1 || v > 100) { /* 0 would mean the core's default */
+            raise_fmt(st, RL_ERR_INVALID, "max_batch must be in 1..100 (got %lld)", (long long)v);
             goto done;
         }
         opts.max_batch = (int)v;

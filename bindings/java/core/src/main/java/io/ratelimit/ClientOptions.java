@@ -214,7 +214,7 @@ public final class ClientOptions {
     /**
      * Plain decisions (acquire, peek, reserve, up to, refund; no lease) for
      * one server (one slot in a cluster) that are ready together go in one
-     * script call, up to this many, 1..1000 (core default 16; 1: one call
+     * script call, up to this many, 1..100 (core default 16; 1: one call
      * each). The asynchronous calls batch what is queued at once and never
      * wait for company; batch calls batch their requests. A batch costs
      * Redis less CPU per decision and holds it for its whole length. null
@@ -299,7 +299,7 @@ public final class ClientOptions {
 
     int maxBatchOrUnset() {
         if (maxBatch != null && maxBatch <= 0) { // 0 would be the core's default
-            throw new InvalidArgumentException("maxBatch must be in 1..1000 (got " + maxBatch + ")");
+            throw new InvalidArgumentException("maxBatch must be in 1..100 (got " + maxBatch + ")");
         }
         return maxBatch == null ? Integer.MIN_VALUE : maxBatch;
     }

@@ -101,7 +101,7 @@ class AsyncTest extends RedisTestBase {
         assertThrows(InvalidArgumentException.class,
                 () -> RateLimitClient.connect(redis.url(), ClientOptions.defaults().maxBatch(0)));
         assertThrows(InvalidArgumentException.class,
-                () -> RateLimitClient.connect(redis.url(), ClientOptions.defaults().maxBatch(1001)));
+                () -> RateLimitClient.connect(redis.url(), ClientOptions.defaults().maxBatch(101)));
         for (Integer maxBatch : new Integer[] {null, 1}) {
             try (RateLimitClient c = RateLimitClient.connect(redis.url(), ClientOptions.defaults().maxBatch(maxBatch))) {
                 Limiter lim = c.limiter("async-batch-" + maxBatch, Rate.of(1000, Duration.ofDays(1)), Algorithm.GCRA);
