@@ -1,4 +1,5 @@
-/* Arbitrary bytes through a hiredis reader (the fake connection), and every
+/* Arbitrary bytes through a hiredis reader (the fake connection) with the
+ * core's reply layout (reply.c, as on every connection), and every
  * reply object it yields (and each of their elements) through every reply
  * decoder of the core:
  *   rl_decode_result      the six limiter scripts
@@ -290,6 +291,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     redisReader *reader = redisReaderCreate();
     FUZZ_CHECK(reader != NULL);
+    rl_reply_use(reader);
     /* hiredis's own limit is 2^32 - 1 elements: a header alone would make it
      * calloc gigabytes, which libFuzzer reports; the decoders are under test */
 #if HIREDIS_MAJOR >= 1
@@ -300,7 +302,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             void *reply = NULL;
             if (redisReaderGetReply(reader, &reply) != REDIS_OK || !reply) break;
             check_reply(reply, 0);
-            freeReplyObject(reply);
+            rl_reply_free(reply);
         }
     }
     redisReaderFree(reader);

@@ -595,14 +595,14 @@ static void read_replies(rl_async *a, aconn *ac)
         if (r) ac->count--;
         if (r && r->kind <= REQ_POP && (r->redirects > 0 || r->reordered)) ac->resent--;
         if (!r) {
-            freeReplyObject(reply);
+            rl_reply_free(reply);
             rl_fail(RL_ERR_PROTOCOL, "a reply nobody asked for");
             rl_async_conn_drop(a, ac, RL_ERR_PROTOCOL);
             return;
         }
         if (r->group > 1) handle_batch_reply(a, ac, r, reply);
         else handle_reply(a, ac, r, reply);
-        freeReplyObject(reply);
+        rl_reply_free(reply);
         if (!ac->conn) return; /* dropped meanwhile */
         feed(a, ac);
     }

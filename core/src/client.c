@@ -199,6 +199,7 @@ void rl_cmd_init(rl_cmd *cmd)
     cmd->script = -1;
     cmd->slot = -1;
     cmd->batchable = 0;
+    cmd->text_used = 0;
 }
 
 void rl_cmd_free(rl_cmd *cmd)
@@ -278,23 +279,23 @@ void rl_cmd_key(rl_cmd *cmd, const rl_client *client, const char *name, const ch
 void rl_cmd_entity_key(rl_cmd *cmd, const rl_client *client, const char *name, const char *id, const char *owner,
                        const char *suffix)
 {
-    char *tag = rl_entity_tag(name, id, owner);
-    size_t prefix_len = strlen(client->prefix), tag_len = tag ? strlen(tag) : 0, suffix_len = strlen(suffix);
+    size_t prefix_len = strlen(client->prefix), tag_len = rl_entity_tag_write(name, id, owner, NULL),
+           suffix_len = strlen(suffix);
     size_t len = prefix_len + 2 + tag_len + 2 + suffix_len;
-    char *s = tag ? malloc(len + 1) : NULL;
-    if (!s) {
-        free(tag);
+    /* in cmd's own text when it fits: no malloc, nothing to free */
+    char *owned = NULL, *s = cmd->text + cmd->text_used;
+    if (len + 1 <= sizeof cmd->text - cmd->text_used) cmd->text_used += len + 1;
+    else if (!(s = owned = malloc(len + 1))) {
         cmd->failed = 1;
         return;
     }
     /* prefix ":{" tag "}:" suffix, as rl_format_key writes it */
     memcpy(s, client->prefix, prefix_len);
     memcpy(s + prefix_len, ":{", 2);
-    memcpy(s + prefix_len + 2, tag, tag_len);
+    rl_entity_tag_write(name, id, owner, s + prefix_len + 2);
     memcpy(s + prefix_len + 2 + tag_len, "}:", 2);
     memcpy(s + prefix_len + 4 + tag_len, suffix, suffix_len + 1);
-    free(tag);
-    push_arg(cmd, s, len, s);
+    push_arg(cmd, s, len, owned);
     if (cmd->slot < 0 && !cmd->failed) cmd->slot = rl_key_slot(s, len);
 }
 
@@ -367,7 +368,7 @@ int rl_reply_is_noscript(const redisReply *r)
 static void free_replies(redisReply **replies, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (replies[i]) freeReplyObject(replies[i]);
+        if (replies[i]) rl_reply_free(replies[i]);
         replies[i] = NULL;
     }
 }
@@ -402,42 +403,22 @@ static size_t plan_calls(const rl_client *c, const rl_cmd *cmds, const size_t *i
     return calls;
 }
 
-/* A batch call's reply that is not its decisions' (an error for the whole
- * call): each decision gets its own copy of the error, or an empty array
- * (a protocol error when decoded). Made by hiredis's reader, so that
- * freeReplyObject frees it with hiredis's allocator (0.14 has no hi_free).
- * NULL: out of memory. */
-static redisReply *reply_for_each(const redisReply *r)
-{
-    redisReader *reader = redisReaderCreate();
-    void *copy = NULL;
-    if (!reader) return NULL;
-    if (r->type == REDIS_REPLY_ERROR) { /* an error line holds no CR / LF */
-        redisReaderFeed(reader, "-", 1);
-        redisReaderFeed(reader, r->str, r->len);
-        redisReaderFeed(reader, "\r\n", 2);
-    } else {
-        redisReaderFeed(reader, "*0\r\n", 4);
-    }
-    if (redisReaderGetReply(reader, &copy) != REDIS_OK) copy = NULL;
-    redisReaderFree(reader);
-    return copy;
-}
-
-/* Splits a batch call's reply among its decisions cmds ord[0..n). */
+/* Splits a batch call's reply among its decisions cmds ord[0..n): each gets
+ * its element as a reply of its own; or, when the reply is not its
+ * decisions' (an error for the whole call), a copy of the error, or an
+ * empty array (a protocol error when decoded). */
 static int split_reply(redisReply *r, const size_t *ord, size_t n, redisReply **replies)
 {
     int ok = rl_batch_reply_ok(r, n);
+    const redisReply empty = {.type = REDIS_REPLY_ARRAY};
     for (size_t j = 0; j < n; j++) {
-        if (ok) {
-            replies[ord[j]] = r->element[j];
-            r->element[j] = NULL; /* now the decision's own */
-        } else if (!(replies[ord[j]] = reply_for_each(r))) {
-            freeReplyObject(r);
+        const redisReply *own = ok ? r->element[j] : r->type == REDIS_REPLY_ERROR ? r : &empty;
+        if (!(replies[ord[j]] = rl_reply_copy(own))) {
+            rl_reply_free(r);
             return rl_fail(RL_ERR_NOMEM, "out of memory");
         }
     }
-    freeReplyObject(r);
+    rl_reply_free(r);
     return RL_OK;
 }
 
@@ -497,7 +478,7 @@ static int send_and_read(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t
         void *r = NULL;
         if (n == 1 && asking[ord[o]]) {
             if (rl_conn_read_by(conn, &r, *read_by, timeout) != REDIS_OK) goto broken;
-            freeReplyObject(r);
+            rl_reply_free(r);
         }
         if (rl_conn_read_by(conn, &r, *read_by, timeout) != REDIS_OK) goto broken;
         if (n == 1) replies[ord[o]] = r;
@@ -539,14 +520,14 @@ static int reload_once(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *
         int rc = bad ? rl_fail(RL_ERR_REDIS, "SCRIPT LOAD %s: %s", def->name,
                                r->type == REDIS_REPLY_ERROR ? r->str : "unexpected SHA1")
                      : RL_OK;
-        freeReplyObject(r);
+        rl_reply_free(r);
         if (rc) return rc;
         loaded[cmds[i].script] = 1;
     }
     for (size_t k = 0; k < m; k++) {
         size_t i = idx[k];
         if (!rl_reply_is_noscript(replies[i]) || cmds[i].script < 0) continue;
-        freeReplyObject(replies[i]);
+        rl_reply_free(replies[i]);
         replies[i] = NULL;
         int rc = send_and_read(c, conn, cmds, &i, 1, asking, read_by, replies);
         if (rc) return rc;
@@ -702,7 +683,7 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
             for (size_t k = 0; k < m; k++) {
                 size_t i = idx[k];
                 if (replies[i] && !rl_reply_is_noscript(replies[i])) continue;
-                if (replies[i]) freeReplyObject(replies[i]);
+                if (replies[i]) rl_reply_free(replies[i]);
                 replies[i] = NULL;
                 settle(outcomes, done, &pending, i, rc, msg);
             }
@@ -722,7 +703,7 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
                 continue;
             }
             snprintf(last, sizeof last, "%s", replies[i]->str);
-            freeReplyObject(replies[i]);
+            rl_reply_free(replies[i]);
             replies[i] = NULL;
             redirects++;
             redirected = 1;
@@ -758,7 +739,7 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
         if (replies[i] && replies[i]->type == REDIS_REPLY_ERROR) {
             outcomes[i].status = rl_fail(RL_ERR_REDIS, "%s", replies[i]->str);
             snprintf(outcomes[i].error, sizeof outcomes[i].error, "%s", replies[i]->str);
-            freeReplyObject(replies[i]);
+            rl_reply_free(replies[i]);
             replies[i] = NULL;
         }
     }

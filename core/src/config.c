@@ -227,7 +227,7 @@ static int fetch(rl_client *client, const char *name, int *found, rl_spec *spec)
     rl_cmd_free(&cmd);
     if (rc) return rc;
     rc = parse_stored(name, reply, found, spec);
-    freeReplyObject(reply);
+    rl_reply_free(reply);
     if (rc == RL_OK) cache_put(client, name, *found, spec);
     return rc;
 }
@@ -262,7 +262,7 @@ static int store(rl_client *client, const char *name, const rl_spec *spec, int i
     rl_cmd_free(&cmd);
     if (rc) return rc;
     rc = rl_decode_integer(reply, "config set", &done);
-    freeReplyObject(reply);
+    rl_reply_free(reply);
     if (rc) return rc;
     if (set) *set = done == 1;
     if (done == 1) cache_put(client, name, 1, spec);
@@ -305,7 +305,7 @@ int rl_config_delete(rl_client *client, const char *name, int *deleted)
     rl_cmd_free(&cmd);
     if (rc) return rc;
     rc = rl_decode_integer(reply, "config delete", &n);
-    freeReplyObject(reply);
+    rl_reply_free(reply);
     if (rc) return rc;
     if (deleted) *deleted = n > 0;
     cache_put(client, name, 0, NULL);

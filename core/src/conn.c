@@ -275,7 +275,7 @@ static int simple_command(rl_conn *conn, int argc, const char **argv, const char
     int rc = RL_OK;
     if (!r) return rl_conn_error(conn, what);
     if (r->type == REDIS_REPLY_ERROR) rc = rl_fail(RL_ERR_REDIS, "%s: %s", what, r->str);
-    freeReplyObject(r);
+    rl_reply_free(r);
     return rc;
 }
 
@@ -447,6 +447,10 @@ int rl_conn_open(rl_client *c, rl_node *node, const char *password, const char *
         rc = rl_conn_error(conn, where);
         goto fail;
     }
+    rl_reply_use(conn->ctx->reader);
+#if HIREDIS_MAJOR >= 1
+    redisSetPushCallback(conn->ctx, NULL); /* its default frees with freeReplyObject (RESP3 only: never here) */
+#endif
 #ifdef RL_HAVE_TLS
     if (c->tls) {
         /* the handshake is bounded by the connect timeout */

@@ -243,6 +243,8 @@ typedef struct {
     size_t lens[RL_CMD_MAX_ARGS];
     char *owned[RL_CMD_MAX_ARGS];
     char ints[RL_CMD_MAX_ARGS][24]; /* integer args live here: no malloc */
+    char text[512];                 /* and keys, while they fit */
+    size_t text_used;
     int script; /* RL_SCRIPT_* for EVALSHA, else -1 */
     int slot;   /* cluster slot of the first key, -1 without keys */
     int failed; /* out of memory while building */
@@ -269,6 +271,8 @@ void rl_cmd_entity_key(rl_cmd *cmd, const rl_client *client, const char *name, c
 /* keys.c: the escaped hash tag of an entity (malloc'd; owner as above), and
  * SHA-256 in hex */
 char *rl_entity_tag(const char *name, const char *id, const char *owner);
+/* the same tag written at out (no NUL), or out NULL: its length only */
+size_t rl_entity_tag_write(const char *name, const char *id, const char *owner, char *out);
 void rl_sha256_hex(const void *data, size_t len, char *hex);
 /* Ids may be long (they are hashed into the key past 256 bytes). */
 #define RL_ID_MAX (1024 * 1024)
@@ -290,7 +294,7 @@ int rl_batch_reply_ok(const redisReply *reply, size_t n);
 /* Sends n commands pipelined on one connection and reads the n replies.
  * Script calls answered NOSCRIPT are loaded and re-sent once (they did not
  * run). Never re-sends anything else. replies[i] must be freed by the caller
- * with freeReplyObject on RL_OK; on error all are NULL. */
+ * with rl_reply_free on RL_OK; on error all are NULL. */
 int rl_run(rl_client *client, rl_cmd *cmds, size_t n, redisReply **replies);
 /* The same, each command with its own outcome: replies[i] is set (to free)
  * exactly when outcomes[i].status is RL_OK; an error reply is its command's
@@ -405,6 +409,18 @@ void rl_async_stop(rl_client *client);
 
 /* reply helpers */
 int rl_reply_int(const redisReply *r, size_t index, int64_t *out);
+/* reply.c: a reader that puts each reply in one block (rl_conn_open sets it
+ * up on every connection); such a reply is freed with rl_reply_free, the
+ * root only: its elements go with it */
+void rl_reply_use(redisReader *reader);
+void rl_reply_free(void *reply);
+/* r (a reply or one of its elements) as a reply of its own; NULL: no memory */
+redisReply *rl_reply_copy(const redisReply *r);
+/* hiredis's freeReplyObject on one of them frees memory it never allocated
+ * (RL_HIREDIS_REPLIES: a test that also reads replies of its own hiredis) */
+#ifndef RL_HIREDIS_REPLIES
+#pragma GCC poison freeReplyObject
+#endif
 
 /* validation helpers: name non-empty, value in range */
 int rl_check_name(const char *what, const char *value);

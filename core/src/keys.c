@@ -97,18 +97,17 @@ static size_t escape(const char *s, int is_name, char *out)
     return n;
 }
 
-char *rl_entity_tag(const char *name, const char *id, const char *owner)
+size_t rl_entity_tag_write(const char *name, const char *id, const char *owner, char *out)
 {
     size_t name_len = escape(name, 1, NULL);
     size_t id_len = id ? escape(id, 0, NULL) : 0;
     int hashed = id && id_len > RL_ID_INLINE_MAX;
     size_t owner_len = owner ? strlen(owner) : 0;
     size_t total = name_len + (id ? 1 + (hashed ? 2 + 64 : id_len) : 0) + (owner ? 2 + owner_len : 0);
-    char *tag = malloc(total + 1);
-    if (!tag) return NULL;
-    escape(name, 1, tag);
+    if (!out) return total;
+    escape(name, 1, out);
     if (id) {
-        char *p = tag + name_len;
+        char *p = out + name_len;
         *p++ = ':';
         if (hashed) {
             memcpy(p, "%H", 2);
@@ -118,9 +117,18 @@ char *rl_entity_tag(const char *name, const char *id, const char *owner)
         }
     }
     if (owner) {
-        memcpy(tag + total - owner_len - 2, "%P", 2);
-        memcpy(tag + total - owner_len, owner, owner_len);
+        memcpy(out + total - owner_len - 2, "%P", 2);
+        memcpy(out + total - owner_len, owner, owner_len);
     }
+    return total;
+}
+
+char *rl_entity_tag(const char *name, const char *id, const char *owner)
+{
+    size_t total = rl_entity_tag_write(name, id, owner, NULL);
+    char *tag = malloc(total + 1);
+    if (!tag) return NULL;
+    rl_entity_tag_write(name, id, owner, tag);
     tag[total] = '\0';
     return tag;
 }

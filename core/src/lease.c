@@ -514,7 +514,7 @@ void rl_leases_end(rl_client *c, const char *name, const char *id, int how)
          * give-back that fails is dropped (the permits stay counted: safe) */
         if (replies && outcomes) rl_run_each(c, cmds, n, replies, outcomes);
         for (size_t i = 0; replies && outcomes && i < n; i++)
-            if (!outcomes[i].status) freeReplyObject(replies[i]);
+            if (!outcomes[i].status) rl_reply_free(replies[i]);
         free(replies);
         free(outcomes);
     }

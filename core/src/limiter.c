@@ -204,8 +204,8 @@ int rl_key(const rl_client *client, const char *name, const char *id, rl_algorit
 /* The key suffix of rate i: the algorithm, then ":2", ":3"... */
 static void rate_suffix(char *buf, size_t size, rl_algorithm algorithm, size_t i)
 {
-    if (i == 0)
-        snprintf(buf, size, "%s", algorithm_names[algorithm]);
+    if (i == 0) /* no snprintf: this is on every decision's path */
+        memcpy(buf, algorithm_names[algorithm], strlen(algorithm_names[algorithm]) + 1);
     else
         snprintf(buf, size, "%s:%zu", algorithm_names[algorithm], i + 1);
 }
@@ -453,7 +453,7 @@ static void execute(rl_client *client, const rl_request *requests, size_t n, rl_
         for (size_t j = 0; j < m; j++) {
             size_t i = map[j];
             if (i == SIZE_MAX) {
-                if (!sent[j].status) freeReplyObject(replies[j]);
+                if (!sent[j].status) rl_reply_free(replies[j]);
                 continue;
             }
             outcomes[i] = sent[j];
@@ -467,7 +467,7 @@ static void execute(rl_client *client, const rl_request *requests, size_t n, rl_
                 if (!sent[j].status && rl_decode_result(replies[j], &results[i]))
                     set_outcome(&outcomes[i], RL_ERR_PROTOCOL, rl_errmsg());
             }
-            if (!sent[j].status) freeReplyObject(replies[j]);
+            if (!sent[j].status) rl_reply_free(replies[j]);
         }
         for (size_t j = 0; j < m; j++) rl_cmd_free(&cmds[j]);
     }
@@ -546,7 +546,7 @@ int rl_reset(rl_client *client, const char *name, const char *id, const rl_spec 
     /* this client's leases on the entity end, given back to nobody */
     rl_leases_end(client, name, id, RL_LEASES_DROP);
     rc = rl_run(client, &cmd, 1, &reply);
-    if (rc == RL_OK) freeReplyObject(reply);
+    if (rc == RL_OK) rl_reply_free(reply);
     rl_cmd_free(&cmd);
     /* a block another thread fetched meanwhile may predate the DEL */
     rl_leases_end(client, name, id, RL_LEASES_DROP);

@@ -77,9 +77,9 @@ static int wait_message(rl_conn *sub, int64_t ms, const rl_wait *wait)
         if (n <= 0) continue;
         void *reply = NULL;
         if (rl_conn_read(sub, &reply) != REDIS_OK) return rl_conn_error(sub, "wait for wake-up");
-        freeReplyObject(reply);
+        rl_reply_free(reply);
         /* several wake-ups read at once count as one: we retry right away */
-        while (redisReaderGetReply(sub->ctx->reader, &reply) == REDIS_OK && reply) freeReplyObject(reply);
+        while (redisReaderGetReply(sub->ctx->reader, &reply) == REDIS_OK && reply) rl_reply_free(reply);
         return 1;
     }
 }
@@ -115,11 +115,11 @@ static int subscribe(rl_client *client, const char *channel, rl_conn **out)
     if (!r || r->type != REDIS_REPLY_ARRAY) {
         rc = r ? rl_fail(RL_ERR_REDIS, "%s failed: %s", argv[0], r->type == REDIS_REPLY_ERROR ? r->str : "bad reply")
                : rl_conn_error(sub, argv[0]);
-        if (r) freeReplyObject(r);
+        if (r) rl_reply_free(r);
         rl_conn_close(sub);
         return rc;
     }
-    freeReplyObject(r);
+    rl_reply_free(r);
     *out = sub;
     return RL_OK;
 }
@@ -202,7 +202,7 @@ static int sem_try(rl_client *client, const char *kind, const char *name, const 
     int rc = sem_call(client, kind, name, "acquire", id, max, lease, enqueue, &r);
     if (rc) return rc;
     rc = rl_decode_sem_acquire(r, &out->granted, &out->fence, &out->first_lease_end);
-    freeReplyObject(r);
+    rl_reply_free(r);
     return rc;
 }
 
@@ -214,7 +214,7 @@ static int sem_simple(rl_client *client, const char *kind, const char *name, con
     int rc = sem_call(client, kind, name, op, id, 1, lease, 0, &r);
     if (rc) return rc;
     rc = rl_reply_int(r, 0, &v);
-    freeReplyObject(r);
+    rl_reply_free(r);
     if (done) *done = v == 1;
     return rc;
 }
@@ -321,7 +321,7 @@ static int sem_info(rl_client *client, const char *name, int64_t *holders, int64
     if ((rc = rl_check_semaphore_info(client, name, 0))) return rc;
     if ((rc = sem_call(client, "semaphore", name, "info", NULL, 1, 1, 0, &r))) return rc;
     if (!(rc = rl_reply_int(r, 0, holders))) rc = rl_reply_int(r, 1, waiters);
-    freeReplyObject(r);
+    rl_reply_free(r);
     return rc;
 }
 
@@ -439,7 +439,7 @@ int rl_queue_push(rl_client *client, const char *queue, const char *message, siz
     if (rc) return rc;
     rc = rl_decode_integer(r, "delay_queue push", &v);
     if (!rc && added) *added = v == 1;
-    freeReplyObject(r);
+    rl_reply_free(r);
     return rc;
 }
 
@@ -471,7 +471,7 @@ static int pop_once(rl_client *client, const char *queue, size_t max, rl_message
     rl_cmd_free(&cmd);
     if (rc) return rc;
     rc = rl_decode_queue_pop(r, out, next_in);
-    freeReplyObject(r);
+    rl_reply_free(r);
     return rc;
 }
 
@@ -568,7 +568,7 @@ int rl_queue_size(rl_client *client, const char *queue, int64_t *size)
     rl_cmd_free(&cmd);
     if (rc) return rc;
     rc = rl_decode_integer(r, "ZCARD", size);
-    freeReplyObject(r);
+    rl_reply_free(r);
     return rc;
 }
 
@@ -586,6 +586,6 @@ int rl_queue_remove(rl_client *client, const char *queue, const char *message, s
     if (rc) return rc;
     rc = rl_decode_integer(r, "ZREM", &v);
     if (!rc && removed) *removed = v == 1;
-    freeReplyObject(r);
+    rl_reply_free(r);
     return rc;
 }

@@ -142,7 +142,7 @@ void rl_wait_read(rl_async *a, aconn *ac)
         }
         if (!m) return;
         int understood = wakeup(a, ac, m);
-        freeReplyObject(m);
+        rl_reply_free(m);
         if (!understood) { /* an error (a MOVED for SSUBSCRIBE): poll, subscribe again later */
             rl_fail(RL_ERR_PROTOCOL, "unexpected reply on the subscriber connection");
             rl_async_conn_drop(a, ac, RL_ERR_PROTOCOL);

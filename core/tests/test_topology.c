@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#define RL_HIREDIS_REPLIES /* it reads INFO and CLUSTER SLOTS on a hiredis context of its own */
 #include "internal.h"
 
 static char topo_dir[512];

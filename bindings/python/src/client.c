@@ -617,7 +617,7 @@ static PyObject *client_command(ClientObject *self, PyObject *args, PyObject *kw
         goto done;
     }
     out = reply_to_python(st, reply);
-    freeReplyObject(reply);
+    rl_reply_free(reply);
 done:
     rl_cmd_free(&cmd);
     Py_XDECREF(keeps);

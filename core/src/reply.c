@@ -1,0 +1,222 @@
+/* Replies read on our connections. hiredis's reader allocates one object per
+ * element (a limiter's 8-integer reply: ten mallocs and ten frees, a third
+ * of a pipelined decision's client instructions); ours put a whole reply in
+ * one block, with more blocks chained only for big replies. Same redisReply
+ * structs, so every decoder reads them as before; freed with rl_reply_free
+ * (the root only: its elements go with it), never freeReplyObject. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* A limiter's reply (root, 8 element pointers, 8 integers) fits the first. */
+#define FIRST_BLOCK 1024
+
+typedef struct block {
+    struct block *next;
+} block;
+
+typedef struct {
+    block *more;  /* blocks past the first, newest first */
+    char *free_at;
+    size_t left;
+    size_t grown; /* the size of the last block added */
+    redisReply root;
+} head;
+
+#define ALIGN(n) (((n) + 15) & ~(size_t)15)
+
+static head *head_of(redisReply *root)
+{
+    return (head *)((char *)root - offsetof(head, root));
+}
+
+/* size bytes in root's blocks; NULL: no memory */
+static void *take(head *h, size_t size)
+{
+    size = ALIGN(size);
+    if (size > h->left) {
+        size_t want = h->grown * 2 > size ? h->grown * 2 : size;
+        block *b = malloc(ALIGN(sizeof *b) + want);
+        if (!b) return NULL;
+        b->next = h->more;
+        h->more = b;
+        h->grown = want;
+        h->free_at = (char *)b + ALIGN(sizeof *b);
+        h->left = want;
+    }
+    void *p = h->free_at;
+    h->free_at += size;
+    h->left -= size;
+    return p;
+}
+
+/* A new reply object for task (extra: bytes it will need besides), hung
+ * into its parent; the first of a reply starts its block. */
+static redisReply *new_object(const redisReadTask *task, int type, size_t extra)
+{
+    redisReply *r;
+    const redisReadTask *top = task;
+    while (top->parent) top = top->parent;
+    if (top == task) {
+        size_t size = ALIGN(sizeof(head)) + extra;
+        if (size < FIRST_BLOCK) size = FIRST_BLOCK;
+        head *h = malloc(size);
+        if (!h) return NULL;
+        h->more = NULL;
+        h->free_at = (char *)h + ALIGN(sizeof(head));
+        h->left = size - ALIGN(sizeof(head));
+        h->grown = size;
+        r = &h->root;
+    } else if (!(r = take(head_of(top->obj), sizeof *r))) {
+        return NULL;
+    }
+    memset(r, 0, sizeof *r);
+    r->type = type;
+    if (task->parent) ((redisReply *)task->parent->obj)->element[task->idx] = r;
+    return r;
+}
+
+/* len bytes of text (a NUL after them) in r's reply */
+static char *text_for(const redisReadTask *task, redisReply *r, const char *text, size_t len)
+{
+    const redisReadTask *top = task;
+    while (top->parent) top = top->parent;
+    char *s = take(head_of(top == task ? r : top->obj), len + 1);
+    if (!s) return NULL;
+    memcpy(s, text, len);
+    s[len] = '\0';
+    return s;
+}
+
+static void *create_string(const redisReadTask *task, char *str, size_t len)
+{
+    redisReply *r = new_object(task, task->type, ALIGN(len + 1));
+    if (!r) return NULL;
+#ifdef REDIS_REPLY_VERB
+    if (task->type == REDIS_REPLY_VERB && len >= 4) { /* "txt:" before the text */
+        memcpy(r->vtype, str, 3);
+        r->vtype[3] = '\0';
+        str += 4;
+        len -= 4;
+    }
+#endif
+    if (!(r->str = text_for(task, r, str, len))) return NULL;
+    r->len = len;
+    return r;
+}
+
+#if HIREDIS_MAJOR >= 1
+static void *create_array(const redisReadTask *task, size_t elements)
+#else
+static void *create_array(const redisReadTask *task, int elements)
+#endif
+{
+    size_t n = (size_t)elements;
+    if (n > SIZE_MAX / 2 / sizeof(redisReply *)) return NULL;
+    /* a short array's elements too (a limiter's integers) */
+    size_t extra = ALIGN(n * sizeof(redisReply *)) + (n <= 64 ? n * ALIGN(sizeof(redisReply)) : 0);
+    redisReply *r = new_object(task, task->type, extra);
+    if (!r) return NULL;
+    if (n) {
+        const redisReadTask *top = task;
+        while (top->parent) top = top->parent;
+        if (!(r->element = take(head_of(top == task ? r : top->obj), n * sizeof *r->element))) return NULL;
+        memset(r->element, 0, n * sizeof *r->element);
+    }
+    r->elements = n;
+    return r;
+}
+
+static void *create_integer(const redisReadTask *task, long long value)
+{
+    redisReply *r = new_object(task, REDIS_REPLY_INTEGER, 0);
+    if (r) r->integer = value;
+    return r;
+}
+
+static void *create_nil(const redisReadTask *task)
+{
+    return new_object(task, REDIS_REPLY_NIL, 0);
+}
+
+#if HIREDIS_MAJOR >= 1
+static void *create_double(const redisReadTask *task, double value, char *str, size_t len)
+{
+    redisReply *r = new_object(task, REDIS_REPLY_DOUBLE, ALIGN(len + 1));
+    if (!r) return NULL;
+    r->dval = value;
+    if (!(r->str = text_for(task, r, str, len))) return NULL;
+    r->len = len;
+    return r;
+}
+
+static void *create_bool(const redisReadTask *task, int value)
+{
+    redisReply *r = new_object(task, REDIS_REPLY_BOOL, 0);
+    if (r) r->integer = value != 0;
+    return r;
+}
+#endif
+
+void rl_reply_free(void *reply)
+{
+    if (!reply) return;
+    head *h = head_of(reply);
+    for (block *b = h->more, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+    free(h);
+}
+
+/* bytes a copy of r takes after the head */
+static size_t copy_size(const redisReply *r)
+{
+    size_t size = ALIGN(sizeof *r) + (r->str ? ALIGN(r->len + 1) : 0) + ALIGN(r->elements * sizeof *r->element);
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]) size += copy_size(r->element[i]);
+    return size;
+}
+
+static redisReply *copy_into(head *h, redisReply *to, const redisReply *r)
+{
+    *to = *r;
+    to->element = NULL;
+    if (r->str) to->str = memcpy(take(h, r->len + 1), r->str, r->len + 1);
+    if (r->elements) to->element = take(h, r->elements * sizeof *to->element);
+    for (size_t i = 0; i < r->elements; i++)
+        to->element[i] = r->element[i] ? copy_into(h, take(h, sizeof *r), r->element[i]) : NULL;
+    return to;
+}
+
+redisReply *rl_reply_copy(const redisReply *r)
+{
+    size_t size = ALIGN(sizeof(head)) + copy_size(r);
+    head *h = malloc(size);
+    if (!h) return NULL;
+    h->more = NULL;
+    h->free_at = (char *)h + ALIGN(sizeof(head));
+    h->left = size - ALIGN(sizeof(head));
+    h->grown = size;
+    return copy_into(h, &h->root, r);
+}
+
+static redisReplyObjectFunctions functions = {
+    .createString = create_string,
+    .createArray = create_array,
+    .createInteger = create_integer,
+#if HIREDIS_MAJOR >= 1
+    .createDouble = create_double,
+    .createBool = create_bool,
+#endif
+    .createNil = create_nil,
+    .freeObject = rl_reply_free,
+};
+
+void rl_reply_use(redisReader *reader)
+{
+    reader->fn = &functions;
+}
