@@ -71,18 +71,27 @@ void rl_sha256_hex(const void *data, size_t len, char *hex)
 
 /* ---- escaping ---------------------------------------------------------- */
 
-static int needs_escape(unsigned char ch, int is_name)
-{
-    return ch == '%' || ch == '{' || ch == '}' || ch < 0x21 || ch == 0x7f || (is_name && ch == ':');
-}
+/* 2: escaped in names and ids, 1: in names only (':'), 0: kept; by table,
+ * as this runs on every decision */
+static const unsigned char escaped[256] = { /* below 0x21, '%', ':', '{', '}', 0x7f */
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+    2, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 2, 0, 2,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
 
 /* Writes the escaped form of s into out (when not NULL); returns its length. */
 static size_t escape(const char *s, int is_name, char *out)
 {
     static const char hex[] = "0123456789ABCDEF";
+    const unsigned char level = is_name ? 1 : 2;
     size_t n = 0;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (needs_escape(*p, is_name)) {
+        if (escaped[*p] >= level) {
             if (out) {
                 out[n] = '%';
                 out[n + 1] = hex[*p >> 4];
