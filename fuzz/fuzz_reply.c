@@ -300,7 +300,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (redisReaderFeed(reader, (const char *)data, size) == REDIS_OK) {
         for (int n = 0; n < 32; n++) {
             void *reply = NULL;
-            if (redisReaderGetReply(reader, &reply) != REDIS_OK || !reply) break;
+            if (rl_reader_get_reply(reader, &reply) != REDIS_OK || !reply) break;
             check_reply(reply, 0);
             rl_reply_free(reply);
         }

@@ -585,7 +585,7 @@ static void read_replies(rl_async *a, aconn *ac)
     ac->last_read_ms = rl_monotonic_ms();
     for (;;) {
         void *reply = NULL;
-        if (redisReaderGetReply(ctx->reader, &reply) != REDIS_OK) {
+        if (rl_reader_get_reply(ctx->reader, &reply) != REDIS_OK) {
             rl_fail(RL_ERR_PROTOCOL, "protocol error: %s", ctx->reader->errstr);
             rl_async_conn_drop(a, ac, RL_ERR_PROTOCOL);
             return;

@@ -233,7 +233,12 @@ int rl_conn_read_by(rl_conn *conn, void **reply, int64_t read_by_ms, int timeout
     int lowered = 0, rc;
     *reply = NULL;
     for (;;) {
-        if ((rc = redisGetReplyFromReader(ctx, reply)) != REDIS_OK || *reply) break;
+        if ((rc = rl_reader_get_reply(ctx->reader, reply)) != REDIS_OK) { /* as redisGetReplyFromReader */
+            ctx->err = ctx->reader->err;
+            snprintf(ctx->errstr, sizeof ctx->errstr, "%s", ctx->reader->errstr);
+            break;
+        }
+        if (*reply) break;
         int64_t left = read_by_ms - rl_monotonic_ms();
         if (left <= 0) {
 #ifdef REDIS_ERR_TIMEOUT

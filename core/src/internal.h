@@ -416,6 +416,8 @@ void rl_reply_use(redisReader *reader);
 void rl_reply_free(void *reply);
 /* r (a reply or one of its elements) as a reply of its own; NULL: no memory */
 redisReply *rl_reply_copy(const redisReply *r);
+/* redisReaderGetReply, a limiter's reply (integers) read without it */
+int rl_reader_get_reply(redisReader *reader, void **reply);
 /* hiredis's freeReplyObject on one of them frees memory it never allocated
  * (RL_HIREDIS_REPLIES: a test that also reads replies of its own hiredis) */
 #ifndef RL_HIREDIS_REPLIES

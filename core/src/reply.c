@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <hiredis/sds.h>
+
 #include "internal.h"
 
 /* A limiter's reply (root, 8 element pointers, 8 integers) fits the first. */
@@ -219,4 +221,90 @@ static redisReplyObjectFunctions functions = {
 void rl_reply_use(redisReader *reader)
 {
     reader->fn = &functions;
+}
+
+/* ---- the common replies without the general reader ---------------------- */
+
+/* A canonical integer line ("0", or an optional '-' then 1 to 18 digits
+ * without a leading zero: no overflow) ending in CRLF, starting at p; its end
+ * past the CRLF, or NULL (anything else: the general reader decides). */
+static const char *int_line(const char *p, const char *end, long long *out)
+{
+    int negative = p < end && *p == '-';
+    p += negative;
+    const char *digits = p;
+    unsigned long long v = 0;
+    while (p < end && *p >= '0' && *p <= '9') v = v * 10 + (unsigned)(*p++ - '0');
+    size_t n = (size_t)(p - digits);
+    if (n == 0 || n > 18 || (*digits == '0' && (n > 1 || negative)) || end - p < 2 || p[0] != '\r' || p[1] != '\n')
+        return NULL;
+    *out = negative ? -(long long)v : (long long)v;
+    return p + 2;
+}
+
+/* ":<int>" or "*<n>" of those, n 1..64 (a limiter's reply, and an integer),
+ * whole in [p, end): the reply, *used its bytes; NULL for anything else */
+static redisReply *fast_reply(const char *p, const char *end, size_t *used)
+{
+    const char *start = p;
+    long long v, n = 0;
+    if (p == end || (*p != ':' && *p != '*') || !(p = int_line(p + 1, end, &v))) return NULL;
+    int array = *start == '*';
+    if (array) {
+        if (v < 1 || v > 64) return NULL;
+        n = v;
+    }
+    size_t size = ALIGN(sizeof(head)) + ALIGN((size_t)n * sizeof(redisReply *)) + (size_t)n * sizeof(redisReply);
+    head *h = malloc(size);
+    if (!h) return NULL;
+    h->more = NULL;
+    h->free_at = (char *)h + size;
+    h->left = 0;
+    h->grown = size;
+    redisReply *r = &h->root;
+    memset(r, 0, sizeof *r);
+    if (!array) {
+        r->type = REDIS_REPLY_INTEGER;
+        r->integer = v;
+        *used = (size_t)(p - start);
+        return r;
+    }
+    r->type = REDIS_REPLY_ARRAY;
+    r->elements = (size_t)n;
+    r->element = (redisReply **)((char *)h + ALIGN(sizeof(head)));
+    redisReply *e = (redisReply *)((char *)r->element + ALIGN((size_t)n * sizeof *r->element));
+    for (long long i = 0; i < n; i++, e++) {
+        if (p == end || *p != ':' || !(p = int_line(p + 1, end, &v))) {
+            free(h);
+            return NULL;
+        }
+        memset(e, 0, sizeof *e);
+        e->type = REDIS_REPLY_INTEGER;
+        e->integer = v;
+        r->element[i] = e;
+    }
+    *used = (size_t)(p - start);
+    return r;
+}
+
+int rl_reader_get_reply(redisReader *reader, void **reply)
+{
+    size_t used;
+    redisReply *r;
+    *reply = NULL;
+    /* only between replies, on a reader of ours */
+    int between = !reader->err && reader->ridx == -1 && !reader->reply && reader->fn == &functions;
+    /* nothing to read: hiredis would start a reply (and stay mid-reply) */
+    if (between && reader->pos == reader->len) return REDIS_OK;
+    if (!between || !(r = fast_reply(reader->buf + reader->pos, reader->buf + reader->len, &used)))
+        return redisReaderGetReply(reader, reply);
+    reader->pos += used;
+    /* as hiredis does: drop what was read once it is 1 KB */
+    if (reader->pos >= 1024) {
+        sdsrange(reader->buf, (ssize_t)reader->pos, -1);
+        reader->pos = 0;
+        reader->len = sdslen(reader->buf);
+    }
+    *reply = r;
+    return REDIS_OK;
 }
