@@ -75,8 +75,7 @@ static void test_replies(void)
 {
     static const char *inputs[] = {
         /* a limiter's reply, twice, then an integer */
-        "*8\r\n:1\r\n:10\r\n:9\r\n:-1\r\n:100\r\n:0\r\n:1\r\n:0\r\n*8\r\n:0\r\n:10\r\n:0\r\n:99\r\n:100\r\n:0\r\n:0\r\n:0\r\n"
-        ":42\r\n",
+        "*8\r\n:1\r\n:10\r\n:9\r\n:-1\r\n:100\r\n:0\r\n:1\r\n:0\r\n*8\r\n:0\r\n:10\r\n:0\r\n:99\r\n:100\r\n:0\r\n:0\r\n:0\r\n:42\r\n",
         ":-9223372036854775808\r\n:9223372036854775807\r\n:123456789012345678\r\n:-123456789012345678\r\n",
         ":0\r\n:-0\r\n", ":01\r\n", ":+1\r\n", ":\r\n", ":1x\r\n", "*1\r\n:1x\r\n", "*2\r\n:1\r\n", /* half */
         "*0\r\n", "*-1\r\n", "*65\r\n" /* more than the fast path takes */, "*01\r\n:1\r\n",
