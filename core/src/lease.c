@@ -480,21 +480,18 @@ void rl_leases_end(rl_client *c, const char *name, const char *id, int how)
     int first = 0, last = LEASE_BUCKETS - 1;
     if (name && id) first = last = (int)(hash_of(name, id) % LEASE_BUCKETS);
     pthread_mutex_lock(&t->mutex);
+    /* counted first: a built command points into itself (rl_cmd), so the
+     * array never moves once built */
+    for (int b = first; how == RL_LEASES_GIVE_BACK_NOW && b <= last; b++)
+        for (lease *e = t->buckets[b]; e; e = e->next)
+            cap += (!name || !strcmp(e->name, name)) && (!id || !strcmp(e->id, id)) && worth_giving_back(e, now);
+    /* without memory their permits stay counted until the validity ends */
+    if (cap && !(cmds = malloc(cap * sizeof *cmds))) cap = 0;
     for (int b = first; b <= last; b++)
         for (lease *e = t->buckets[b]; e; e = e->next) {
             if ((name && strcmp(e->name, name)) || (id && strcmp(e->id, id))) continue;
-            if (how == RL_LEASES_GIVE_BACK_NOW && worth_giving_back(e, now)) {
-                if (n == cap) {
-                    size_t grown_cap = cap ? cap * 2 : 8;
-                    rl_cmd *grown = realloc(cmds, grown_cap * sizeof *grown);
-                    if (grown) {
-                        cmds = grown;
-                        cap = grown_cap;
-                    }
-                }
-                /* without memory its permits stay counted until the validity ends */
-                if (n < cap) build_give_back(&cmds[n++], c, e, e->left);
-            }
+            if (how == RL_LEASES_GIVE_BACK_NOW && worth_giving_back(e, now) && n < cap)
+                build_give_back(&cmds[n++], c, e, e->left);
             areq *r = end_block(c, e, now, how == RL_LEASES_GIVE_BACK);
             if (r) {
                 r->next = list;
