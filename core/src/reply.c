@@ -242,49 +242,64 @@ static const char *int_line(const char *p, const char *end, long long *out)
     return p + 2;
 }
 
-/* ":<int>" or "*<n>" of those, n 1..64 (a limiter's reply, and an integer),
- * whole in [p, end): the reply, *used its bytes; NULL for anything else */
+/* The n items of an array at p, whole before end, into *to (what it holds
+ * taken from h): integers, or (depth 0) arrays of 1 to 64 integers. Returns
+ * the end of their text; NULL for anything else. */
+static const char *fast_array(head *h, redisReply *to, size_t n, const char *p, const char *end, int depth)
+{
+    long long v;
+    redisReply **element = take(h, n * sizeof *element), *items = take(h, n * sizeof *items);
+    if (!element || !items) return NULL;
+    to->type = REDIS_REPLY_ARRAY;
+    to->elements = n;
+    to->element = element;
+    for (size_t i = 0; i < n; i++) {
+        redisReply *e = element[i] = &items[i];
+        memset(e, 0, sizeof *e);
+        if (p == end) return NULL;
+        if (*p == ':') {
+            if (!(p = int_line(p + 1, end, &v))) return NULL;
+            e->type = REDIS_REPLY_INTEGER;
+            e->integer = v;
+        } else if (*p != '*' || depth || !(p = int_line(p + 1, end, &v)) || v < 1 || v > 64 ||
+                   !(p = fast_array(h, e, (size_t)v, p, end, 1))) {
+            return NULL;
+        }
+    }
+    return p;
+}
+
+/* The replies of limit.lua whole in [p, end): an integer, an array of
+ * integers (a decision's), or an array of up to 1024 of those (a batch's).
+ * The reply, *used its bytes; NULL for anything else (the general reader
+ * decides). */
 static redisReply *fast_reply(const char *p, const char *end, size_t *used)
 {
-    const char *start = p;
-    long long v, n = 0;
-    if (p == end || (*p != ':' && *p != '*') || !(p = int_line(p + 1, end, &v))) return NULL;
-    int array = *start == '*';
-    if (array) {
-        if (v < 1 || v > 64) return NULL;
-        n = v;
-    }
-    size_t size = ALIGN(sizeof(head)) + ALIGN((size_t)n * sizeof(redisReply *)) + (size_t)n * sizeof(redisReply);
+    long long v;
+    const char *after;
+    if (p == end || (*p != ':' && *p != '*') || !(after = int_line(p + 1, end, &v))) return NULL;
+    int array = *p == '*';
+    if (array && (v < 1 || v > 1024)) return NULL;
+    /* room for all of it, as far as the first element tells */
+    size_t n = array ? (size_t)v : 0, each = ALIGN(sizeof(redisReply)) + 8;
+    if (after < end && *after == '*') each += 8 * each;
+    size_t size = ALIGN(sizeof(head)) + n * each + 32;
     head *h = malloc(size);
     if (!h) return NULL;
     h->more = NULL;
-    h->free_at = (char *)h + size;
-    h->left = 0;
+    h->free_at = (char *)h + ALIGN(sizeof(head));
+    h->left = size - ALIGN(sizeof(head));
     h->grown = size;
-    redisReply *r = &h->root;
-    memset(r, 0, sizeof *r);
+    memset(&h->root, 0, sizeof h->root);
     if (!array) {
-        r->type = REDIS_REPLY_INTEGER;
-        r->integer = v;
-        *used = (size_t)(p - start);
-        return r;
+        h->root.type = REDIS_REPLY_INTEGER;
+        h->root.integer = v;
+    } else if (!(after = fast_array(h, &h->root, n, after, end, 0))) {
+        rl_reply_free(&h->root);
+        return NULL;
     }
-    r->type = REDIS_REPLY_ARRAY;
-    r->elements = (size_t)n;
-    r->element = (redisReply **)((char *)h + ALIGN(sizeof(head)));
-    redisReply *e = (redisReply *)((char *)r->element + ALIGN((size_t)n * sizeof *r->element));
-    for (long long i = 0; i < n; i++, e++) {
-        if (p == end || *p != ':' || !(p = int_line(p + 1, end, &v))) {
-            free(h);
-            return NULL;
-        }
-        memset(e, 0, sizeof *e);
-        e->type = REDIS_REPLY_INTEGER;
-        e->integer = v;
-        r->element[i] = e;
-    }
-    *used = (size_t)(p - start);
-    return r;
+    *used = (size_t)(after - p);
+    return &h->root;
 }
 
 int rl_reader_get_reply(redisReader *reader, void **reply)

@@ -81,7 +81,9 @@ static void test_replies(void)
         "*0\r\n", "*-1\r\n", "*65\r\n" /* more than the fast path takes */, "*01\r\n:1\r\n",
         "*2\r\n$3\r\nfoo\r\n:5\r\n", "*2\r\n*8\r\n:1\r\n:2\r\n:3\r\n:4\r\n:5\r\n:6\r\n:7\r\n:8\r\n-WRONGTYPE bad\r\n",
         "+OK\r\n", "-NOSCRIPT No matching script\r\n", "$-1\r\n", "$0\r\n\r\n", "*3\r\n$1\r\na\r\n*0\r\n$-1\r\n",
-        "*1\r\n*1\r\n*1\r\n:7\r\n",
+        "*1\r\n*1\r\n*1\r\n:7\r\n", "*2\r\n*0\r\n:1\r\n", "*1025\r\n",
+        /* a batch of two decisions */
+        "*2\r\n*8\r\n:1\r\n:10\r\n:9\r\n:-1\r\n:100\r\n:0\r\n:1\r\n:0\r\n*8\r\n:0\r\n:10\r\n:0\r\n:99\r\n:100\r\n:0\r\n:0\r\n:1\r\n",
 #if HIREDIS_MAJOR >= 1
         ",3.5\r\n", "#t\r\n", "_\r\n", "=8\r\ntxt:abcd\r\n", "%1\r\n+a\r\n:1\r\n",
 #endif
@@ -96,6 +98,16 @@ static void test_replies(void)
     for (int i = 0; i < 64; i++) p += sprintf(p, ":%d\r\n", i * 1000 - 5);
     CHECK_EQ(read_all(big, strlen(big), 0), 1);
     CHECK_EQ(read_all(big, strlen(big), 7), 1);
+    /* a batch of 1,000 decisions (more than its first guess of room) */
+    char *batch = malloc(1000 * 64 * 12 + 16);
+    p = batch + sprintf(batch, "*1000\r\n");
+    for (int i = 0; i < 1000; i++) {
+        p += sprintf(p, i % 3 ? "*8\r\n" : "*64\r\n");
+        for (int k = 0; k < (i % 3 ? 8 : 64); k++) p += sprintf(p, ":%d\r\n", i - k);
+    }
+    CHECK_EQ(read_all(batch, (size_t)(p - batch), 0), 1);
+    CHECK_EQ(read_all(batch, (size_t)(p - batch), 1000), 1);
+    free(batch);
     size_t size = 2000 * 40 + 100000 + 64;
     char *huge = malloc(size);
     p = huge + sprintf(huge, "*2001\r\n");
