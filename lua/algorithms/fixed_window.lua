@@ -7,41 +7,48 @@
 -- LEASE: the block is counted in the window and valid no later than its
 -- last ms (a block never outlives its window). Handle "<start>:<count>";
 -- GIVE_BACK takes the unused permits out of the same window while it lasts.
-ALG.fixed_window = function(key, now_us, r, permits, op, max_wait, _, handle)
-  local now, limit, period = math.floor(now_us / 1000), r.limit, r.period
+local function fixed_window_store(key, start, count, window_left)
+  if count == 0 then return redis.call('DEL', key) end
+  redis.call('HSET', key, 'start', start, 'count', count)
+  redis.call('PEXPIRE', key, window_left)
+end
+ALG.fixed_window = function(key, now_us, limit, period, _, permits, op, max_wait, _, commit, handle)
+  local PEEK, REFUND, LEASE, GIVE_BACK = 1, 4, 5, 6
+  local floor, max = math.floor, math.max
+  local now = floor(now_us / 1000)
   local state = redis.call('HMGET', key, 'start', 'count')
-  local start, count = tonumber(state[1]), tonumber(state[2])
+  local start, count = state[1] and state[1] + 0, state[2] and state[2] + 0
   if not start or not count or now >= start + period then
     start, count = now, 0
   end
   local window_left = start + period - now
-  local function write()
-    if count == 0 then return redis.call('DEL', key) end
-    redis.call('HSET', key, 'start', start, 'count', count)
-    redis.call('PEXPIRE', key, window_left)
-  end
 
   if op == GIVE_BACK then
     local h_start = tonumber(string.match(handle, '^(%-?%d+):%-?%d+$'))
     local on_top = h_start == start and count >= permits
     if on_top then count = count - permits end
-    return {1, limit, math.max(0, limit - count), -1, count > 0 and window_left or 0, 0, on_top and permits or 0},
-      on_top and write or nil
+    local r = {1, limit, max(0, limit - count), -1, count > 0 and window_left or 0, 0, on_top and permits or 0, 0}
+    if not on_top then return r end
+    return r, function() fixed_window_store(key, start, count, window_left) end
   end
   if op == REFUND then
-    count = math.max(0, count - permits)
-    return {1, limit, math.max(0, limit - count), -1, count > 0 and window_left or 0, 0}, write
+    count = max(0, count - permits)
+    local r = {1, limit, max(0, limit - count), -1, count > 0 and window_left or 0, 0, permits, 0}
+    if commit then fixed_window_store(key, start, count, window_left) return r end
+    return r, function() fixed_window_store(key, start, count, window_left) end
   end
   if count + permits > limit then
-    return {0, limit, math.max(0, limit - count), window_left, window_left, 0}
+    return {0, limit, max(0, limit - count), window_left, window_left, 0, 0, 0}
   end
   if op == PEEK then
-    return {1, limit, limit - count, -1, count > 0 and window_left or 0, 0}
+    return {1, limit, limit - count, -1, count > 0 and window_left or 0, 0, permits, 0}
   end
   count = count + permits
   if op == LEASE then
     return {1, limit, limit - count, -1, window_left, math.min(max_wait, window_left - 1),
-            string.format('%d:%d', start, count)}, write
+            string.format('%d:%d', start, count), 0}, function() fixed_window_store(key, start, count, window_left) end
   end
-  return {1, limit, limit - count, -1, window_left, 0}, write
+  local r = {1, limit, limit - count, -1, window_left, 0, permits, 0}
+  if commit then fixed_window_store(key, start, count, window_left) return r end
+  return r, function() fixed_window_store(key, start, count, window_left) end
 end

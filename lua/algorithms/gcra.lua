@@ -15,45 +15,42 @@
 -- only while that TAT is on top: the unused permits come off it.
 -- State: string "<TAT us>:<interval us>" (a bare TAT, the old layout, is read
 -- with the current interval)
-ALG.gcra = function(key, now, r, permits, op, max_wait, initial, handle)
-  local limit, period, burst = r.limit, r.period, r.burst
+local function gcra_store(key, t, now, interval)
+  if t <= now then return redis.call('DEL', key) end
+  redis.call('SET', key, string.format('%d:%d', t, interval), 'PX', math.ceil((t - now) / 1000))
+end
+ALG.gcra = function(key, now, limit, period, burst, permits, op, max_wait, initial, commit, handle)
+  local PEEK, RESERVE, REFUND, LEASE, GIVE_BACK = 1, 2, 4, 5, 6
+  local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
   max_wait = max_wait * 1000
-  local interval = math.ceil(period * 1000 / limit)
+  local interval = ceil(period * 1000 / limit)
   local tolerance = interval * burst
   local stored = redis.call('GET', key)
   local tat, stored_interval
   if stored then
     local t, i = string.match(stored, '^(%d+):(%d+)$')
-    tat, stored_interval = tonumber(t or stored), tonumber(i)
+    if t then tat, stored_interval = t + 0, i + 0 else tat = tonumber(stored) end
   end
   if tat and stored_interval and stored_interval ~= interval and tat > now then
     local booked = tat - now
     if booked * interval < 9007199254740992 then -- 2^53: the product is exact, so is the rounding up
-      tat = now + math.ceil(booked * interval / stored_interval)
+      tat = now + ceil(booked * interval / stored_interval)
     else
-      tat = now + math.ceil(booked / stored_interval * interval) -- within 1 us
+      tat = now + ceil(booked / stored_interval * interval) -- within 1 us
     end
   end
-  local starts_short = false -- a new entity with fewer than burst available
   if not tat then
     tat = now
-    if initial >= 0 and initial < burst then tat, starts_short = now + (burst - initial) * interval, true end
-  end
-  tat = math.max(tat, now)
-
-  -- helpers inlined and one write closure: a closure made per call costs time
-  local ceil, floor, max = math.ceil, math.floor, math.max
-  local t -- the TAT write stores
-  local function write()
-    if t <= now then return redis.call('DEL', key) end
-    redis.call('SET', key, string.format('%d:%d', t, interval), 'PX', max(1, ceil((t - now) / 1000)))
+    -- a new entity with fewer than burst available: its debt runs from its first call on, admitted or not
+    if initial >= 0 and initial < burst then
+      tat = now + (burst - initial) * interval
+      if op ~= PEEK and op ~= GIVE_BACK then gcra_store(key, tat, now, interval) end
+    end
+  elseif tat < now then
+    tat = now
   end
 
-  -- its debt runs from its first call on, admitted or not
-  if starts_short and op ~= PEEK and op ~= GIVE_BACK then
-    t = tat
-    write()
-  end
+  local t -- the TAT a write stores
   if op == GIVE_BACK then
     -- only the TAT itself says the booking is on top, and a refund and an acquire in between cancel out in
     -- it: so the unused permits come off the top, and the used ones are not re-timed
@@ -62,34 +59,39 @@ ALG.gcra = function(key, now, r, permits, op, max_wait, initial, handle)
       and stored_interval == interval and permits <= tonumber(h_block)
     t = tat
     if on_top then t = max(now, tat - permits * interval) end
-    return {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, max(0, ceil((t - now) / 1000)), 0,
-            on_top and permits or 0}, on_top and write or nil
+    local r = {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, max(0, ceil((t - now) / 1000)), 0,
+               on_top and permits or 0, 0}
+    if not on_top then return r end
+    return r, function() gcra_store(key, t, now, interval) end
   end
   if op == REFUND then
     t = max(now, tat - permits * interval)
-    return {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, ceil((t - now) / 1000), 0}, write
+    local r = {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, ceil((t - now) / 1000), 0, permits, 0}
+    if commit then gcra_store(key, t, now, interval) return r end
+    return r, function() gcra_store(key, t, now, interval) end
   end
-  local new_tat = tat + interval * permits
-  local diff = now - (new_tat - tolerance)
+  t = tat + interval * permits
+  local diff = now - (t - tolerance)
   local wait = 0
   if diff < 0 then
     if op ~= RESERVE or -diff > max_wait then
       local retry = -diff
       if op == RESERVE then retry = -diff - max_wait end
-      return {0, burst, max(0, floor((now - (tat - tolerance)) / interval)), ceil(retry / 1000), ceil((tat - now) / 1000), 0}
+      return {0, burst, max(0, floor((now - (tat - tolerance)) / interval)), ceil(retry / 1000), ceil((tat - now) / 1000),
+              0, 0, 0}
     end
-    wait = -diff
+    wait = ceil(-diff / 1000)
   end
   if op == PEEK then
-    return {1, burst, max(0, floor((now - (tat - tolerance)) / interval)), -1, ceil((tat - now) / 1000), 0}
+    return {1, burst, max(0, floor((now - (tat - tolerance)) / interval)), -1, ceil((tat - now) / 1000), 0, permits, 0}
   end
   if op == LEASE then
-    local valid = math.min(max_wait / 1000, floor(tolerance / 2000)) -- ms (max_wait is in us here)
+    local valid = min(max_wait / 1000, floor(tolerance / 2000)) -- ms (max_wait is in us here)
     t = max(tat, now + valid * 1000) + interval * permits
     return {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, ceil((t - now) / 1000), valid,
-            string.format('%d:%d', t, permits)}, write
+            string.format('%d:%d', t, permits), 0}, function() gcra_store(key, t, now, interval) end
   end
-  t = new_tat
-  return {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, ceil((t - now) / 1000), ceil(wait / 1000)},
-    write
+  local r = {1, burst, max(0, floor(diff / interval)), -1, ceil((t - now) / 1000), wait, permits, 0}
+  if commit then gcra_store(key, t, now, interval) return r end
+  return r, function() gcra_store(key, t, now, interval) end
 end

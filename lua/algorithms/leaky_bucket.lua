@@ -16,22 +16,29 @@
 -- that booking is on top: the used permits count as poured at the latest
 -- time they can have been (now, or the end of the validity).
 -- State: hash {water = permits * period, ts = last update (ms), period}
-ALG.leaky_bucket = function(key, now_us, r, permits, op, max_wait, initial, handle)
-  local now, capacity, period = math.floor(now_us / 1000), r.limit, r.period
-  local full = capacity * period
+local function leaky_bucket_store(key, water, ts, period, reset_after)
+  if water <= 0 then return redis.call('DEL', key) end
+  redis.call('HSET', key, 'water', water, 'ts', ts, 'period', period)
+  redis.call('PEXPIRE', key, reset_after)
+end
+ALG.leaky_bucket = function(key, now_us, capacity, period, _, permits, op, max_wait, initial, commit, handle,
+                            bucket_booking)
+  local PEEK, RESERVE, REFUND, LEASE, GIVE_BACK = 1, 2, 4, 5, 6
+  local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
+  local now, full = floor(now_us / 1000), capacity * period
 
   local state = redis.call('HMGET', key, 'water', 'ts', 'period')
-  local water, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+  local water, ts, stored_period = state[1] and state[1] + 0, state[2] and state[2] + 0, state[3] and state[3] + 0
   local starts_short = false -- a new entity with less than full room
   if not water or not ts then
     water, ts = 0, now
     if initial >= 0 and initial < capacity then water, starts_short = (capacity - initial) * period, true end
   else
     if stored_period and stored_period ~= period then
-      water = math.ceil(water * period / stored_period)
+      water = ceil(water * period / stored_period)
     end
     if now > ts then
-      if now - ts >= math.ceil(water / capacity) then
+      if now - ts >= ceil(water / capacity) then
         water = 0
       else
         water = water - (now - ts) * capacity
@@ -43,28 +50,29 @@ ALG.leaky_bucket = function(key, now_us, r, permits, op, max_wait, initial, hand
     end
   end
 
-  -- helpers inlined (a closure made per call costs time): max(0, ceil(units / capacity))
-  -- is the ms until `units` have leaked out
-  local ceil, floor, max = math.ceil, math.floor, math.max
-  local function write()
-    if water <= 0 then return redis.call('DEL', key) end
-    redis.call('HSET', key, 'water', water, 'ts', ts, 'period', period)
-    redis.call('PEXPIRE', key, max(0, ceil(water / capacity)))
-  end
+  -- max(0, ceil(units / capacity)) is the ms until `units` have leaked out
   -- it drains from its first call on, admitted or not
-  if starts_short and op ~= PEEK and op ~= GIVE_BACK then write() end
+  if starts_short and op ~= PEEK and op ~= GIVE_BACK then
+    leaky_bucket_store(key, water, ts, period, max(0, ceil(water / capacity)))
+  end
 
+  local reset_after
   if op == GIVE_BACK then
     local at, g, before, used = bucket_booking(handle, state[2], state[1], stored_period == period, permits, now)
     if at then -- the used permits as poured at `at`, then the drain until now
       water = max(0, max(0, before - (at - g) * capacity) + used * period - (now - at) * capacity)
     end
-    return {1, capacity, max(0, floor((full - water) / period)), -1, max(0, ceil(water / capacity)), 0,
-            at and permits or 0}, at and write or nil
+    reset_after = max(0, ceil(water / capacity))
+    local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, 0, at and permits or 0, 0}
+    if not at then return r end
+    return r, function() leaky_bucket_store(key, water, ts, period, reset_after) end
   end
   if op == REFUND then
-    water = math.max(0, water - permits * period)
-    return {1, capacity, max(0, floor((full - water) / period)), -1, max(0, ceil(water / capacity)), 0}, write
+    water = max(0, water - permits * period)
+    reset_after = max(0, ceil(water / capacity))
+    local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, 0, permits, 0}
+    if commit then leaky_bucket_store(key, water, ts, period, reset_after) return r end
+    return r, function() leaky_bucket_store(key, water, ts, period, reset_after) end
   end
   local pour = permits * period
   local overflow = max(0, ceil((water + pour - full) / capacity))
@@ -72,24 +80,24 @@ ALG.leaky_bucket = function(key, now_us, r, permits, op, max_wait, initial, hand
   if op == RESERVE then wait = max(0, ceil(water / capacity)) end
   if overflow > 0 or wait > max_wait then
     local retry = overflow
-    if op == RESERVE then retry = math.max(overflow, wait - max_wait) end
-    return {0, capacity, max(0, floor((full - water) / period)), retry, max(0, ceil(water / capacity)), 0}
+    if op == RESERVE then retry = max(overflow, wait - max_wait) end
+    return {0, capacity, max(0, floor((full - water) / period)), retry, max(0, ceil(water / capacity)), 0, 0, 0}
   end
   if op == PEEK then
-    return {1, capacity, max(0, floor((full - water) / period)), -1, max(0, ceil(water / capacity)), 0}
+    return {1, capacity, max(0, floor((full - water) / period)), -1, max(0, ceil(water / capacity)), 0, permits, 0}
   end
   if op == LEASE then
-    local valid = math.min(max_wait, floor(period / 2))
+    local valid = min(max_wait, floor(period / 2))
     local before = water
     water = max(0, water - valid * capacity) + pour
     local handle_out = string.format('%d:%d:%d:%d:%d', now + valid, water, before, now, permits)
-    local reset_after = valid + ceil(water / capacity)
-    return {1, capacity, max(0, floor((full - water - valid * capacity) / period)), -1, reset_after, valid, handle_out},
-      function()
-        redis.call('HSET', key, 'water', water, 'ts', now + valid, 'period', period)
-        redis.call('PEXPIRE', key, reset_after)
-      end
+    reset_after = valid + ceil(water / capacity)
+    return {1, capacity, max(0, floor((full - water - valid * capacity) / period)), -1, reset_after, valid, handle_out, 0},
+      function() leaky_bucket_store(key, water, now + valid, period, reset_after) end
   end
   water = water + pour
-  return {1, capacity, max(0, floor((full - water) / period)), -1, max(0, ceil(water / capacity)), wait}, write
+  reset_after = max(0, ceil(water / capacity))
+  local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, wait, permits, 0}
+  if commit then leaky_bucket_store(key, water, ts, period, reset_after) return r end
+  return r, function() leaky_bucket_store(key, water, ts, period, reset_after) end
 end

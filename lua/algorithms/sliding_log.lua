@@ -29,174 +29,182 @@
 -- the used permits at the latest time they can have been (now, or the end
 -- of the validity; not before the member below it).
 -- State: zset {"<ms>:<total>:<permits>:<edge>" -> ms}
-ALG.sliding_log = function(key, now_us, r, permits, op, max_wait, _, handle)
-  local now, limit, period = math.floor(now_us / 1000), r.limit, r.period
+-- {ms, total, permits, edge, member} at rank; total nil: old layout
+local function sliding_log_entry(key, rank)
+  local m = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
+  if m[1] == nil then return nil end
+  local total, n, edge = string.match(m[1], '^%d+:(%d+):(%d+):(%-?%d+)$')
+  if not total then return {m[2] + 0, nil, 1, nil, m[1]} end
+  return {m[2] + 0, total + 0, n + 0, edge + 0, m[1]}
+end
+local function sliding_log_member(ms, total, n, edge)
+  return string.format('%d:%016d:%d:%d', ms, total, n, edge)
+end
+-- the live member holding the k-th oldest of the `count` live permits: the first whose total reaches
+-- base + k (binary search on rank, from the first live one)
+local function sliding_log_holding(key, k, newest, count, expired)
+  local WRAP = 2000000000000000
+  local base = newest[2] - count
+  local lo, hi = expired, redis.call('ZCARD', key) - 1 -- the newest qualifies
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if (sliding_log_entry(key, mid)[2] - base) % WRAP >= k then hi = mid else lo = mid + 1 end
+  end
+  return sliding_log_entry(key, lo)
+end
+ALG.sliding_log = function(key, now_us, limit, period, _, permits, op, max_wait, _, commit, handle)
+  local PEEK, REFUND, LEASE, GIVE_BACK = 1, 4, 5, 6
   local WRAP = 2000000000000000 -- totals modulo 2 x 10^15 (limit <= 10^15)
   local PURGE_MAX = 1000
   local MIGRATE_MAX = 200
-  local function int(n) return string.format('%d', n) end
-
-  -- {ms, total, permits, edge, member} at rank; total nil: old layout
-  local function entry(rank)
-    local m = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
-    if m[1] == nil then return nil end
-    local total, n, edge = string.match(m[1], '^%d+:(%d+):(%d+):(%-?%d+)$')
-    if not total then return {tonumber(m[2]), nil, 1, nil, m[1]} end
-    return {tonumber(m[2]), tonumber(total), tonumber(n), tonumber(edge), m[1]}
-  end
-
-  local function member(ms, total, n, edge)
-    return string.format('%d:%016d:%d:%d', ms, total, n, edge)
-  end
+  local floor, max, min = math.floor, math.max, math.min
+  local now = floor(now_us / 1000)
+  local entry, member = sliding_log_entry, sliding_log_member
 
   local edge = now - period -- scored <= edge: slid out
-  local newest = entry(-1)
+  local newest = entry(key, -1)
 
   if newest and not newest[2] then
     -- the old layout: one member per permit
-    local expired = redis.call('ZCOUNT', key, '-inf', int(edge))
+    local expired = redis.call('ZCOUNT', key, '-inf', edge)
     local count = redis.call('ZCARD', key) - expired
     if op == PEEK then
       local reset_after = 0
       if count > 0 then reset_after = newest[1] + period - now end
       if count + permits > limit then
-        local nth = entry(expired + math.max(0, count + permits - limit - 1))
-        return {0, limit, math.max(0, limit - count), nth[1] + period - now, reset_after, 0}
+        local nth = entry(key, expired + max(0, count + permits - limit - 1))
+        return {0, limit, max(0, limit - count), nth[1] + period - now, reset_after, 0, 0, 0}
       end
-      return {1, limit, limit - count, -1, reset_after, 0}
+      return {1, limit, limit - count, -1, reset_after, 0, permits, 0}
     end
     -- migrate: one member per distinct ms, newest first, MIGRATE_MAX at most
     local groups, at, left = {}, '+inf', count
     while left > 0 do
-      local g = redis.call('ZREVRANGEBYSCORE', key, at, '(' .. int(edge), 'WITHSCORES', 'LIMIT', 0, 1)
-      local ms = tonumber(g[2])
-      local n = redis.call('ZCOUNT', key, int(ms), int(ms))
+      local g = redis.call('ZREVRANGEBYSCORE', key, at, '(' .. string.format('%d', edge), 'WITHSCORES', 'LIMIT', 0, 1)
+      local ms = g[2] + 0
+      local n = redis.call('ZCOUNT', key, ms, ms)
       if #groups == MIGRATE_MAX - 1 then n = left end -- the rest, as if taken at ms
       groups[#groups + 1] = {ms, n}
       left = left - n
-      at = '(' .. int(ms)
+      at = '(' .. string.format('%d', ms)
     end
     -- a large one is freed off the main thread
     redis.call(redis.call('ZCARD', key) > 10000 and 'UNLINK' or 'DEL', key)
     local total = 0
     for i = #groups, 1, -1 do
       total = total + groups[i][2]
-      redis.call('ZADD', key, int(groups[i][1]), member(groups[i][1], total, groups[i][2], edge))
+      redis.call('ZADD', key, groups[i][1], member(groups[i][1], total, groups[i][2], edge))
     end
-    newest = entry(-1)
+    newest = entry(key, -1)
   end
 
   -- live permits = newest total - the total just before the oldest live member
   local count, expired = 0, 0
   if newest then
-    edge = math.max(edge, newest[4])
-    expired = redis.call('ZCOUNT', key, '-inf', int(edge))
+    edge = max(edge, newest[4])
+    expired = redis.call('ZCOUNT', key, '-inf', edge)
     local base
     if expired > 0 then
-      base = entry(expired - 1)[2]
+      base = entry(key, expired - 1)[2]
     else
-      local oldest = entry(0)
+      local oldest = entry(key, 0)
       base = oldest[2] - oldest[3]
     end
     count = (newest[2] - base) % WRAP
   end
 
   if op ~= PEEK and expired > 0 then
-    -- delete only what had slid out for good (at or before the stored edge)
-    local gone = redis.call('ZCOUNT', key, '-inf', int(newest[4]))
-    gone = math.min(gone, PURGE_MAX)
-    if gone > 0 then redis.call('ZREMRANGEBYRANK', key, 0, gone - 1) end
-    expired = expired - gone
-  end
-
-  -- the live member holding the k-th oldest live permit: the first whose
-  -- total reaches base + k (binary search on rank)
-  local function holding(k)
-    local base = newest[2] - count
-    local lo, hi = expired, redis.call('ZCARD', key) - 1 -- the newest qualifies
-    while lo < hi do
-      local mid = math.floor((lo + hi) / 2)
-      if (entry(mid)[2] - base) % WRAP >= k then hi = mid else lo = mid + 1 end
+    -- delete only what had slid out for good (at or before the stored edge), PURGE_MAX at most: when
+    -- fewer have slid out at all, by score in one call
+    local gone
+    if expired <= PURGE_MAX then
+      gone = redis.call('ZREMRANGEBYSCORE', key, '-inf', newest[4])
+    else
+      gone = min(redis.call('ZCOUNT', key, '-inf', newest[4]), PURGE_MAX)
+      if gone > 0 then redis.call('ZREMRANGEBYRANK', key, 0, gone - 1) end
     end
-    return entry(lo)
+    expired = expired - gone
   end
 
   if op == GIVE_BACK then
     if not (newest and newest[5] == handle and permits <= newest[3] and now < newest[1] + period) then
-      return {1, limit, math.max(0, limit - count), -1, count > 0 and newest[1] + period - now or 0, 0, 0}
+      return {1, limit, max(0, limit - count), -1, count > 0 and newest[1] + period - now or 0, 0, 0, 0}
     end
-    local used, below = newest[3] - permits, entry(-2)
-    local at, total = math.min(now, newest[1]), used
+    local used, below = newest[3] - permits, entry(key, -2)
+    local at, total = min(now, newest[1]), used
     if below then
-      at = math.max(at, below[1])
+      at = max(at, below[1])
       total = below[2] + used
       if at ~= below[1] and total >= WRAP then total = total - WRAP end
     end
     count = count - permits
     local reset_after = 0
     if used > 0 then reset_after = at + period - now elseif count > 0 then reset_after = below[1] + period - now end
-    return {1, limit, math.max(0, limit - count), -1, reset_after, 0, permits}, function()
+    return {1, limit, max(0, limit - count), -1, reset_after, 0, permits, 0}, function()
       redis.call('ZREM', key, newest[5])
       if used > 0 then
-        redis.call('ZADD', key, int(at), member(at, total, used, newest[4]))
+        redis.call('ZADD', key, at, member(at, total, used, newest[4]))
         redis.call('PEXPIRE', key, at + period - now)
       end
     end
   end
   if op == REFUND then
-    local left = math.min(permits, count)
+    local left = min(permits, count)
     local reset_after = 0 -- when the newest permit left slides out
-    if count - left > 0 then reset_after = holding(count - left)[1] + period - now end
+    if count - left > 0 then
+      reset_after = sliding_log_holding(key, count - left, newest, count, expired)[1] + period - now
+    end
     count = count - left
-    return {1, limit, math.max(0, limit - count), -1, reset_after, 0}, function()
+    local function write()
       while left > 0 do
-        local e = entry(-1)
+        local e = entry(key, -1)
         redis.call('ZREM', key, e[5])
         if e[3] > left then -- keep the rest of this call's permits
-          redis.call('ZADD', key, int(e[1]), member(e[1], e[2] - left, e[3] - left, e[4]))
+          redis.call('ZADD', key, e[1], member(e[1], e[2] - left, e[3] - left, e[4]))
           -- the ZREM may have emptied (deleted) the key: its TTL again
-          redis.call('PEXPIRE', key, math.max(1, e[1] + period - now))
+          redis.call('PEXPIRE', key, max(1, e[1] + period - now))
         end
-        left = left - math.min(left, e[3])
+        left = left - min(left, e[3])
       end
     end
+    local r = {1, limit, max(0, limit - count), -1, reset_after, 0, permits, 0}
+    if commit then write() return r end
+    return r, write
   end
 
   if count + permits > limit then
     -- wait until the oldest live permits the request needs have slid out
-    return {0, limit, math.max(0, limit - count), holding(count + permits - limit)[1] + period - now,
-            newest[1] + period - now, 0}
+    return {0, limit, max(0, limit - count),
+            sliding_log_holding(key, count + permits - limit, newest, count, expired)[1] + period - now,
+            newest[1] + period - now, 0, 0, 0}
   end
   if op == PEEK then
     local reset_after = 0
     if count > 0 then reset_after = newest[1] + period - now end
-    return {1, limit, limit - count, -1, reset_after, 0}
+    return {1, limit, limit - count, -1, reset_after, 0, permits, 0}
   end
 
+  local at, total = now, permits
+  local valid = 0
   if op == LEASE then
-    local at, total = now + math.min(max_wait, math.floor(period / 2)), permits
-    if newest then
-      at = math.max(at, newest[1])
-      total = newest[2] + permits
-      if at ~= newest[1] and total >= WRAP then total = total - WRAP end
-    end
-    local m = member(at, total, permits, edge)
-    return {1, limit, limit - count - permits, -1, at + period - now, math.min(max_wait, math.floor(period / 2)), m},
-      function()
-        redis.call('ZADD', key, int(at), m)
-        redis.call('PEXPIRE', key, at + period - now)
-      end
+    valid = min(max_wait, floor(period / 2))
+    at = now + valid
   end
-  return {1, limit, limit - count - permits, -1, math.max(now, newest and newest[1] or now) + period - now, 0},
-    function()
-      local at, total = now, permits
-      if newest then
-        at = math.max(now, newest[1])
-        total = newest[2] + permits
-        -- wrap only between ms, so that within one ms members sort by total
-        if at ~= newest[1] and total >= WRAP then total = total - WRAP end
-      end
-      redis.call('ZADD', key, int(at), member(at, total, permits, edge))
-      redis.call('PEXPIRE', key, at + period - now)
-    end
+  if newest then
+    at = max(at, newest[1])
+    total = newest[2] + permits
+    -- wrap only between ms, so that within one ms members sort by total
+    if at ~= newest[1] and total >= WRAP then total = total - WRAP end
+  end
+  local m = member(at, total, permits, edge)
+  local r = {1, limit, limit - count - permits, -1, at + period - now, valid, op == LEASE and m or permits, 0}
+  if commit then
+    redis.call('ZADD', key, at, m)
+    redis.call('PEXPIRE', key, at + period - now)
+    return r
+  end
+  return r, function()
+    redis.call('ZADD', key, at, m)
+    redis.call('PEXPIRE', key, at + period - now)
+  end
 end

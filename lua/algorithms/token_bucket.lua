@@ -15,24 +15,31 @@
 -- while that booking is on top: the used permits count as taken at the
 -- latest time they can have been (now, or the end of the validity).
 -- State: hash {level = tokens * period, ts = last update (ms), period}
-ALG.token_bucket = function(key, now_us, r, permits, op, max_wait, initial, handle)
-  local now, limit, period, burst = math.floor(now_us / 1000), r.limit, r.period, r.burst
-  local full = burst * period
+local function token_bucket_store(key, level, ts, period, reset_after)
+  if reset_after <= 0 then return redis.call('DEL', key) end
+  redis.call('HSET', key, 'level', level, 'ts', ts, 'period', period)
+  redis.call('PEXPIRE', key, reset_after)
+end
+ALG.token_bucket = function(key, now_us, limit, period, burst, permits, op, max_wait, initial, commit, handle,
+                            bucket_booking)
+  local PEEK, RESERVE, REFUND, LEASE, GIVE_BACK = 1, 2, 4, 5, 6
+  local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
+  local now, full = floor(now_us / 1000), burst * period
 
   local state = redis.call('HMGET', key, 'level', 'ts', 'period')
-  local level, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+  local level, ts, stored_period = state[1] and state[1] + 0, state[2] and state[2] + 0, state[3] and state[3] + 0
   local starts_short = false -- a new entity with fewer than full tokens
   if not level or not ts then
     level, ts = full, now
     if initial >= 0 and initial < burst then level, starts_short = initial * period, true end
   else
     if stored_period and stored_period ~= period then
-      level = math.min(full, math.floor(level * period / stored_period))
+      level = min(full, floor(level * period / stored_period))
     end
     if now > ts then
       -- compare times, not products, so a long idle gap cannot overflow
-      if level >= full or now - ts >= math.ceil((full - level) / limit) then
-        level = math.max(level, full)
+      if level >= full or now - ts >= ceil((full - level) / limit) then
+        level = max(level, full)
       else
         level = level + (now - ts) * limit
       end
@@ -42,31 +49,31 @@ ALG.token_bucket = function(key, now_us, r, permits, op, max_wait, initial, hand
       level, ts = level - (ts - now) * limit, now
     end
   end
-  level = math.min(level, full)
+  if level > full then level = full end
 
-  -- helpers inlined (a closure made per call costs time): max(0, ceil(units / limit))
-  -- is the ms until `units` more have been refilled
-  local ceil, floor, max = math.ceil, math.floor, math.max
-  local function write()
-    local reset_after = max(0, ceil((full - level) / limit))
-    if reset_after == 0 then return redis.call('DEL', key) end
-    redis.call('HSET', key, 'level', level, 'ts', ts, 'period', period)
-    redis.call('PEXPIRE', key, reset_after)
-  end
+  -- max(0, ceil(units / limit)) is the ms until `units` more have been refilled
   -- it refills from its first call on, admitted or not
-  if starts_short and op ~= PEEK and op ~= GIVE_BACK then write() end
+  if starts_short and op ~= PEEK and op ~= GIVE_BACK then
+    token_bucket_store(key, level, ts, period, ceil((full - level) / limit))
+  end
 
   if op == GIVE_BACK then
     local at, g, before, used = bucket_booking(handle, state[2], state[1], stored_period == period, permits, now)
     if at then -- the used permits as taken at `at`, then the refill until now
-      level = math.min(full, math.min(full, before + (at - g) * limit) - used * period + (now - at) * limit)
+      level = min(full, min(full, before + (at - g) * limit) - used * period + (now - at) * limit)
     end
-    return {1, burst, max(0, floor(level / period)), -1, max(0, ceil((full - level) / limit)), 0, at and permits or 0},
-      at and write or nil
+    local reset_after = max(0, ceil((full - level) / limit))
+    local r = {1, burst, max(0, floor(level / period)), -1, reset_after, 0, at and permits or 0, 0}
+    if not at then return r end
+    return r, function() token_bucket_store(key, level, ts, period, reset_after) end
   end
+  local reset_after
   if op == REFUND then
-    level = math.min(full, level + permits * period)
-    return {1, burst, max(0, floor(level / period)), -1, max(0, ceil((full - level) / limit)), 0}, write
+    level = min(full, level + permits * period)
+    reset_after = max(0, ceil((full - level) / limit))
+    local r = {1, burst, max(0, floor(level / period)), -1, reset_after, 0, permits, 0}
+    if commit then token_bucket_store(key, level, ts, period, reset_after) return r end
+    return r, function() token_bucket_store(key, level, ts, period, reset_after) end
   end
   local need = permits * period
   local wait = max(0, ceil((need - level) / limit))
@@ -74,24 +81,24 @@ ALG.token_bucket = function(key, now_us, r, permits, op, max_wait, initial, hand
     if op ~= RESERVE or wait > max_wait then
       local retry = wait
       if op == RESERVE then retry = wait - max_wait end
-      return {0, burst, max(0, floor(level / period)), retry, max(0, ceil((full - level) / limit)), 0}
+      return {0, burst, max(0, floor(level / period)), retry, max(0, ceil((full - level) / limit)), 0, 0, 0}
     end
   end
   if op == PEEK then
-    return {1, burst, max(0, floor(level / period)), -1, max(0, ceil((full - level) / limit)), 0}
+    return {1, burst, max(0, floor(level / period)), -1, max(0, ceil((full - level) / limit)), 0, permits, 0}
   end
   if op == LEASE then
-    local valid = math.min(max_wait, floor(full / (2 * limit)))
+    local valid = min(max_wait, floor(full / (2 * limit)))
     local before = level
-    level = math.min(full, level + valid * limit) - need
+    level = min(full, level + valid * limit) - need
     local handle_out = string.format('%d:%d:%d:%d:%d', now + valid, level, before, now, permits)
-    local reset_after = valid + ceil((full - level) / limit)
-    return {1, burst, max(0, floor((level - valid * limit) / period)), -1, reset_after, valid, handle_out},
-      function()
-        redis.call('HSET', key, 'level', level, 'ts', now + valid, 'period', period)
-        redis.call('PEXPIRE', key, reset_after)
-      end
+    reset_after = valid + ceil((full - level) / limit)
+    return {1, burst, max(0, floor((level - valid * limit) / period)), -1, reset_after, valid, handle_out, 0},
+      function() token_bucket_store(key, level, now + valid, period, reset_after) end
   end
   level = level - need
-  return {1, burst, max(0, floor(level / period)), -1, max(0, ceil((full - level) / limit)), wait}, write
+  reset_after = max(0, ceil((full - level) / limit))
+  local r = {1, burst, max(0, floor(level / period)), -1, reset_after, wait, permits, 0}
+  if commit then token_bucket_store(key, level, ts, period, reset_after) return r end
+  return r, function() token_bucket_store(key, level, ts, period, reset_after) end
 end
