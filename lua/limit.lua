@@ -27,25 +27,21 @@
 -- Leases (docs/semantics.md, Leases): a block is granted only if an
 -- acquire of it would pass now, and is booked as taken at the end of its
 -- validity; a give back happens only where the booking is still on top.
-local ACQUIRE, PEEK, RESERVE, UP_TO, REFUND, LEASE, GIVE_BACK = 0, 1, 2, 3, 4, 5, 6
-local ALG = {}
--- GIVE_BACK only (a function made per call costs time): for token_bucket and
--- leaky_bucket, whether the booking a handle names is still on top, and then
--- (the latest time its permits may have been taken, grant time, amount before
--- the grant, permits used)
-local bucket_booking
-if ARGV[3] == '6' then
-  bucket_booking = function(handle, stored_ts, stored_amount, same_period, permits, now)
-    local ts, amount, before, g, block = string.match(handle, '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+)$')
-    ts, g, block = tonumber(ts), tonumber(g), tonumber(block)
-    if not ts or tonumber(stored_ts) ~= ts or tonumber(stored_amount) ~= tonumber(amount) or not same_period
-        or permits > block or now < g then
-      return nil
-    end
-    return math.min(now, ts), g, tonumber(before), block - permits
-  end
-end
--- only the algorithms asked for are made (a closure per call costs time)
+-- Cost (docs/benchmarks.md): what one decision of one rate runs is kept to
+-- its algorithm's body. A closure costs an allocation per upvalue it
+-- captures, so the functions below capture none on that path; tonumber()
+-- converts a string twice (lua_isnumber, then lua_tonumber), arithmetic
+-- once: numbers are read as `s + 0`.
+local UP_TO, LEASE = 3, 5
+
+-- The function of one algorithm (only the one asked for is made):
+--   decide(key, now_us, limit, period_ms, burst, permits, op, max_wait_ms,
+--          initial, commit[, handle, booking])
+-- returns that rate's reply alone (granted = permits when it admits, a
+-- lease's handle in its place; rate_index 0). With commit it has written
+-- what it admits; else it returns the write too, as {function, its
+-- arguments...} (nil: nothing to write; a table costs less than a
+-- closure). handle and booking: GIVE_BACK only.
 local function define(algorithm)
 if algorithm == 'fixed_window' then
 --@include algorithms/fixed_window.lua
@@ -62,118 +58,153 @@ elseif algorithm == 'gcra' then
 end
 end
 
+-- One rate of one decision (ARGV[ab + 1 ..] in the single form's layout):
+-- it binds, it writes as it decides, and its reply is the reply.
+local function one_rate(decide, key, ab, now, op)
+  return decide(key, now, ARGV[ab + 7] + 0, ARGV[ab + 8] + 0, ARGV[ab + 9] + 0, ARGV[ab + 4] + 0, op,
+                ARGV[ab + 5] + 0, ARGV[ab + 6] + 0, true)
+end
+
+if ARGV[1] ~= 'batch' and #KEYS == 1 then
+  local op = ARGV[3] + 0
+  if op ~= UP_TO and op < LEASE then
+    local now = ARGV[1] * 1000 -- us
+    if now == 0 then
+      local t = redis.call('TIME')
+      now = t[1] * 1000000 + t[2]
+    end
+    return one_rate(define(ARGV[2]), KEYS[1], 0, now, op)
+  end
+end
+
+-- Several rates (and acquire up to, leases, give backs) --------------------
+
+-- runs a write an algorithm returned
+local function run(write)
+  if write then write[1](unpack(write, 2)) end
+end
+
+-- rate i of a decision (keys from KEYS[kb + 1], arguments from ARGV[ab + 1]) decides, writing nothing
+local function decide_rate(decide, kb, ab, i, now, p, o, max_wait, initial, handle, booking)
+  local at = ab + 4 + 3 * i
+  return decide(KEYS[kb + i], now, ARGV[at] + 0, ARGV[at + 1] + 0, ARGV[at + 2] + 0, p, o, max_wait, initial, false,
+                handle, booking)
+end
+
+-- every rate decides; none writes: the writes come back, to make if all admit
+local function decide_all(decide, kb, ab, nk, now, p, o, max_wait, initial)
+  local PEEK = 1
+  local replies, writes, ok = {}, {}, true
+  for i = 1, nk do
+    replies[i], writes[i] = decide_rate(decide, kb, ab, i, now, p, o, max_wait, initial)
+    if replies[i][1] == 0 then ok = false end
+  end
+  if not ok and o ~= PEEK then
+    -- nothing is consumed: the rates that would admit report their state as it stays
+    -- (still as admitting: a peek of a reserve it would book can deny)
+    for i = 1, nk do
+      if replies[i][1] == 1 then
+        local r = decide_rate(decide, kb, ab, i, now, p, PEEK, max_wait, initial)
+        replies[i] = {1, r[2], r[3], -1, r[5], 0, 0, 0}
+      end
+    end
+  end
+  return replies, writes, ok
+end
+
+-- the decision's reply, made of the rates' replies (in place: the binding one)
+local function combine(replies, ok, granted)
+  local pick, remaining, reset, wait = 1, replies[1][3], 0, 0
+  for i = 1, #replies do
+    local r, best = replies[i], replies[pick]
+    if ok then
+      if r[3] < best[3] then pick = i end
+    elseif r[1] == 0 and (best[1] == 1 or r[4] > best[4]) then
+      pick = i
+    end
+    if r[3] < remaining then remaining = r[3] end
+    if r[5] > reset then reset = r[5] end
+    if r[6] > wait then wait = r[6] end
+  end
+  local r = replies[pick]
+  r[3], r[5], r[8] = remaining, reset, pick - 1
+  if ok then
+    r[4], r[6], r[7] = -1, wait, granted
+  else
+    r[6], r[7] = 0, 0
+  end
+  return r
+end
+
 local server_now -- us: TIME is read once per call, however many decisions it makes
 
 -- One decision: its keys are KEYS[kb + 1 .. kb + nk], its arguments
 -- ARGV[ab + 1 ..] (the single form's layout).
-local function limit(kb, nk, ab)
-  local now = tonumber(ARGV[ab + 1]) * 1000 -- us
+local function limit(decide, kb, nk, ab)
+  local ACQUIRE, PEEK, UP_TO, LEASE, GIVE_BACK = 0, 1, 3, 5, 6
+  local now = ARGV[ab + 1] * 1000 -- us
   if now == 0 then
     if not server_now then
       local t = redis.call('TIME')
-      server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      server_now = t[1] * 1000000 + t[2]
     end
     now = server_now
   end
-  local algorithm = ARGV[ab + 2]
-  local decide = ALG[algorithm]
-  local op, permits, max_wait, initial = tonumber(ARGV[ab + 3]), tonumber(ARGV[ab + 4]), tonumber(ARGV[ab + 5]),
-    tonumber(ARGV[ab + 6])
+  local op, permits, max_wait, initial = ARGV[ab + 3] + 0, ARGV[ab + 4] + 0, ARGV[ab + 5] + 0, ARGV[ab + 6] + 0
   if nk == 1 and op ~= UP_TO and op < LEASE then
-    -- one rate: it binds, and no tables or closures for combining rates
-    local r, write = decide(KEYS[kb + 1], now, {limit = tonumber(ARGV[ab + 7]), period = tonumber(ARGV[ab + 8]),
-                                                burst = tonumber(ARGV[ab + 9])}, permits, op, max_wait, initial)
-    -- the reply grows in place (as combine() would make it): one table less
-    if r[1] == 0 then
-      r[6], r[7] = 0, 0
-    else
-      if write then write() end
-      r[4], r[7] = -1, permits
-    end
-    r[8] = 0
-    return r
+    return one_rate(decide, KEYS[kb + 1], ab, now, op)
   end
-  local keys, rates = {}, {}
-  for i = 1, nk do
-    local at = ab + 7 + 3 * (i - 1)
-    keys[i] = KEYS[kb + i]
-    rates[i] = {limit = tonumber(ARGV[at]), period = tonumber(ARGV[at + 1]), burst = tonumber(ARGV[at + 2])}
-  end
-
-  local function decide_all(n, o)
-    local replies, writes, ok = {}, {}, true
-    for i = 1, nk do
-      replies[i], writes[i] = decide(keys[i], now, rates[i], n, o, max_wait, initial)
-      if replies[i][1] == 0 then ok = false end
-    end
-    if not ok and o ~= PEEK then
-      -- nothing is consumed: the rates that would admit report their state as it stays
-      -- (still as admitting: a peek of a reserve it would book can deny)
-      for i = 1, nk do
-        if replies[i][1] == 1 then
-          local r = decide(keys[i], now, rates[i], n, PEEK, max_wait, initial)
-          replies[i] = {1, r[2], r[3], -1, r[5], 0}
-        end
-      end
-    end
-    return replies, writes, ok
-  end
-
-  local function combine(replies, ok, granted)
-    local pick, remaining, reset, wait = 1, replies[1][3], 0, 0
-    for i, r in ipairs(replies) do
-      local best = replies[pick]
-      if ok then
-        if r[3] < best[3] then pick = i end
-      elseif r[1] == 0 and (best[1] == 1 or r[4] > best[4]) then
-        pick = i
-      end
-      remaining = math.min(remaining, r[3])
-      reset, wait = math.max(reset, r[5]), math.max(wait, r[6])
-    end
-    local r = replies[pick]
-    if not ok then return {0, r[2], remaining, r[4], reset, 0, 0, pick - 1} end
-    return {1, r[2], remaining, -1, reset, wait, granted, pick - 1}
-  end
-
   if op == LEASE then
-    local probe, _, ok = decide_all(1, PEEK)
+    local probe, _, ok = decide_all(decide, kb, ab, nk, now, 1, PEEK, max_wait, initial)
     if ok then
       -- never more than half of what is left, 1 near the limit
       local avail = probe[1][3]
       for _, r in ipairs(probe) do avail = math.min(avail, r[3]) end
       local block = math.min(permits, math.max(1, math.floor(avail / 2)))
-      local replies, writes = {}, {}
+      local replies, writes, handles = {}, {}, {}
       for i = 1, nk do
-        replies[i], writes[i] = decide(keys[i], now, rates[i], block, LEASE, max_wait, initial)
+        replies[i], writes[i] = decide_rate(decide, kb, ab, i, now, block, LEASE, max_wait, initial)
         -- unreachable (a peek of 1 passed and the block is at most what is left): never book part of it
         if replies[i][1] == 0 then return redis.error_reply('ERR lease: rate ' .. i .. ' refused the block') end
       end
       local valid = max_wait
       for i = 1, nk do
-        writes[i]()
+        run(writes[i])
         valid = math.min(valid, replies[i][6])
+        handles[i] = replies[i][7]
       end
       local r = combine(replies, true, block)
       r[6] = valid -- a rate booked for longer is only stricter
-      for i = 1, nk do r[8 + i] = replies[i][7] end
+      for i = 1, nk do r[8 + i] = handles[i] end
       return r
     end
     -- denied as an acquire of one, which (as any call) starts a new entity's refill
     permits, op = 1, ACQUIRE
   elseif op == GIVE_BACK then
+    -- for token_bucket and leaky_bucket, whether the booking a handle names is still on top, and then (the
+    -- latest time its permits may have been taken, grant time, amount before the grant, permits used)
+    local function bucket_booking(handle, stored_ts, stored_amount, same_period, n, t)
+      local ts, amount, before, g, block = string.match(handle, '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+)$')
+      ts, g, block = tonumber(ts), tonumber(g), tonumber(block)
+      if not ts or tonumber(stored_ts) ~= ts or tonumber(stored_amount) ~= tonumber(amount) or not same_period
+          or n > block or t < g then
+        return nil
+      end
+      return math.min(t, ts), g, tonumber(before), block - n
+    end
     local replies = {}
     for i = 1, nk do
       local write
-      replies[i], write = decide(keys[i], now, rates[i], permits, GIVE_BACK, 0, initial, ARGV[ab + 6 + 3 * nk + i])
-      if write then write() end
+      replies[i], write = decide_rate(decide, kb, ab, i, now, permits, GIVE_BACK, 0, initial, ARGV[ab + 6 + 3 * nk + i],
+                                      bucket_booking)
+      run(write)
     end
     local r = combine(replies, true, replies[1][7])
     r[6] = 0
     return r
   end
   if op == UP_TO then
-    local probe, _, ok = decide_all(1, PEEK)
+    local probe, _, ok = decide_all(decide, kb, ab, nk, now, 1, PEEK, max_wait, initial)
     if ok then
       for _, r in ipairs(probe) do permits = math.min(permits, r[3]) end
     else
@@ -182,29 +213,30 @@ local function limit(kb, nk, ab)
     end
     op = ACQUIRE
   end
-  local replies, writes, ok = decide_all(permits, op)
+  local replies, writes, ok = decide_all(decide, kb, ab, nk, now, permits, op, max_wait, initial)
   if ok then
-    for i = 1, nk do
-      if writes[i] then writes[i]() end
-    end
+    for i = 1, nk do run(writes[i]) end
   end
   return combine(replies, ok, permits)
 end
 
 if ARGV[1] ~= 'batch' then
-  define(ARGV[2])
-  return limit(0, #KEYS, 0)
+  return limit(define(ARGV[2]), 0, #KEYS, 0)
 end
 -- the batch form: ARGV[2] decisions, each "k, then its single-form ARGV"
 -- with its k keys in turn; one reply each, or the error that decision raised
-local out, kb, ab = {}, 0, 2
+local out, decides, kb, ab = {}, {}, 0, 2
 for i = 1, tonumber(ARGV[2]) do
   local nk, algorithm, op = tonumber(ARGV[ab + 1]), ARGV[ab + 3], tonumber(ARGV[ab + 4])
   if op >= LEASE then
     out[i] = redis.error_reply('ERR a batch makes no lease calls')
   else
-    if not ALG[algorithm] then define(algorithm) end
-    local ok, r = pcall(limit, kb, nk, ab + 1)
+    local decide = decides[algorithm]
+    if not decide then
+      decide = define(algorithm)
+      decides[algorithm] = decide
+    end
+    local ok, r = pcall(limit, decide, kb, nk, ab + 1)
     if ok then
       out[i] = r
     elseif type(r) == 'table' and r.err then

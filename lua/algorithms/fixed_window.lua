@@ -12,7 +12,7 @@ local function fixed_window_store(key, start, count, window_left)
   redis.call('HSET', key, 'start', start, 'count', count)
   redis.call('PEXPIRE', key, window_left)
 end
-ALG.fixed_window = function(key, now_us, limit, period, _, permits, op, max_wait, _, commit, handle)
+return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit, handle)
   local PEEK, REFUND, LEASE, GIVE_BACK = 1, 4, 5, 6
   local floor, max = math.floor, math.max
   local now = floor(now_us / 1000)
@@ -29,13 +29,13 @@ ALG.fixed_window = function(key, now_us, limit, period, _, permits, op, max_wait
     if on_top then count = count - permits end
     local r = {1, limit, max(0, limit - count), -1, count > 0 and window_left or 0, 0, on_top and permits or 0, 0}
     if not on_top then return r end
-    return r, function() fixed_window_store(key, start, count, window_left) end
+    return r, {fixed_window_store, key, start, count, window_left}
   end
   if op == REFUND then
     count = max(0, count - permits)
     local r = {1, limit, max(0, limit - count), -1, count > 0 and window_left or 0, 0, permits, 0}
     if commit then fixed_window_store(key, start, count, window_left) return r end
-    return r, function() fixed_window_store(key, start, count, window_left) end
+    return r, {fixed_window_store, key, start, count, window_left}
   end
   if count + permits > limit then
     return {0, limit, max(0, limit - count), window_left, window_left, 0, 0, 0}
@@ -46,9 +46,9 @@ ALG.fixed_window = function(key, now_us, limit, period, _, permits, op, max_wait
   count = count + permits
   if op == LEASE then
     return {1, limit, limit - count, -1, window_left, math.min(max_wait, window_left - 1),
-            string.format('%d:%d', start, count), 0}, function() fixed_window_store(key, start, count, window_left) end
+            string.format('%d:%d', start, count), 0}, {fixed_window_store, key, start, count, window_left}
   end
   local r = {1, limit, limit - count, -1, window_left, 0, permits, 0}
   if commit then fixed_window_store(key, start, count, window_left) return r end
-  return r, function() fixed_window_store(key, start, count, window_left) end
+  return r, {fixed_window_store, key, start, count, window_left}
 end

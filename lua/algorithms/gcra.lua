@@ -19,7 +19,7 @@ local function gcra_store(key, t, now, interval)
   if t <= now then return redis.call('DEL', key) end
   redis.call('SET', key, string.format('%d:%d', t, interval), 'PX', math.ceil((t - now) / 1000))
 end
-ALG.gcra = function(key, now, limit, period, burst, permits, op, max_wait, initial, commit, handle)
+return function(key, now, limit, period, burst, permits, op, max_wait, initial, commit, handle)
   local PEEK, RESERVE, REFUND, LEASE, GIVE_BACK = 1, 2, 4, 5, 6
   local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
   max_wait = max_wait * 1000
@@ -62,13 +62,13 @@ ALG.gcra = function(key, now, limit, period, burst, permits, op, max_wait, initi
     local r = {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, max(0, ceil((t - now) / 1000)), 0,
                on_top and permits or 0, 0}
     if not on_top then return r end
-    return r, function() gcra_store(key, t, now, interval) end
+    return r, {gcra_store, key, t, now, interval}
   end
   if op == REFUND then
     t = max(now, tat - permits * interval)
     local r = {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, ceil((t - now) / 1000), 0, permits, 0}
     if commit then gcra_store(key, t, now, interval) return r end
-    return r, function() gcra_store(key, t, now, interval) end
+    return r, {gcra_store, key, t, now, interval}
   end
   t = tat + interval * permits
   local diff = now - (t - tolerance)
@@ -77,8 +77,8 @@ ALG.gcra = function(key, now, limit, period, burst, permits, op, max_wait, initi
     if op ~= RESERVE or -diff > max_wait then
       local retry = -diff
       if op == RESERVE then retry = -diff - max_wait end
-      return {0, burst, max(0, floor((now - (tat - tolerance)) / interval)), ceil(retry / 1000), ceil((tat - now) / 1000),
-              0, 0, 0}
+      return {0, burst, max(0, floor((now - (tat - tolerance)) / interval)), ceil(retry / 1000),
+              ceil((tat - now) / 1000), 0, 0, 0}
     end
     wait = ceil(-diff / 1000)
   end
@@ -89,9 +89,9 @@ ALG.gcra = function(key, now, limit, period, burst, permits, op, max_wait, initi
     local valid = min(max_wait / 1000, floor(tolerance / 2000)) -- ms (max_wait is in us here)
     t = max(tat, now + valid * 1000) + interval * permits
     return {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, ceil((t - now) / 1000), valid,
-            string.format('%d:%d', t, permits), 0}, function() gcra_store(key, t, now, interval) end
+            string.format('%d:%d', t, permits), 0}, {gcra_store, key, t, now, interval}
   end
   local r = {1, burst, max(0, floor(diff / interval)), -1, ceil((t - now) / 1000), wait, permits, 0}
   if commit then gcra_store(key, t, now, interval) return r end
-  return r, function() gcra_store(key, t, now, interval) end
+  return r, {gcra_store, key, t, now, interval}
 end

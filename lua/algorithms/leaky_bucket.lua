@@ -21,7 +21,7 @@ local function leaky_bucket_store(key, water, ts, period, reset_after)
   redis.call('HSET', key, 'water', water, 'ts', ts, 'period', period)
   redis.call('PEXPIRE', key, reset_after)
 end
-ALG.leaky_bucket = function(key, now_us, capacity, period, _, permits, op, max_wait, initial, commit, handle,
+return function(key, now_us, capacity, period, _, permits, op, max_wait, initial, commit, handle,
                             bucket_booking)
   local PEEK, RESERVE, REFUND, LEASE, GIVE_BACK = 1, 2, 4, 5, 6
   local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
@@ -65,14 +65,14 @@ ALG.leaky_bucket = function(key, now_us, capacity, period, _, permits, op, max_w
     reset_after = max(0, ceil(water / capacity))
     local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, 0, at and permits or 0, 0}
     if not at then return r end
-    return r, function() leaky_bucket_store(key, water, ts, period, reset_after) end
+    return r, {leaky_bucket_store, key, water, ts, period, reset_after}
   end
   if op == REFUND then
     water = max(0, water - permits * period)
     reset_after = max(0, ceil(water / capacity))
     local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, 0, permits, 0}
     if commit then leaky_bucket_store(key, water, ts, period, reset_after) return r end
-    return r, function() leaky_bucket_store(key, water, ts, period, reset_after) end
+    return r, {leaky_bucket_store, key, water, ts, period, reset_after}
   end
   local pour = permits * period
   local overflow = max(0, ceil((water + pour - full) / capacity))
@@ -92,12 +92,13 @@ ALG.leaky_bucket = function(key, now_us, capacity, period, _, permits, op, max_w
     water = max(0, water - valid * capacity) + pour
     local handle_out = string.format('%d:%d:%d:%d:%d', now + valid, water, before, now, permits)
     reset_after = valid + ceil(water / capacity)
-    return {1, capacity, max(0, floor((full - water - valid * capacity) / period)), -1, reset_after, valid, handle_out, 0},
-      function() leaky_bucket_store(key, water, now + valid, period, reset_after) end
+    return {1, capacity, max(0, floor((full - water - valid * capacity) / period)), -1, reset_after, valid,
+            handle_out, 0},
+      {leaky_bucket_store, key, water, now + valid, period, reset_after}
   end
   water = water + pour
   reset_after = max(0, ceil(water / capacity))
   local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, wait, permits, 0}
   if commit then leaky_bucket_store(key, water, ts, period, reset_after) return r end
-  return r, function() leaky_bucket_store(key, water, ts, period, reset_after) end
+  return r, {leaky_bucket_store, key, water, ts, period, reset_after}
 end

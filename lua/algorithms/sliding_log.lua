@@ -52,7 +52,11 @@ local function sliding_log_holding(key, k, newest, count, expired)
   end
   return sliding_log_entry(key, lo)
 end
-ALG.sliding_log = function(key, now_us, limit, period, _, permits, op, max_wait, _, commit, handle)
+local function sliding_log_add(key, at, m, ttl)
+  redis.call('ZADD', key, at, m)
+  redis.call('PEXPIRE', key, ttl)
+end
+return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit, handle)
   local PEEK, REFUND, LEASE, GIVE_BACK = 1, 4, 5, 6
   local WRAP = 2000000000000000 -- totals modulo 2 x 10^15 (limit <= 10^15)
   local PURGE_MAX = 1000
@@ -140,13 +144,10 @@ ALG.sliding_log = function(key, now_us, limit, period, _, permits, op, max_wait,
     count = count - permits
     local reset_after = 0
     if used > 0 then reset_after = at + period - now elseif count > 0 then reset_after = below[1] + period - now end
-    return {1, limit, max(0, limit - count), -1, reset_after, 0, permits, 0}, function()
+    return {1, limit, max(0, limit - count), -1, reset_after, 0, permits, 0}, {function()
       redis.call('ZREM', key, newest[5])
-      if used > 0 then
-        redis.call('ZADD', key, at, member(at, total, used, newest[4]))
-        redis.call('PEXPIRE', key, at + period - now)
-      end
-    end
+      if used > 0 then sliding_log_add(key, at, member(at, total, used, newest[4]), at + period - now) end
+    end}
   end
   if op == REFUND then
     local left = min(permits, count)
@@ -169,7 +170,7 @@ ALG.sliding_log = function(key, now_us, limit, period, _, permits, op, max_wait,
     end
     local r = {1, limit, max(0, limit - count), -1, reset_after, 0, permits, 0}
     if commit then write() return r end
-    return r, write
+    return r, {write}
   end
 
   if count + permits > limit then
@@ -198,13 +199,6 @@ ALG.sliding_log = function(key, now_us, limit, period, _, permits, op, max_wait,
   end
   local m = member(at, total, permits, edge)
   local r = {1, limit, limit - count - permits, -1, at + period - now, valid, op == LEASE and m or permits, 0}
-  if commit then
-    redis.call('ZADD', key, at, m)
-    redis.call('PEXPIRE', key, at + period - now)
-    return r
-  end
-  return r, function()
-    redis.call('ZADD', key, at, m)
-    redis.call('PEXPIRE', key, at + period - now)
-  end
+  if commit then sliding_log_add(key, at, m, at + period - now) return r end
+  return r, {sliding_log_add, key, at, m, at + period - now}
 end

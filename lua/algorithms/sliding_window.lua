@@ -25,7 +25,7 @@ local function sliding_window_advance(now, p, start, cur, prev)
   end
   return window, cur, prev
 end
-ALG.sliding_window = function(key, now_us, limit, period, _, permits, op, max_wait, _, commit, handle)
+return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit, handle)
   local PEEK, REFUND, LEASE, GIVE_BACK = 1, 4, 5, 6
   local floor, max = math.floor, math.max
   local now = floor(now_us / 1000)
@@ -41,7 +41,7 @@ ALG.sliding_window = function(key, now_us, limit, period, _, permits, op, max_wa
   start, cur, prev = sliding_window_advance(now, period, start, cur, prev)
   local elapsed = max(0, now - start)
   local window_left = period - elapsed
-  -- remaining: floor((limit * period - estimate * period) / period), estimate * period = prev * window_left + cur * period
+  -- remaining = floor((limit * period - used) / period), used = estimate * period = prev * window_left + cur * period;
   -- reset_after: until cur, else prev, has slid out
 
   if op == GIVE_BACK then
@@ -61,7 +61,7 @@ ALG.sliding_window = function(key, now_us, limit, period, _, permits, op, max_wa
     local r = {1, limit, max(0, floor((limit * period - prev * window_left - cur * period) / period)), -1,
                cur > 0 and window_left + period or prev > 0 and window_left or 0, 0, given or 0, 0}
     if not given then return r end
-    return r, function() sliding_window_store(key, start, cur, prev, period, window_left + period) end
+    return r, {sliding_window_store, key, start, cur, prev, period, window_left + period}
   end
   if op == REFUND then
     local from_cur = math.min(cur, permits)
@@ -70,7 +70,7 @@ ALG.sliding_window = function(key, now_us, limit, period, _, permits, op, max_wa
     local r = {1, limit, max(0, floor((limit * period - prev * window_left - cur * period) / period)), -1,
                cur > 0 and window_left + period or prev > 0 and window_left or 0, 0, permits, 0}
     if commit then sliding_window_store(key, start, cur, prev, period, window_left + period) return r end
-    return r, function() sliding_window_store(key, start, cur, prev, period, window_left + period) end
+    return r, {sliding_window_store, key, start, cur, prev, period, window_left + period}
   end
   local used = prev * window_left + cur * period -- estimate * period
   if used + permits * period > limit * period then
@@ -98,9 +98,9 @@ ALG.sliding_window = function(key, now_us, limit, period, _, permits, op, max_wa
   if op == LEASE then
     return {1, limit, max(0, floor((limit * period - used) / period)), -1, window_left + period,
             math.min(max_wait, window_left - 1), string.format('%d', start), 0},
-      function() sliding_window_store(key, start, cur, prev, period, window_left + period) end
+      {sliding_window_store, key, start, cur, prev, period, window_left + period}
   end
   local r = {1, limit, max(0, floor((limit * period - used) / period)), -1, window_left + period, 0, permits, 0}
   if commit then sliding_window_store(key, start, cur, prev, period, window_left + period) return r end
-  return r, function() sliding_window_store(key, start, cur, prev, period, window_left + period) end
+  return r, {sliding_window_store, key, start, cur, prev, period, window_left + period}
 end

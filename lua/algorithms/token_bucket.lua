@@ -20,7 +20,7 @@ local function token_bucket_store(key, level, ts, period, reset_after)
   redis.call('HSET', key, 'level', level, 'ts', ts, 'period', period)
   redis.call('PEXPIRE', key, reset_after)
 end
-ALG.token_bucket = function(key, now_us, limit, period, burst, permits, op, max_wait, initial, commit, handle,
+return function(key, now_us, limit, period, burst, permits, op, max_wait, initial, commit, handle,
                             bucket_booking)
   local PEEK, RESERVE, REFUND, LEASE, GIVE_BACK = 1, 2, 4, 5, 6
   local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
@@ -65,7 +65,7 @@ ALG.token_bucket = function(key, now_us, limit, period, burst, permits, op, max_
     local reset_after = max(0, ceil((full - level) / limit))
     local r = {1, burst, max(0, floor(level / period)), -1, reset_after, 0, at and permits or 0, 0}
     if not at then return r end
-    return r, function() token_bucket_store(key, level, ts, period, reset_after) end
+    return r, {token_bucket_store, key, level, ts, period, reset_after}
   end
   local reset_after
   if op == REFUND then
@@ -73,7 +73,7 @@ ALG.token_bucket = function(key, now_us, limit, period, burst, permits, op, max_
     reset_after = max(0, ceil((full - level) / limit))
     local r = {1, burst, max(0, floor(level / period)), -1, reset_after, 0, permits, 0}
     if commit then token_bucket_store(key, level, ts, period, reset_after) return r end
-    return r, function() token_bucket_store(key, level, ts, period, reset_after) end
+    return r, {token_bucket_store, key, level, ts, period, reset_after}
   end
   local need = permits * period
   local wait = max(0, ceil((need - level) / limit))
@@ -94,11 +94,11 @@ ALG.token_bucket = function(key, now_us, limit, period, burst, permits, op, max_
     local handle_out = string.format('%d:%d:%d:%d:%d', now + valid, level, before, now, permits)
     reset_after = valid + ceil((full - level) / limit)
     return {1, burst, max(0, floor((level - valid * limit) / period)), -1, reset_after, valid, handle_out, 0},
-      function() token_bucket_store(key, level, now + valid, period, reset_after) end
+      {token_bucket_store, key, level, now + valid, period, reset_after}
   end
   level = level - need
   reset_after = max(0, ceil((full - level) / limit))
   local r = {1, burst, max(0, floor(level / period)), -1, reset_after, wait, permits, 0}
   if commit then token_bucket_store(key, level, ts, period, reset_after) return r end
-  return r, function() token_bucket_store(key, level, ts, period, reset_after) end
+  return r, {token_bucket_store, key, level, ts, period, reset_after}
 end
