@@ -22,7 +22,7 @@ local function leaky_bucket_store(key, water, ts, period, reset_after)
   redis.call('PEXPIRE', key, reset_after)
 end
 return function(key, now_us, capacity, period, _, permits, op, max_wait, initial, commit, handle,
-                            bucket_booking)
+                bucket_booking)
   local PEEK, RESERVE, REFUND, LEASE, GIVE_BACK = 1, 2, 4, 5, 6
   local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
   local now, full = floor(now_us / 1000), capacity * period
