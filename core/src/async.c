@@ -312,7 +312,7 @@ static int batchable(const rl_async *a, const areq *r)
 
 static void append(rl_async *a, aconn *ac, areq *r)
 {
-    r->sent_ms = rl_monotonic_ms();
+    r->sent_ms = a->now_ms;
     r->reordered = 0;
     ac->resent += r->redirects > 0;
     ac->count++;
@@ -339,7 +339,7 @@ static int append_internal(rl_async *a, aconn *ac, req_kind kind, int argc, cons
     areq *r = rl_async_req_new(kind);
     if (!r) return rl_fail(RL_ERR_NOMEM, "out of memory");
     flush_staged(a, ac);
-    r->sent_ms = rl_monotonic_ms();
+    r->sent_ms = a->now_ms;
     rl_append_command(ac->conn->ctx, argc, argv, lens);
     list_push(&ac->inflight, r);
     ac->count++;
@@ -582,7 +582,7 @@ static void read_replies(rl_async *a, aconn *ac)
         rl_async_conn_drop(a, ac, RL_ERR_CONNECTION);
         return;
     }
-    ac->last_read_ms = rl_monotonic_ms();
+    ac->last_read_ms = a->now_ms = rl_monotonic_ms();
     for (;;) {
         void *reply = NULL;
         if (rl_reader_get_reply(ctx->reader, &reply) != REDIS_OK) {
@@ -758,6 +758,7 @@ void *rl_async_io_thread(void *arg)
             }
             return NULL;
         }
+        a->now_ms = rl_monotonic_ms();
         dials_done(a);
         areq *r;
         while ((r = list_pop(&batch))) {
@@ -780,6 +781,7 @@ void *rl_async_io_thread(void *arg)
         a->sleeping = idle;
         pthread_mutex_unlock(&a->mutex);
         int n = epoll_wait(a->epoll_fd, events, 64, idle ? timeout : 0);
+        if (n > 0) a->now_ms = rl_monotonic_ms();
         pthread_mutex_lock(&a->mutex);
         a->sleeping = 0;
         pthread_mutex_unlock(&a->mutex);

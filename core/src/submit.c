@@ -117,7 +117,8 @@ static areq *new_request(req_kind kind, uint64_t tag, const rl_target *target)
 int rl_async_send(rl_client *c, areq *r)
 {
     int rc;
-    if (r) r->deadline_ms = rl_monotonic_ms() + c->options.command_timeout_ms;
+    /* a decision's metrics read the clock already (the same clock, in us) */
+    if (r) r->deadline_ms = (r->stats.entry ? r->stats.start_us / 1000 : rl_monotonic_ms()) + c->options.command_timeout_ms;
 
     /* the common case takes no lock: the threads run */
     rl_async *a = __atomic_load_n(&c->async, __ATOMIC_ACQUIRE);
