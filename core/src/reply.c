@@ -40,12 +40,14 @@ static void *take(head *h, size_t size)
 {
     size = ALIGN(size);
     if (size > h->left) {
-        size_t want = h->grown * 2 > size ? h->grown * 2 : size;
+        /* doubling up to 64 KB; a bigger piece (a long string) gets its own size */
+        size_t want = h->grown * 2 < 65536 ? h->grown * 2 : 65536;
+        if (want < size) want = size;
         block *b = malloc(ALIGN(sizeof *b) + want);
         if (!b) return NULL;
         b->next = h->more;
         h->more = b;
-        h->grown = want;
+        h->grown = want < 65536 ? want : 65536;
         h->free_at = (char *)b + ALIGN(sizeof *b);
         h->left = want;
     }
