@@ -58,13 +58,8 @@ elseif algorithm == 'gcra' then
 end
 end
 
--- One rate of one decision (ARGV[ab + 1 ..] in the single form's layout):
--- it binds, it writes as it decides, and its reply is the reply.
-local function one_rate(decide, key, ab, now, op)
-  return decide(key, now, ARGV[ab + 7] + 0, ARGV[ab + 8] + 0, ARGV[ab + 9] + 0, ARGV[ab + 4] + 0, op,
-                ARGV[ab + 5] + 0, ARGV[ab + 6] + 0, true)
-end
-
+-- One rate (here and in limit() below): it binds, it writes as it decides,
+-- and its reply is the reply.
 if ARGV[1] ~= 'batch' and #KEYS == 1 then
   local op = ARGV[3] + 0
   if op ~= UP_TO and op < LEASE then
@@ -73,7 +68,8 @@ if ARGV[1] ~= 'batch' and #KEYS == 1 then
       local t = redis.call('TIME')
       now = t[1] * 1000000 + t[2]
     end
-    return one_rate(define(ARGV[2]), KEYS[1], 0, now, op)
+    return define(ARGV[2])(KEYS[1], now, ARGV[7] + 0, ARGV[8] + 0, ARGV[9] + 0, ARGV[4] + 0, op, ARGV[5] + 0,
+                           ARGV[6] + 0, true)
   end
 end
 
@@ -152,7 +148,8 @@ local function limit(decide, kb, nk, ab)
   end
   local op, permits, max_wait, initial = ARGV[ab + 3] + 0, ARGV[ab + 4] + 0, ARGV[ab + 5] + 0, ARGV[ab + 6] + 0
   if nk == 1 and op ~= UP_TO and op < LEASE then
-    return one_rate(decide, KEYS[kb + 1], ab, now, op)
+    return decide(KEYS[kb + 1], now, ARGV[ab + 7] + 0, ARGV[ab + 8] + 0, ARGV[ab + 9] + 0, permits, op, max_wait,
+                  initial, true)
   end
   if op == LEASE then
     local probe, _, ok = decide_all(decide, kb, ab, nk, now, 1, PEEK, max_wait, initial)
@@ -226,8 +223,8 @@ end
 -- the batch form: ARGV[2] decisions, each "k, then its single-form ARGV"
 -- with its k keys in turn; one reply each, or the error that decision raised
 local out, decides, kb, ab = {}, {}, 0, 2
-for i = 1, tonumber(ARGV[2]) do
-  local nk, algorithm, op = tonumber(ARGV[ab + 1]), ARGV[ab + 3], tonumber(ARGV[ab + 4])
+for i = 1, ARGV[2] + 0 do
+  local nk, algorithm, op = ARGV[ab + 1] + 0, ARGV[ab + 3], ARGV[ab + 4] + 0
   if op >= LEASE then
     out[i] = redis.error_reply('ERR a batch makes no lease calls')
   else
