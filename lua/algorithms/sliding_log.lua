@@ -12,8 +12,8 @@
 -- counts again, even if the period is made longer. Memory and time grow
 -- with the number of calls in the window, never with permits or limit.
 -- Members at or before the newest member's edge are deleted lazily, at most
--- PURGE_MAX per acquire (oldest first): the ones still there do not change
--- any result.
+-- 1,000 per script call (oldest first; a batch call's decisions share them):
+-- the ones still there do not change any result.
 -- A clock that goes back logs the call at the newest member's time (later,
 -- so stricter, never looser).
 -- A rate change keeps the log: the new period and limit apply to it at once.
@@ -29,6 +29,8 @@
 -- the used permits at the latest time they can have been (now, or the end
 -- of the validity; not before the member below it).
 -- State: zset {"<ms>:<total>:<permits>:<edge>" -> ms}
+-- slid-out members this script call may still delete (one budget for a batch call's decisions)
+local sliding_log_purge = {left = 1000}
 -- {ms, total, permits, edge, member} at rank; total nil: old layout
 local function sliding_log_entry(key, rank)
   local m = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
@@ -59,7 +61,6 @@ end
 return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit, handle)
   local PEEK, REFUND, LEASE, GIVE_BACK = 1, 4, 5, 6
   local WRAP = 2000000000000000 -- totals modulo 2 x 10^15 (limit <= 10^15)
-  local PURGE_MAX = 1000
   local MIGRATE_MAX = 200
   local floor, max, min = math.floor, math.max, math.min
   local now = floor(now_us / 1000)
@@ -117,16 +118,18 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
     count = (newest[2] - base) % WRAP
   end
 
-  if op ~= PEEK and expired > 0 then
-    -- delete only what had slid out for good (at or before the stored edge), PURGE_MAX at most: when
-    -- fewer have slid out at all, by score in one call
+  local purge = sliding_log_purge
+  if op ~= PEEK and expired > 0 and purge.left > 0 then
+    -- delete only what had slid out for good (at or before the stored edge), within the call's budget:
+    -- when fewer have slid out at all, by score in one call
     local gone
-    if expired <= PURGE_MAX then
+    if expired <= purge.left then
       gone = redis.call('ZREMRANGEBYSCORE', key, '-inf', newest[4])
     else
-      gone = min(redis.call('ZCOUNT', key, '-inf', newest[4]), PURGE_MAX)
+      gone = min(redis.call('ZCOUNT', key, '-inf', newest[4]), purge.left)
       if gone > 0 then redis.call('ZREMRANGEBYRANK', key, 0, gone - 1) end
     end
+    purge.left = purge.left - gone
     expired = expired - gone
   end
 
