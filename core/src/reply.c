@@ -230,13 +230,13 @@ void rl_reply_use(redisReader *reader)
 /* A canonical integer line ("0", or an optional '-' then 1 to 18 digits
  * without a leading zero: no overflow) ending in CRLF, starting at p; its end
  * past the CRLF, or NULL (anything else: the general reader decides). */
-static const char *int_line(const char *p, const char *end, long long *out)
+static inline const char *int_line(const char *p, const char *end, long long *out)
 {
     int negative = p < end && *p == '-';
     p += negative;
-    const char *digits = p;
+    const char *digits = p, *limit = end - p > 19 ? p + 19 : end;
     unsigned long long v = 0;
-    while (p < end && *p >= '0' && *p <= '9') v = v * 10 + (unsigned)(*p++ - '0');
+    for (unsigned d; p < limit && (d = (unsigned)(unsigned char)*p - '0') < 10; p++) v = v * 10 + d;
     size_t n = (size_t)(p - digits);
     if (n == 0 || n > 18 || (*digits == '0' && (n > 1 || negative)) || end - p < 2 || p[0] != '\r' || p[1] != '\n')
         return NULL;
