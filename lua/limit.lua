@@ -31,7 +31,9 @@
 -- its algorithm's body. A closure costs an allocation per upvalue it
 -- captures, so the functions below capture none on that path; tonumber()
 -- converts a string twice (lua_isnumber, then lua_tonumber), arithmetic
--- once: numbers are read as `s + 0`.
+-- once: numbers are read as `s + 0` where they cannot be anything else
+-- (ARGV as the core builds it, TIME, digits a pattern matched); stored hash
+-- fields by tonumber(), so that a field that is not a number reads as none.
 local UP_TO, LEASE = 3, 5
 
 -- The function of one algorithm (only the one asked for is made):

@@ -17,7 +17,7 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
   local floor, max = math.floor, math.max
   local now = floor(now_us / 1000)
   local state = redis.call('HMGET', key, 'start', 'count')
-  local start, count = state[1] and state[1] + 0, state[2] and state[2] + 0
+  local start, count = tonumber(state[1]), tonumber(state[2])
   if not start or not count or now >= start + period then
     start, count = now, 0
   end

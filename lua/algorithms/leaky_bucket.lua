@@ -28,7 +28,7 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
   local now, full = floor(now_us / 1000), capacity * period
 
   local state = redis.call('HMGET', key, 'water', 'ts', 'period')
-  local water, ts, stored_period = state[1] and state[1] + 0, state[2] and state[2] + 0, state[3] and state[3] + 0
+  local water, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
   local starts_short = false -- a new entity with less than full room
   if not water or not ts then
     water, ts = 0, now

@@ -30,8 +30,8 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
   local floor, max = math.floor, math.max
   local now = floor(now_us / 1000)
   local state = redis.call('HMGET', key, 'start', 'cur', 'prev', 'period')
-  local start, cur, prev = state[1] and state[1] + 0, state[2] and state[2] + 0 or 0, state[3] and state[3] + 0 or 0
-  local stored_period = state[4] and state[4] + 0
+  local start, cur, prev = tonumber(state[1]), tonumber(state[2]) or 0, tonumber(state[3]) or 0
+  local stored_period = tonumber(state[4])
   if start and stored_period and stored_period ~= period then
     start, cur, prev = sliding_window_advance(now, stored_period, start, cur, prev)
     local left = stored_period - max(0, now - start)

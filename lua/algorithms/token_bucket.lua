@@ -27,7 +27,7 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
   local now, full = floor(now_us / 1000), burst * period
 
   local state = redis.call('HMGET', key, 'level', 'ts', 'period')
-  local level, ts, stored_period = state[1] and state[1] + 0, state[2] and state[2] + 0, state[3] and state[3] + 0
+  local level, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
   local starts_short = false -- a new entity with fewer than full tokens
   if not level or not ts then
     level, ts = full, now
