@@ -233,6 +233,7 @@ void rl_backoff_ok(rl_backoff *b);
 /* a connect attempt's outcome: failed (connection / timeout) or ok */
 void rl_backoff_record(rl_backoff *b, int status, int max_ms);
 
+/* ---- commands (command.c) ---- */
 /* A command under construction: argv with owned storage. */
 /* EVALSHA sha nkeys, a key and 3 numbers per rate, 6 more numbers, and
  * (GIVE_BACK) a lease's handle per rate */
@@ -248,7 +249,7 @@ typedef struct {
     int script; /* RL_SCRIPT_* for EVALSHA, else -1 */
     int slot;   /* cluster slot of the first key, -1 without keys */
     int failed; /* out of memory while building */
-    int batchable; /* a plain decision (limit.lua, ops 0..4): may share a batch call (batch.c) */
+    int batchable; /* a plain decision (limit.lua, ops 0..4): may share a batch call (command.c) */
 } rl_cmd;
 
 void rl_cmd_init(rl_cmd *cmd);
@@ -283,7 +284,7 @@ int rl_append_command(redisContext *ctx, int argc, const char **argv, const size
 /* writes a RESP header ("*3\r\n", "$5\r\n") at p; returns its end */
 char *rl_resp_header(char *p, char kind, size_t n);
 
-/* ---- batches (batch.c): several plain decisions in one call of limit.lua ---- */
+/* ---- batches (command.c): several plain decisions in one call of limit.lua ---- */
 
 /* n >= 2 batchable commands (rl_cmd.batchable, one slot in a cluster) as
  * one EVALSHA of limit.lua's batch form */
