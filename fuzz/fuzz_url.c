@@ -203,6 +203,18 @@ static int quoted(const char *url, const char *secret)
     return !in_text;
 }
 
+/* The '@' that ends url's userinfo (the authority's last), or NULL: a match
+ * of the password that ends at another '@' (a user "@@@@:" followed by a
+ * password starting with '@') is not the password in its own place. */
+static const char *userinfo_end(const char *url)
+{
+    const char *start = strstr(url, "://"), *at = NULL;
+    if (!start) return NULL;
+    for (const char *p = start + 3; *p && !strchr("/?#", *p); p++)
+        if (*p == '@') at = p;
+    return at;
+}
+
 /* url parsed with this password: spoilt (a '#', an unknown option, a bad
  * port...), its message must not quote it. Only where the secret is written
  * in url as itself, in its own place (before the host's '@', or after its
@@ -214,7 +226,7 @@ static void check_secret_kept(const char *url, const char *secret, int in_userin
     if (!secret || strlen(secret) < 4) return;
     const char *at = strstr(url, secret);
     if (!at || occurrences(url, secret) != 1) return;
-    if (in_userinfo ? at[strlen(secret)] != '@' : (at == url || at[-1] != '=')) return;
+    if (in_userinfo ? at + strlen(secret) != userinfo_end(url) : (at == url || at[-1] != '=')) return;
     for (size_t i = 0; i < sizeof spoilers / sizeof spoilers[0]; i++) {
         size_t len = strlen(url) + strlen(spoilers[i]) + 1;
         char *spoilt = malloc(len);
