@@ -57,6 +57,18 @@ static void *take(head *h, size_t size)
     return p;
 }
 
+/* A reply's first block of size bytes (its head, then room); NULL: no memory */
+static head *new_head(size_t size)
+{
+    head *h = malloc(size);
+    if (!h) return NULL;
+    h->more = NULL;
+    h->free_at = (char *)h + ALIGN(sizeof(head));
+    h->left = size - ALIGN(sizeof(head));
+    h->grown = size;
+    return h;
+}
+
 /* A new reply object for task (extra: bytes it will need besides), hung
  * into its parent; the first of a reply starts its block. */
 static redisReply *new_object(const redisReadTask *task, int type, size_t extra)
@@ -67,12 +79,8 @@ static redisReply *new_object(const redisReadTask *task, int type, size_t extra)
     if (top == task) {
         size_t size = ALIGN(sizeof(head)) + extra;
         if (size < FIRST_BLOCK) size = FIRST_BLOCK;
-        head *h = malloc(size);
+        head *h = new_head(size);
         if (!h) return NULL;
-        h->more = NULL;
-        h->free_at = (char *)h + ALIGN(sizeof(head));
-        h->left = size - ALIGN(sizeof(head));
-        h->grown = size;
         r = &h->root;
     } else if (!(r = take(head_of(top->obj), sizeof *r))) {
         return NULL;
@@ -198,13 +206,8 @@ static redisReply *copy_into(head *h, redisReply *to, const redisReply *r)
 
 redisReply *rl_reply_copy(const redisReply *r)
 {
-    size_t size = ALIGN(sizeof(head)) + copy_size(r);
-    head *h = malloc(size);
+    head *h = new_head(ALIGN(sizeof(head)) + copy_size(r));
     if (!h) return NULL;
-    h->more = NULL;
-    h->free_at = (char *)h + ALIGN(sizeof(head));
-    h->left = size - ALIGN(sizeof(head));
-    h->grown = size;
     return copy_into(h, &h->root, r);
 }
 
@@ -285,13 +288,8 @@ static redisReply *fast_reply(const char *p, const char *end, size_t *used)
     /* room for all of it, as far as the first element tells */
     size_t n = array ? (size_t)v : 0, each = ALIGN(sizeof(redisReply)) + 8;
     if (after < end && *after == '*') each += 8 * each;
-    size_t size = ALIGN(sizeof(head)) + n * each + 32;
-    head *h = malloc(size);
+    head *h = new_head(ALIGN(sizeof(head)) + n * each + 32);
     if (!h) return NULL;
-    h->more = NULL;
-    h->free_at = (char *)h + ALIGN(sizeof(head));
-    h->left = size - ALIGN(sizeof(head));
-    h->grown = size;
     memset(&h->root, 0, sizeof h->root);
     if (!array) {
         h->root.type = REDIS_REPLY_INTEGER;

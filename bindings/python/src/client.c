@@ -70,6 +70,21 @@ static int conv_path(rl_state *st, PyObject *o, const char *param, PyObject **ke
     return 0;
 }
 
+/* A count for an rl_options field, 1..max (the core reads 0 as "the
+ * default": here that is None, so 0 is refused); shown: the range's end the
+ * message names. */
+static int conv_option_count(rl_state *st, PyObject *o, const char *param, int64_t max, int64_t shown, int *out)
+{
+    int64_t v;
+    if (conv_int64(st, o, param, &v) < 0) return -1;
+    if (v < 1 || v > max) {
+        raise_fmt(st, RL_ERR_INVALID, "%s must be in 1..%lld (got %lld)", param, (long long)shown, (long long)v);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
 /* Seconds -> a positive int of milliseconds for an rl_options field (the
  * core reads 0 as "the default": here that is None, so 0 is refused). */
 static int conv_option_ms(rl_state *st, PyObject *o, const char *param, int *out)
@@ -144,7 +159,6 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
     rl_options opts;
     rl_client *rl = NULL;
     char err[ERRBUF];
-    int64_t v;
     int rc = -1;
 
     if (!st) return -1;
@@ -178,30 +192,14 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
     if (connect_timeout != Py_None &&
         conv_option_ms(st, connect_timeout, "connect_timeout", &opts.connect_timeout_ms) < 0)
         goto done;
-    if (pool_size != Py_None) {
-        if (conv_int64(st, pool_size, "pool_size", &v) < 0) goto done;
-        if (v < 1 || v > INT32_MAX) { /* 0 would mean the core's default */
-            raise_fmt(st, RL_ERR_INVALID, "pool_size must be in 1..1024 (got %lld)", (long long)v);
-            goto done;
-        }
-        opts.pool_size = (int)v;
-    }
-    if (max_in_flight != Py_None) {
-        if (conv_int64(st, max_in_flight, "max_in_flight", &v) < 0) goto done;
-        if (v < 1 || v > 1000000) { /* 0 would mean the core's default */
-            raise_fmt(st, RL_ERR_INVALID, "max_in_flight must be in 1..1000000 (got %lld)", (long long)v);
-            goto done;
-        }
-        opts.max_in_flight = (int)v;
-    }
-    if (max_batch != Py_None) {
-        if (conv_int64(st, max_batch, "max_batch", &v) < 0) goto done;
-        if (v < 1 || v > 100) { /* 0 would mean the core's default */
-            raise_fmt(st, RL_ERR_INVALID, "max_batch must be in 1..100 (got %lld)", (long long)v);
-            goto done;
-        }
-        opts.max_batch = (int)v;
-    }
+    /* pool_size: the core checks the range (its message names 1..1024) */
+    if (pool_size != Py_None && conv_option_count(st, pool_size, "pool_size", INT32_MAX, 1024, &opts.pool_size) < 0)
+        goto done;
+    if (max_in_flight != Py_None &&
+        conv_option_count(st, max_in_flight, "max_in_flight", 1000000, 1000000, &opts.max_in_flight) < 0)
+        goto done;
+    if (max_batch != Py_None && conv_option_count(st, max_batch, "max_batch", 100, 100, &opts.max_batch) < 0)
+        goto done;
     if (on_error != Py_None) {
         const char *s = PyUnicode_Check(on_error) ? PyUnicode_AsUTF8(on_error) : NULL;
         if (!PyUnicode_Check(on_error)) {
