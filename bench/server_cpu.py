@@ -42,6 +42,7 @@ RESERVES = {"gcra", "token_bucket", "leaky_bucket"}
 RATE = (1000000, 1)  # never denies: the admitted path, as in production
 SECOND_RATE = (100000000, 60)
 IDS = 1000
+HOT_IDS = 8  # entities called many times a window ("acquire": 1000, a few calls each)
 IN_FLIGHT = 64
 
 
@@ -70,6 +71,7 @@ async def rows(client, batched, name, algorithm):
     await client.configure(stored_name, RATE, algorithm=algorithm)
     stored = client.limiter(stored_name)
     out = [("acquire", lambda i: one.acquire(f"u{i % IDS}")),
+           ("hot keys", lambda i: one.acquire(f"h{i % HOT_IDS}")),
            ("peek", lambda i: one.peek(f"u{i % IDS}"))]
     if algorithm in RESERVES:
         out.append(("reserve", lambda i: one.reserve(f"u{i % IDS}", max_wait=1.0)))

@@ -35,6 +35,10 @@
 -- (ARGV as the core builds it, TIME, digits a pattern matched); stored hash
 -- fields by tonumber(), so that a field that is not a number reads as none.
 local UP_TO, LEASE = 3, 5
+-- whether this decision's now is Redis TIME (else an explicit clock, which
+-- may jump): with the server's clock a window's TTL, its end, is set once
+-- per window, and later writes in it leave it be (one call fewer)
+local server_clock = false
 
 -- The function of one algorithm (only the one asked for is made):
 --   decide(key, now_us, limit, period_ms, burst, permits, op, max_wait_ms,
@@ -68,7 +72,7 @@ if ARGV[1] ~= 'batch' and #KEYS == 1 then
     local now = ARGV[1] * 1000 -- us
     if now == 0 then
       local t = redis.call('TIME')
-      now = t[1] * 1000000 + t[2]
+      now, server_clock = t[1] * 1000000 + t[2], true
     end
     return define(ARGV[2])(KEYS[1], now, ARGV[7] + 0, ARGV[8] + 0, ARGV[9] + 0, ARGV[4] + 0, op, ARGV[5] + 0,
                            ARGV[6] + 0, true)
@@ -141,6 +145,7 @@ local server_now -- us: TIME is read once per call, however many decisions it ma
 local function limit(decide, kb, nk, ab)
   local ACQUIRE, PEEK, UP_TO, LEASE, GIVE_BACK = 0, 1, 3, 5, 6
   local now = ARGV[ab + 1] * 1000 -- us
+  server_clock = now == 0
   if now == 0 then
     if not server_now then
       local t = redis.call('TIME')

@@ -1,25 +1,37 @@
 -- fixed_window: at most `limit` permits per window of `period` ms. A window
 -- opens at the first permit taken after the previous one closed (seed 001's
 -- INCR + EXPIRE, with the start stored so explicit clocks work too).
--- State: hash {start = window start (ms), count = permits taken}.
+-- State: hash {start = window start (ms), count = permits taken[, period]}.
+-- The TTL is the window's end. Under the server's clock, a write that finds
+-- `period` equal to its own sets the count alone: the write that stored it
+-- set that TTL. The write that opens a window on no key stores no period
+-- (a window may see one call only); the next one stores it with the TTL.
 -- A rate change keeps the count and the window's start; the window then
 -- ends at start + the new period.
 -- LEASE: the block is counted in the window and valid no later than its
 -- last ms (a block never outlives its window). Handle "<start>:<count>";
 -- GIVE_BACK takes the unused permits out of the same window while it lasts.
-local function fixed_window_store(key, start, count, window_left)
+local function fixed_window_store(key, start, count, window_left, period, fields)
   if count == 0 then return redis.call('DEL', key) end
-  redis.call('HSET', key, 'start', start, 'count', count)
+  if fields == 1 then return redis.call('HSET', key, 'count', count) end
+  if fields == 2 then
+    redis.call('HSET', key, 'start', start, 'count', count)
+  else
+    redis.call('HSET', key, 'start', start, 'count', count, 'period', period)
+  end
   redis.call('PEXPIRE', key, window_left)
 end
 return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit, handle)
   local PEEK, REFUND, LEASE, GIVE_BACK = 1, 4, 5, 6
   local floor, max = math.floor, math.max
   local now = floor(now_us / 1000)
-  local state = redis.call('HMGET', key, 'start', 'count')
+  local state = redis.call('HMGET', key, 'start', 'count', 'period')
   local start, count = tonumber(state[1]), tonumber(state[2])
+  local fields = 3 -- to write: 1 the count, 2 start and count, 3 and the period
+  if server_clock and tonumber(state[3]) == period then fields = 1 end
   if not start or not count or now >= start + period then
     start, count = now, 0
+    fields = (state[1] or state[2] or state[3]) and 3 or 2
   end
   local window_left = start + period - now
 
@@ -29,13 +41,13 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
     if on_top then count = count - permits end
     local r = {1, limit, max(0, limit - count), -1, count > 0 and window_left or 0, 0, on_top and permits or 0, 0}
     if not on_top then return r end
-    return r, {fixed_window_store, key, start, count, window_left}
+    return r, {fixed_window_store, key, start, count, window_left, period, fields}
   end
   if op == REFUND then
     count = max(0, count - permits)
     local r = {1, limit, max(0, limit - count), -1, count > 0 and window_left or 0, 0, permits, 0}
-    if commit then fixed_window_store(key, start, count, window_left) return r end
-    return r, {fixed_window_store, key, start, count, window_left}
+    if commit then fixed_window_store(key, start, count, window_left, period, fields) return r end
+    return r, {fixed_window_store, key, start, count, window_left, period, fields}
   end
   if count + permits > limit then
     return {0, limit, max(0, limit - count), window_left, window_left, 0, 0, 0}
@@ -46,9 +58,9 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
   count = count + permits
   if op == LEASE then
     return {1, limit, limit - count, -1, window_left, math.min(max_wait, window_left - 1),
-            string.format('%d:%d', start, count), 0}, {fixed_window_store, key, start, count, window_left}
+            string.format('%d:%d', start, count), 0}, {fixed_window_store, key, start, count, window_left, period, fields}
   end
   local r = {1, limit, limit - count, -1, window_left, 0, permits, 0}
-  if commit then fixed_window_store(key, start, count, window_left) return r end
-  return r, {fixed_window_store, key, start, count, window_left}
+  if commit then fixed_window_store(key, start, count, window_left, period, fields) return r end
+  return r, {fixed_window_store, key, start, count, window_left, period, fields}
 end

@@ -2,14 +2,17 @@
 -- multiples of `period`; the estimate is prev * (period - elapsed) / period
 -- + cur. Integer arithmetic scaled by period keeps it exact. O(1) memory.
 -- State: hash {start = current window start (ms), cur, prev, period}.
+-- The TTL is the next window's end: within a window under the same period
+-- and the server's clock, a write sets the counts alone.
 -- A rate change re-aligns the windows to the new period: the old estimate
 -- (rounded up) counts as taken in the new current window.
 -- LEASE: the block is counted in the current window and valid no later
 -- than its last ms. Handle "<window start>"; GIVE_BACK takes the unused
 -- permits out of that window (cur, or prev once the next one began) while
 -- the period is the same.
-local function sliding_window_store(key, start, cur, prev, period, ttl)
+local function sliding_window_store(key, start, cur, prev, period, ttl, ttl_set)
   if cur == 0 and prev == 0 then return redis.call('DEL', key) end
+  if ttl_set then return redis.call('HSET', key, 'cur', cur, 'prev', prev) end
   redis.call('HSET', key, 'start', start, 'cur', cur, 'prev', prev, 'period', period)
   redis.call('PEXPIRE', key, ttl)
 end
@@ -32,6 +35,7 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
   local state = redis.call('HMGET', key, 'start', 'cur', 'prev', 'period')
   local start, cur, prev = tonumber(state[1]), tonumber(state[2]) or 0, tonumber(state[3]) or 0
   local stored_period = tonumber(state[4])
+  local stored_start = start
   if start and stored_period and stored_period ~= period then
     start, cur, prev = sliding_window_advance(now, stored_period, start, cur, prev)
     local left = stored_period - max(0, now - start)
@@ -39,6 +43,7 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
     start, cur, prev = now - now % period, estimate, 0
   end
   start, cur, prev = sliding_window_advance(now, period, start, cur, prev)
+  local ttl_set = server_clock and stored_start == start and stored_period == period
   local elapsed = max(0, now - start)
   local window_left = period - elapsed
   -- remaining = floor((limit * period - used) / period), used = estimate * period = prev * window_left + cur * period;
@@ -61,7 +66,7 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
     local r = {1, limit, max(0, floor((limit * period - prev * window_left - cur * period) / period)), -1,
                cur > 0 and window_left + period or prev > 0 and window_left or 0, 0, given or 0, 0}
     if not given then return r end
-    return r, {sliding_window_store, key, start, cur, prev, period, window_left + period}
+    return r, {sliding_window_store, key, start, cur, prev, period, window_left + period, ttl_set}
   end
   if op == REFUND then
     local from_cur = math.min(cur, permits)
@@ -69,8 +74,8 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
     prev = max(0, prev - (permits - from_cur))
     local r = {1, limit, max(0, floor((limit * period - prev * window_left - cur * period) / period)), -1,
                cur > 0 and window_left + period or prev > 0 and window_left or 0, 0, permits, 0}
-    if commit then sliding_window_store(key, start, cur, prev, period, window_left + period) return r end
-    return r, {sliding_window_store, key, start, cur, prev, period, window_left + period}
+    if commit then sliding_window_store(key, start, cur, prev, period, window_left + period, ttl_set) return r end
+    return r, {sliding_window_store, key, start, cur, prev, period, window_left + period, ttl_set}
   end
   local used = prev * window_left + cur * period -- estimate * period
   if used + permits * period > limit * period then
@@ -98,9 +103,9 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
   if op == LEASE then
     return {1, limit, max(0, floor((limit * period - used) / period)), -1, window_left + period,
             math.min(max_wait, window_left - 1), string.format('%d', start), 0},
-      {sliding_window_store, key, start, cur, prev, period, window_left + period}
+      {sliding_window_store, key, start, cur, prev, period, window_left + period, ttl_set}
   end
   local r = {1, limit, max(0, floor((limit * period - used) / period)), -1, window_left + period, 0, permits, 0}
-  if commit then sliding_window_store(key, start, cur, prev, period, window_left + period) return r end
-  return r, {sliding_window_store, key, start, cur, prev, period, window_left + period}
+  if commit then sliding_window_store(key, start, cur, prev, period, window_left + period, ttl_set) return r end
+  return r, {sliding_window_store, key, start, cur, prev, period, window_left + period, ttl_set}
 end
