@@ -21,9 +21,12 @@
 --          block, then one opaque handle per rate; a give back, granted =
 --          what rate 0 took back.
 -- batch    ARGV[1] = "batch", ARGV[2] = n, then per decision: its number
---          of keys k and its ARGV as above (ops 0-4), its k keys in turn;
---          reply: one reply per decision, or the error it raised (only
---          it fails). One script holds Redis: callers keep batches short.
+--          of keys k and its ARGV as above (ops 0-4), or "=" and permits:
+--          the arguments of the decision before but for permits (a
+--          limiter's decisions for many ids: 2 arguments, not 7 + 3k);
+--          its k keys in turn; reply: one reply per decision, or the error
+--          it raised (only it fails). One script holds Redis: callers keep
+--          batches short.
 -- Leases (docs/semantics.md, Leases): a block is granted only if an
 -- acquire of it would pass now, and is booked as taken at the end of its
 -- validity; a give back happens only where the booking is still on top.
@@ -140,20 +143,23 @@ end
 
 local server_now -- us: TIME is read once per call, however many decisions it makes
 
--- One decision: its keys are KEYS[kb + 1 .. kb + nk], its arguments
--- ARGV[ab + 1 ..] (the single form's layout).
-local function limit(decide, kb, nk, ab)
-  local ACQUIRE, PEEK, UP_TO, LEASE, GIVE_BACK = 0, 1, 3, 5, 6
-  local now = ARGV[ab + 1] * 1000 -- us
-  server_clock = now == 0
-  if now == 0 then
-    if not server_now then
-      local t = redis.call('TIME')
-      server_now = t[1] * 1000000 + t[2]
-    end
-    now = server_now
+-- a decision's now (us): its explicit clock, or else the server's
+local function decision_now(clock)
+  server_clock = clock == 0
+  if not server_clock then return clock end
+  if not server_now then
+    local t = redis.call('TIME')
+    server_now = t[1] * 1000000 + t[2]
   end
-  local op, permits, max_wait, initial = ARGV[ab + 3] + 0, ARGV[ab + 4] + 0, ARGV[ab + 5] + 0, ARGV[ab + 6] + 0
+  return server_now
+end
+
+-- One decision: its keys are KEYS[kb + 1 .. kb + nk], its arguments
+-- ARGV[ab + 1 ..] (the single form's layout) but for permits.
+local function limit(decide, kb, nk, ab, permits)
+  local ACQUIRE, PEEK, UP_TO, LEASE, GIVE_BACK = 0, 1, 3, 5, 6
+  local now = decision_now(ARGV[ab + 1] * 1000)
+  local op, max_wait, initial = ARGV[ab + 3] + 0, ARGV[ab + 5] + 0, ARGV[ab + 6] + 0
   if nk == 1 and op ~= UP_TO and op < LEASE then
     return decide(KEYS[kb + 1], now, ARGV[ab + 7] + 0, ARGV[ab + 8] + 0, ARGV[ab + 9] + 0, permits, op, max_wait,
                   initial, true)
@@ -225,22 +231,42 @@ local function limit(decide, kb, nk, ab)
 end
 
 if ARGV[1] ~= 'batch' then
-  return limit(define(ARGV[2]), 0, #KEYS, 0)
+  return limit(define(ARGV[2]), 0, #KEYS, 0, ARGV[4] + 0)
 end
 -- the batch form: ARGV[2] decisions, each "k, then its single-form ARGV"
--- with its k keys in turn; one reply each, or the error that decision raised
+-- or "=, permits", with its k keys in turn; one reply each, or the error
+-- that decision raised
 local out, decides, kb, ab = {}, {}, 0, 2
+-- the arguments "=" repeats: where they start (less 1), and read once for
+-- one rate (as the one-rate path above reads them; else limit() does)
+local nk, algorithm, op, spec, permits, decide, clock, max_wait, initial, rate_limit, period, burst
 for i = 1, ARGV[2] + 0 do
-  local nk, algorithm, op = ARGV[ab + 1] + 0, ARGV[ab + 3], ARGV[ab + 4] + 0
-  if op >= LEASE then
-    out[i] = redis.error_reply('ERR a batch makes no lease calls')
+  if ARGV[ab + 1] == '=' then
+    permits = ARGV[ab + 2] + 0
+    ab = ab + 2
   else
-    local decide = decides[algorithm]
+    nk, algorithm, op, spec, permits = ARGV[ab + 1] + 0, ARGV[ab + 3], ARGV[ab + 4] + 0, ab + 1, ARGV[ab + 5] + 0
+    decide = decides[algorithm]
     if not decide then
       decide = define(algorithm)
       decides[algorithm] = decide
     end
-    local ok, r = pcall(limit, decide, kb, nk, ab + 1)
+    if nk == 1 and op ~= UP_TO then
+      clock, max_wait, initial = ARGV[ab + 2] * 1000, ARGV[ab + 6] + 0, ARGV[ab + 7] + 0
+      rate_limit, period, burst = ARGV[ab + 8] + 0, ARGV[ab + 9] + 0, ARGV[ab + 10] + 0
+    end
+    ab = ab + 7 + 3 * nk
+  end
+  if op >= LEASE then
+    out[i] = redis.error_reply('ERR a batch makes no lease calls')
+  else
+    local ok, r
+    if nk == 1 and op ~= UP_TO then
+      ok, r = pcall(decide, KEYS[kb + 1], decision_now(clock), rate_limit, period, burst, permits, op, max_wait,
+                    initial, true)
+    else
+      ok, r = pcall(limit, decide, kb, nk, spec, permits)
+    end
     if ok then
       out[i] = r
     elseif type(r) == 'table' and r.err then
@@ -249,6 +275,6 @@ for i = 1, ARGV[2] + 0 do
       out[i] = redis.error_reply('ERR ' .. tostring(r))
     end
   end
-  kb, ab = kb + nk, ab + 7 + 3 * nk
+  kb = kb + nk
 end
 return out

@@ -196,8 +196,9 @@ int rl_append_command(redisContext *ctx, int argc, const char **argv, const size
 }
 
 /* The single form is EVALSHA sha nkeys key... arg...; the batch form
- * EVALSHA sha K key... "batch" n, then per decision its nkeys and its args
- * (lua/limit.lua). */
+ * EVALSHA sha K key... "batch" n, then per decision its nkeys and its args,
+ * or "=" and its permits where the args are the decision before's but for
+ * permits (lua/limit.lua). */
 static size_t nkeys_of(const rl_cmd *cmd)
 {
     size_t k = 0;
@@ -205,14 +206,37 @@ static size_t nkeys_of(const rl_cmd *cmd)
     return k;
 }
 
+enum { PERMITS_ARG = 3 }; /* after the keys: now_ms, algorithm, op, permits, ... */
+
+/* whether b's args are a's but for permits (same key count) */
+static int repeats(const rl_cmd *a, const rl_cmd *b)
+{
+    size_t k = nkeys_of(a);
+    if (k != nkeys_of(b) || a->argc != b->argc) return 0;
+    for (int i = 3 + (int)k; i < a->argc; i++)
+        if (i != 3 + (int)k + PERMITS_ARG &&
+            (a->lens[i] != b->lens[i] || memcmp(a->argv[i], b->argv[i], a->lens[i]) != 0))
+            return 0;
+    return 1;
+}
+
 int rl_append_batch(redisContext *ctx, const rl_cmd *const *cmds, size_t n)
 {
     size_t argc = 5, keys = 0, total = 6 * 26;
     for (size_t j = 0; j < n; j++) {
-        argc += (size_t)cmds[j]->argc - 3 + 1;
-        keys += nkeys_of(cmds[j]);
+        size_t k = nkeys_of(cmds[j]);
+        keys += k;
+        argc += k;
+        total += k * 26;
+        for (size_t i = 3; i < 3 + k; i++) total += cmds[j]->lens[i];
+        if (j > 0 && repeats(cmds[j - 1], cmds[j])) {
+            argc += 2;
+            total += 2 * 26 + cmds[j]->lens[3 + k + PERMITS_ARG];
+            continue;
+        }
+        argc += (size_t)cmds[j]->argc - 3 - k + 1;
         total += 26;
-        for (int i = 3; i < cmds[j]->argc; i++) total += 1 + 20 + 2 + cmds[j]->lens[i] + 2;
+        for (int i = 3 + (int)k; i < cmds[j]->argc; i++) total += 1 + 20 + 2 + cmds[j]->lens[i] + 2;
     }
     char *start = reserve(ctx, total), *p;
     if (!start) return REDIS_ERR;
@@ -226,6 +250,12 @@ int rl_append_batch(redisContext *ctx, const rl_cmd *const *cmds, size_t n)
     p = put_int_arg(p, n);
     for (size_t j = 0; j < n; j++) {
         size_t k = nkeys_of(cmds[j]);
+        if (j > 0 && repeats(cmds[j - 1], cmds[j])) {
+            int at = 3 + (int)k + PERMITS_ARG;
+            p = put_arg(p, "=", 1);
+            p = put_arg(p, cmds[j]->argv[at], cmds[j]->lens[at]);
+            continue;
+        }
         p = put_int_arg(p, k);
         for (int i = 3 + (int)k; i < cmds[j]->argc; i++) p = put_arg(p, cmds[j]->argv[i], cmds[j]->lens[i]);
     }

@@ -245,7 +245,8 @@ static void test_explicit(void)
         for (int k = 0; k < KEYS; k++) snprintf(ids[k], sizeof ids[k], "x%d", k);
         for (int i = 0; i < N; i++)
             reqs[i] = (rl_request){.name = "batch-explicit", .id = ids[i % KEYS], .spec = spec_for(algorithms[a], 7),
-                                   .permits = 1, .op = i % 10 == 9 ? RL_OP_REFUND : RL_OP_ACQUIRE,
+                                   .permits = 1 + i % 3, /* a repeated call sends its own permits */
+                                   .op = i % 10 == 9 ? RL_OP_REFUND : RL_OP_ACQUIRE,
                                    .max_wait_ms = 0, .now_ms = 0};
         long before = redis_scripts_run(&redis);
         CHECK_OK(rl_execute_each(c, reqs, N, rs, os));

@@ -22,28 +22,41 @@ def keys(prefix, spec, id):
     return [m.key_of(prefix, "batch", id, spec.algorithm, i) for i in range(len(spec.rates))]
 
 
-def batch(limit, decisions, prefix):
-    """decisions: (id, spec, op, permits, now_ms, max_wait_ms); one EVALSHA."""
-    all_keys, argv = [], ["batch", len(decisions)]
+def batch(limit, decisions, prefix, repeat=True):
+    """decisions: (id, spec, op, permits, now_ms, max_wait_ms); one EVALSHA.
+    repeat: a decision whose arguments are the one before's but for permits
+    is sent as "=", permits (as the core sends it); else each in full."""
+    all_keys, argv, before = [], ["batch", len(decisions)], None
     for id, spec, op, permits, now_ms, max_wait in decisions:
         k = keys(prefix, spec, id)
         all_keys += k
-        argv += [len(k)] + script.Limit.args(spec, op, permits, now_ms, max_wait)
+        args = [len(k)] + script.Limit.args(spec, op, permits, now_ms, max_wait)
+        but_permits = [str(a) for i, a in enumerate(args) if i != 4]
+        if repeat and but_permits == before:
+            argv += ["=", permits]
+        else:
+            argv += args
+        before = but_permits
     return limit.r.evalsha(limit.sha, len(all_keys), *all_keys, *argv)
 
 
 rates = st.sampled_from([m.Rate(3, 1000, 0), m.Rate(10, 100, 0), m.Rate(5, 60000, 8), m.Rate(1, 7, 0)])
 decision = st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(m.ALGORITHMS),
                      st.lists(rates, min_size=1, max_size=2, unique=True), st.sampled_from(BATCHED_OPS),
-                     st.integers(1, 4), st.integers(0, 50), st.sampled_from([0, 30, 500]))
+                     st.integers(1, 4), st.one_of(st.just(0), st.integers(0, 50)), st.sampled_from([0, 30, 500]))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(decision, min_size=1, max_size=24))
-def test_a_batch_decides_as_its_decisions_one_by_one(limit, drawn):
+@given(st.lists(st.tuples(decision, st.booleans()), min_size=1, max_size=24), st.booleans())
+def test_a_batch_decides_as_its_decisions_one_by_one(limit, drawn, repeat):
+    """like_before: the decision before's call but for id and permits (a
+    limiter's decisions for several ids, which the batch sends as "=")."""
     limit.r.flushall()
     decisions, now = [], T0
-    for id, algorithm, rs, op, permits, step, max_wait in drawn:
+    for (id, algorithm, rs, op, permits, step, max_wait), like_before in drawn:
+        if like_before and decisions:
+            _, spec, op, _, _, max_wait = decisions[-1]
+            algorithm, rs, step = spec.algorithm, spec.rates, 0
         now += step
         spec = m.Spec(algorithm, tuple(rs))
         # what the core refuses before sending (the model's Invalid) is never sent
@@ -52,7 +65,7 @@ def test_a_batch_decides_as_its_decisions_one_by_one(limit, drawn):
         decisions.append((id, spec, op, permits, now, max_wait))
     if not decisions:
         return
-    replies = batch(limit, decisions, "x")
+    replies = batch(limit, decisions, "x", repeat)
     assert len(replies) == len(decisions)
     for d, got in zip(decisions, replies):
         id, spec, op, permits, now_ms, max_wait = d

@@ -378,8 +378,8 @@ public final class JavaBench {
                 rounds, redisVersion());
         if (rows.stream().anyMatch(row -> !row.group().startsWith(HOT))) {
             System.out.println("| mode | library | decisions/s | ratelimit / this | p50 | p99 | Redis CPU per decision"
-                    + " | client CPU per decision |");
-            System.out.println("|---|---|---:|---:|---:|---:|---:|---:|");
+                    + " | client CPU per decision | script calls per decision |");
+            System.out.println("|---|---|---:|---:|---:|---:|---:|---:|---:|");
         }
         double ref = 0;
         Map<String, Sample[]> hotPairs = new LinkedHashMap<>(); // group -> {without, with lease}
@@ -397,9 +397,9 @@ public final class JavaBench {
             for (Sample s : e.getValue()) {
                 errors += s.errors();
             }
-            System.out.printf(Locale.ROOT, "| %s | %s | %,.0f | %.2fx | %.0f us | %.0f us | %.1f us | %.1f us |%s%n",
+            System.out.printf(Locale.ROOT, "| %s | %s | %,.0f | %.2fx | %.0f us | %.0f us | %.1f us | %.1f us | %.2f |%s%n",
                     row.group(), row.name(), m.perSecond(), ref / m.perSecond(), m.p50us(), m.p99us(), m.redisCpuUs(),
-                    m.clientCpuUs(), errors > 0 ? " " + errors + " errors in all rounds" : "");
+                    m.clientCpuUs(), m.scriptsPerDecision(), errors > 0 ? " " + errors + " errors in all rounds" : "");
         }
         if (!hotPairs.isEmpty()) {
             System.out.printf(Locale.ROOT, "%nLeases: one hot key, gcra %,d/s, LimiterConfig.lease(%d ms) against none%n%n",
