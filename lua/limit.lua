@@ -69,6 +69,15 @@ end
 
 -- One rate (here and in limit() below): it binds, it writes as it decides,
 -- and its reply is the reply.
+-- The short form, the core's usual call (each argument costs Redis): ARGV =
+-- algorithm, op, permits, limit, period_ms, burst; now is Redis TIME,
+-- max_wait_ms 0, no initial tokens; op neither acquire up to nor a lease's.
+if #ARGV == 6 then
+  local t = redis.call('TIME')
+  server_clock = true
+  return define(ARGV[1])(KEYS[1], t[1] * 1000000 + t[2], ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0, ARGV[3] + 0,
+                         ARGV[2] + 0, 0, -1, true)
+end
 if ARGV[1] ~= 'batch' and #KEYS == 1 then
   local op = ARGV[3] + 0
   if op ~= UP_TO and op < LEASE then

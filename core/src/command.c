@@ -17,6 +17,7 @@ void rl_cmd_init(rl_cmd *cmd)
     cmd->script = -1;
     cmd->slot = -1;
     cmd->batchable = 0;
+    cmd->short_form = 0;
     cmd->text_used = 0;
 }
 
@@ -206,37 +207,64 @@ static size_t nkeys_of(const rl_cmd *cmd)
     return k;
 }
 
-enum { PERMITS_ARG = 3 }; /* after the keys: now_ms, algorithm, op, permits, ... */
+/* A decision's arguments as the batch form spells them (the single form's
+ * ARGV): a short-form command has no now_ms, max wait or initial, which are
+ * "0", "0" and "-1" (limiter.c). */
+enum { NOW_ARG, ALGORITHM_ARG, OP_ARG, PERMITS_ARG, MAX_WAIT_ARG, INITIAL_ARG, RATES_ARG };
 
-/* whether b's args are a's but for permits (same key count) */
+static size_t decision_argc(const rl_cmd *cmd, size_t k)
+{
+    return (size_t)cmd->argc - 3 - k + (cmd->short_form ? 3 : 0);
+}
+
+static const char *decision_arg(const rl_cmd *cmd, size_t k, size_t i, size_t *len)
+{
+    static const char *const implied[RATES_ARG] = {[NOW_ARG] = "0", [MAX_WAIT_ARG] = "0", [INITIAL_ARG] = "-1"};
+    size_t at = 3 + k + i;
+    if (cmd->short_form) {
+        if (i < RATES_ARG && implied[i]) {
+            *len = strlen(implied[i]);
+            return implied[i];
+        }
+        at -= i < RATES_ARG ? 1 : 3;
+    }
+    *len = cmd->lens[at];
+    return cmd->argv[at];
+}
+
+/* whether b's arguments are a's but for permits (same key count) */
 static int repeats(const rl_cmd *a, const rl_cmd *b)
 {
-    size_t k = nkeys_of(a);
-    if (k != nkeys_of(b) || a->argc != b->argc) return 0;
-    for (int i = 3 + (int)k; i < a->argc; i++)
-        if (i != 3 + (int)k + PERMITS_ARG &&
-            (a->lens[i] != b->lens[i] || memcmp(a->argv[i], b->argv[i], a->lens[i]) != 0))
-            return 0;
+    size_t k = nkeys_of(a), n = decision_argc(a, k), la, lb;
+    if (k != nkeys_of(b) || n != decision_argc(b, k)) return 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *sa = decision_arg(a, k, i, &la), *sb = decision_arg(b, k, i, &lb);
+        if (i != PERMITS_ARG && (la != lb || memcmp(sa, sb, la) != 0)) return 0;
+    }
     return 1;
 }
 
 int rl_append_batch(redisContext *ctx, const rl_cmd *const *cmds, size_t n)
 {
-    size_t argc = 5, keys = 0, total = 6 * 26;
+    size_t argc = 5, keys = 0, total = 6 * 26, len;
     for (size_t j = 0; j < n; j++) {
-        size_t k = nkeys_of(cmds[j]);
+        size_t k = nkeys_of(cmds[j]), m = decision_argc(cmds[j], k);
         keys += k;
         argc += k;
         total += k * 26;
         for (size_t i = 3; i < 3 + k; i++) total += cmds[j]->lens[i];
         if (j > 0 && repeats(cmds[j - 1], cmds[j])) {
             argc += 2;
-            total += 2 * 26 + cmds[j]->lens[3 + k + PERMITS_ARG];
+            decision_arg(cmds[j], k, PERMITS_ARG, &len);
+            total += 2 * 26 + len;
             continue;
         }
-        argc += (size_t)cmds[j]->argc - 3 - k + 1;
+        argc += 1 + m;
         total += 26;
-        for (int i = 3 + (int)k; i < cmds[j]->argc; i++) total += 1 + 20 + 2 + cmds[j]->lens[i] + 2;
+        for (size_t i = 0; i < m; i++) {
+            decision_arg(cmds[j], k, i, &len);
+            total += 1 + 20 + 2 + len + 2;
+        }
     }
     char *start = reserve(ctx, total), *p;
     if (!start) return REDIS_ERR;
@@ -249,15 +277,19 @@ int rl_append_batch(redisContext *ctx, const rl_cmd *const *cmds, size_t n)
     p = put_arg(p, "batch", 5);
     p = put_int_arg(p, n);
     for (size_t j = 0; j < n; j++) {
-        size_t k = nkeys_of(cmds[j]);
+        size_t k = nkeys_of(cmds[j]), m = decision_argc(cmds[j], k);
+        const char *s;
         if (j > 0 && repeats(cmds[j - 1], cmds[j])) {
-            int at = 3 + (int)k + PERMITS_ARG;
             p = put_arg(p, "=", 1);
-            p = put_arg(p, cmds[j]->argv[at], cmds[j]->lens[at]);
+            s = decision_arg(cmds[j], k, PERMITS_ARG, &len);
+            p = put_arg(p, s, len);
             continue;
         }
         p = put_int_arg(p, k);
-        for (int i = 3 + (int)k; i < cmds[j]->argc; i++) p = put_arg(p, cmds[j]->argv[i], cmds[j]->lens[i]);
+        for (size_t i = 0; i < m; i++) {
+            s = decision_arg(cmds[j], k, i, &len);
+            p = put_arg(p, s, len);
+        }
     }
     sdsIncrLen(ctx->obuf, (ssize_t)(p - start));
     return REDIS_OK;

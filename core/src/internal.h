@@ -250,6 +250,7 @@ typedef struct {
     int slot;   /* cluster slot of the first key, -1 without keys */
     int failed; /* out of memory while building */
     int batchable; /* a plain decision (limit.lua, ops 0..4): may share a batch call (command.c) */
+    int short_form; /* limit.lua's short form (no now, max wait, initial): a batch call spells it out */
 } rl_cmd;
 
 void rl_cmd_init(rl_cmd *cmd);
