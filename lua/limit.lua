@@ -6,7 +6,8 @@
 -- KEYS[i]  the state of rate i
 -- ARGV     now_ms (0 = Redis TIME), algorithm, op, permits, max_wait_ms,
 --          initial tokens (-1: a new entity starts full), then
---          limit, period_ms, burst for each rate
+--          limit, period_ms, burst for each rate; or the short form
+--          (below): algorithm, op, permits, limit, period_ms, burst
 -- op       0 acquire, 1 peek (writes nothing), 2 reserve (book a slot up
 --          to max_wait_ms away), 3 acquire up to `permits` (as many as all
 --          rates allow, at least 1), 4 refund (give `permits` back),
