@@ -246,7 +246,8 @@ static void test_explicit(void)
         for (int i = 0; i < N; i++)
             reqs[i] = (rl_request){.name = "batch-explicit", .id = ids[i % KEYS], .spec = spec_for(algorithms[a], 7),
                                    .permits = 1 + i % 3, /* a repeated call sends its own permits */
-                                   .op = i % 10 == 9 ? RL_OP_REFUND : RL_OP_ACQUIRE,
+                                   /* up to: the full form among short ones */
+                                   .op = i % 10 == 9 ? RL_OP_REFUND : i % 10 == 4 ? RL_OP_ACQUIRE_UP_TO : RL_OP_ACQUIRE,
                                    .max_wait_ms = 0, .now_ms = 0};
         long before = redis_scripts_run(&redis);
         CHECK_OK(rl_execute_each(c, reqs, N, rs, os));
@@ -259,6 +260,7 @@ static void test_explicit(void)
         for (int i = 0; i < N; i++) {
             CHECK_EQ(rs[i].allowed, single[i].allowed);
             CHECK_EQ(rs[i].remaining, single[i].remaining);
+            CHECK_EQ(rs[i].granted, single[i].granted);
         }
         rl_client_close(c);
         rl_client_close(one);
