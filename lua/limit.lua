@@ -44,6 +44,15 @@ local UP_TO, LEASE = 3, 5
 -- per window, and later writes in it leave it be (one call fewer)
 local server_clock = false
 
+-- token_bucket's and leaky_bucket's write: their amount (`field`: level,
+-- water) as of ts under period, for ttl ms; at ttl 0 the state is fresh
+-- and the key goes
+local function bucket_store(key, field, amount, ts, period, ttl)
+  if ttl <= 0 then return redis.call('DEL', key) end
+  redis.call('HSET', key, field, amount, 'ts', ts, 'period', period)
+  redis.call('PEXPIRE', key, ttl)
+end
+
 -- The function of one algorithm (only the one asked for is made):
 --   decide(key, now_us, limit, period_ms, burst, permits, op, max_wait_ms,
 --          initial, commit[, handle, booking])
@@ -68,8 +77,9 @@ elseif algorithm == 'gcra' then
 end
 end
 
--- One rate (here and in limit() below): it binds, it writes as it decides,
--- and its reply is the reply.
+-- One rate (here and in the batch loop below; limit() gets one only for
+-- acquire up to and leases): it binds, it writes as it decides, and its
+-- reply is the reply.
 -- The short form, the core's usual call (each argument costs Redis): ARGV =
 -- algorithm, op, permits, limit, period_ms, burst; now is Redis TIME,
 -- max_wait_ms 0, no initial tokens; op neither acquire up to nor a lease's.
@@ -170,10 +180,6 @@ local function limit(decide, kb, nk, ab, permits)
   local ACQUIRE, PEEK, UP_TO, LEASE, GIVE_BACK = 0, 1, 3, 5, 6
   local now = decision_now(ARGV[ab + 1] * 1000)
   local op, max_wait, initial = ARGV[ab + 3] + 0, ARGV[ab + 5] + 0, ARGV[ab + 6] + 0
-  if nk == 1 and op ~= UP_TO and op < LEASE then
-    return decide(KEYS[kb + 1], now, ARGV[ab + 7] + 0, ARGV[ab + 8] + 0, ARGV[ab + 9] + 0, permits, op, max_wait,
-                  initial, true)
-  end
   if op == LEASE then
     local probe, _, ok = decide_all(decide, kb, ab, nk, now, 1, PEEK, max_wait, initial)
     if ok then
@@ -249,7 +255,7 @@ end
 local out, decides, kb, ab = {}, {}, 0, 2
 -- the arguments "=" repeats: where they start (less 1), and read once for
 -- one rate (as the one-rate path above reads them; else limit() does)
-local nk, algorithm, op, spec, permits, decide, clock, max_wait, initial, rate_limit, period, burst
+local nk, algorithm, op, spec, permits, decide, direct, clock, max_wait, initial, rate_limit, period, burst
 for i = 1, ARGV[2] + 0 do
   if ARGV[ab + 1] == '=' then
     permits = ARGV[ab + 2] + 0
@@ -261,7 +267,8 @@ for i = 1, ARGV[2] + 0 do
       decide = define(algorithm)
       decides[algorithm] = decide
     end
-    if nk == 1 and op ~= UP_TO then
+    direct = nk == 1 and op ~= UP_TO
+    if direct then
       clock, max_wait, initial = ARGV[ab + 2] * 1000, ARGV[ab + 6] + 0, ARGV[ab + 7] + 0
       rate_limit, period, burst = ARGV[ab + 8] + 0, ARGV[ab + 9] + 0, ARGV[ab + 10] + 0
     end
@@ -271,7 +278,7 @@ for i = 1, ARGV[2] + 0 do
     out[i] = redis.error_reply('ERR a batch makes no lease calls')
   else
     local ok, r
-    if nk == 1 and op ~= UP_TO then
+    if direct then
       ok, r = pcall(decide, KEYS[kb + 1], decision_now(clock), rate_limit, period, burst, permits, op, max_wait,
                     initial, true)
     else

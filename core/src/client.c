@@ -97,7 +97,8 @@ static int check_options(const rl_options *o)
         return rl_check_range("reconnect_max_ms", o->reconnect_max_ms, 1, 600000);
     if (o->max_in_flight < 1 || o->max_in_flight > 1000000)
         return rl_check_range("max_in_flight", o->max_in_flight, 1, 1000000);
-    if (o->max_batch < 1 || o->max_batch > 100) return rl_check_range("max_batch", o->max_batch, 1, 100);
+    if (o->max_batch < 1 || o->max_batch > RL_MAX_BATCH)
+        return rl_check_range("max_batch", o->max_batch, 1, RL_MAX_BATCH);
     if (o->config_refresh_ms < 1 || o->config_refresh_ms > 3600000)
         return rl_fail(RL_ERR_INVALID, "config_refresh_ms must be in 1..3600000 (got %d)", o->config_refresh_ms);
     /* it becomes part of keys, after "%P": nothing that needs escaping */

@@ -247,13 +247,20 @@ static int repeats(const rl_cmd *a, const rl_cmd *b)
 int rl_append_batch(redisContext *ctx, const rl_cmd *const *cmds, size_t n)
 {
     size_t argc = 5, keys = 0, total = 6 * 26, len;
+    unsigned char repeated[RL_MAX_BATCH];
+    if (n > RL_MAX_BATCH) { /* callers group at most max_batch */
+        ctx->err = REDIS_ERR_OTHER;
+        snprintf(ctx->errstr, sizeof ctx->errstr, "a batch of more than %d decisions", RL_MAX_BATCH);
+        return REDIS_ERR;
+    }
     for (size_t j = 0; j < n; j++) {
         size_t k = nkeys_of(cmds[j]), m = decision_argc(cmds[j], k);
         keys += k;
         argc += k;
         total += k * 26;
         for (size_t i = 3; i < 3 + k; i++) total += cmds[j]->lens[i];
-        if (j > 0 && repeats(cmds[j - 1], cmds[j])) {
+        repeated[j] = j > 0 && repeats(cmds[j - 1], cmds[j]);
+        if (repeated[j]) {
             argc += 2;
             decision_arg(cmds[j], k, PERMITS_ARG, &len);
             total += 2 * 26 + len;
@@ -279,7 +286,7 @@ int rl_append_batch(redisContext *ctx, const rl_cmd *const *cmds, size_t n)
     for (size_t j = 0; j < n; j++) {
         size_t k = nkeys_of(cmds[j]), m = decision_argc(cmds[j], k);
         const char *s;
-        if (j > 0 && repeats(cmds[j - 1], cmds[j])) {
+        if (repeated[j]) {
             p = put_arg(p, "=", 1);
             s = decision_arg(cmds[j], k, PERMITS_ARG, &len);
             p = put_arg(p, s, len);

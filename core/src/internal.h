@@ -253,6 +253,9 @@ typedef struct {
     int short_form; /* limit.lua's short form (no now, max wait, initial): a batch call spells it out */
 } rl_cmd;
 
+/* decisions in one batch call at most (rl_options.max_batch) */
+#define RL_MAX_BATCH 100
+
 void rl_cmd_init(rl_cmd *cmd);
 void rl_cmd_free(rl_cmd *cmd);
 void rl_cmd_str(rl_cmd *cmd, const char *s, size_t len);

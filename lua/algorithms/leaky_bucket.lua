@@ -16,11 +16,6 @@
 -- that booking is on top: the used permits count as poured at the latest
 -- time they can have been (now, or the end of the validity).
 -- State: hash {water = permits * period, ts = last update (ms), period}
-local function leaky_bucket_store(key, water, ts, period, reset_after)
-  if water <= 0 then return redis.call('DEL', key) end
-  redis.call('HSET', key, 'water', water, 'ts', ts, 'period', period)
-  redis.call('PEXPIRE', key, reset_after)
-end
 return function(key, now_us, capacity, period, _, permits, op, max_wait, initial, commit, handle,
                 bucket_booking)
   local PEEK, RESERVE, REFUND, LEASE, GIVE_BACK = 1, 2, 4, 5, 6
@@ -53,7 +48,7 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
   -- max(0, ceil(units / capacity)) is the ms until `units` have leaked out
   -- it drains from its first call on, admitted or not
   if starts_short and op ~= PEEK and op ~= GIVE_BACK then
-    leaky_bucket_store(key, water, ts, period, max(0, ceil(water / capacity)))
+    bucket_store(key, 'water', water, ts, period, max(0, ceil(water / capacity)))
   end
 
   local reset_after
@@ -65,14 +60,14 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
     reset_after = max(0, ceil(water / capacity))
     local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, 0, at and permits or 0, 0}
     if not at then return r end
-    return r, {leaky_bucket_store, key, water, ts, period, reset_after}
+    return r, {bucket_store, key, 'water', water, ts, period, reset_after}
   end
   if op == REFUND then
     water = max(0, water - permits * period)
     reset_after = max(0, ceil(water / capacity))
     local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, 0, permits, 0}
-    if commit then leaky_bucket_store(key, water, ts, period, reset_after) return r end
-    return r, {leaky_bucket_store, key, water, ts, period, reset_after}
+    if commit then bucket_store(key, 'water', water, ts, period, reset_after) return r end
+    return r, {bucket_store, key, 'water', water, ts, period, reset_after}
   end
   local pour = permits * period
   local overflow = max(0, ceil((water + pour - full) / capacity))
@@ -94,11 +89,11 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
     reset_after = valid + ceil(water / capacity)
     return {1, capacity, max(0, floor((full - water - valid * capacity) / period)), -1, reset_after, valid,
             handle_out, 0},
-      {leaky_bucket_store, key, water, now + valid, period, reset_after}
+      {bucket_store, key, 'water', water, now + valid, period, reset_after}
   end
   water = water + pour
   reset_after = max(0, ceil(water / capacity))
   local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, wait, permits, 0}
-  if commit then leaky_bucket_store(key, water, ts, period, reset_after) return r end
-  return r, {leaky_bucket_store, key, water, ts, period, reset_after}
+  if commit then bucket_store(key, 'water', water, ts, period, reset_after) return r end
+  return r, {bucket_store, key, 'water', water, ts, period, reset_after}
 end

@@ -15,11 +15,6 @@
 -- while that booking is on top: the used permits count as taken at the
 -- latest time they can have been (now, or the end of the validity).
 -- State: hash {level = tokens * period, ts = last update (ms), period}
-local function token_bucket_store(key, level, ts, period, reset_after)
-  if reset_after <= 0 then return redis.call('DEL', key) end
-  redis.call('HSET', key, 'level', level, 'ts', ts, 'period', period)
-  redis.call('PEXPIRE', key, reset_after)
-end
 return function(key, now_us, limit, period, burst, permits, op, max_wait, initial, commit, handle,
                 bucket_booking)
   local PEEK, RESERVE, REFUND, LEASE, GIVE_BACK = 1, 2, 4, 5, 6
@@ -54,7 +49,7 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
   -- max(0, ceil(units / limit)) is the ms until `units` more have been refilled
   -- it refills from its first call on, admitted or not
   if starts_short and op ~= PEEK and op ~= GIVE_BACK then
-    token_bucket_store(key, level, ts, period, ceil((full - level) / limit))
+    bucket_store(key, 'level', level, ts, period, ceil((full - level) / limit))
   end
 
   if op == GIVE_BACK then
@@ -65,15 +60,15 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
     local reset_after = max(0, ceil((full - level) / limit))
     local r = {1, burst, max(0, floor(level / period)), -1, reset_after, 0, at and permits or 0, 0}
     if not at then return r end
-    return r, {token_bucket_store, key, level, ts, period, reset_after}
+    return r, {bucket_store, key, 'level', level, ts, period, reset_after}
   end
   local reset_after
   if op == REFUND then
     level = min(full, level + permits * period)
     reset_after = max(0, ceil((full - level) / limit))
     local r = {1, burst, max(0, floor(level / period)), -1, reset_after, 0, permits, 0}
-    if commit then token_bucket_store(key, level, ts, period, reset_after) return r end
-    return r, {token_bucket_store, key, level, ts, period, reset_after}
+    if commit then bucket_store(key, 'level', level, ts, period, reset_after) return r end
+    return r, {bucket_store, key, 'level', level, ts, period, reset_after}
   end
   local need = permits * period
   local wait = max(0, ceil((need - level) / limit))
@@ -94,11 +89,11 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
     local handle_out = string.format('%d:%d:%d:%d:%d', now + valid, level, before, now, permits)
     reset_after = valid + ceil((full - level) / limit)
     return {1, burst, max(0, floor((level - valid * limit) / period)), -1, reset_after, valid, handle_out, 0},
-      {token_bucket_store, key, level, now + valid, period, reset_after}
+      {bucket_store, key, 'level', level, now + valid, period, reset_after}
   end
   level = level - need
   reset_after = max(0, ceil((full - level) / limit))
   local r = {1, burst, max(0, floor(level / period)), -1, reset_after, wait, permits, 0}
-  if commit then token_bucket_store(key, level, ts, period, reset_after) return r end
-  return r, {token_bucket_store, key, level, ts, period, reset_after}
+  if commit then bucket_store(key, 'level', level, ts, period, reset_after) return r end
+  return r, {bucket_store, key, 'level', level, ts, period, reset_after}
 end
