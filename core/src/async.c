@@ -574,6 +574,64 @@ static void handle_batch_reply(rl_async *a, aconn *ac, areq *first, redisReply *
     }
 }
 
+static void write_out(rl_async *a, aconn *ac);
+
+/* Takes in what callers submitted (and cancelled) since the last time. */
+static void take_submitted(rl_async *a)
+{
+    pthread_mutex_lock(&a->mutex);
+    areq_list batch = a->submitted;
+    a->submitted.head = a->submitted.tail = NULL;
+    /* with the submissions: a cancel always finds its wait begun */
+    uint64_t *cancels = a->cancels;
+    size_t cancel_count = a->cancel_count;
+    a->cancels = NULL;
+    a->cancel_count = a->cancel_cap = 0;
+    pthread_mutex_unlock(&a->mutex);
+    areq *r;
+    while ((r = list_pop(&batch))) {
+        if (r->wait) rl_wait_begin(a, r);
+        rl_async_dispatch(a, r);
+    }
+    rl_wait_cancels(a, cancels, cancel_count);
+}
+
+/* Of ac's staged decisions, only whole batches go: the rest wait for
+ * company. (Sent at once, a call's size would repeat itself: the replies
+ * to a call of k decisions make k new ones.) */
+static void flush_whole_batches(rl_async *a, aconn *ac)
+{
+    int cap = a->client->options.max_batch;
+    int whole = ac->staged_count - ac->staged_count % cap;
+    if (!whole) return;
+    if (a->client->url.mode == RL_MODE_CLUSTER) { /* grouped by slot: no whole batches to count */
+        flush_staged(a, ac);
+        return;
+    }
+    areq *last = ac->staged.head;
+    for (int i = 1; i < whole; i++) last = last->next;
+    areq_list rest = {last->next, last->next ? ac->staged.tail : NULL};
+    int rest_count = ac->staged_count - whole;
+    last->next = NULL;
+    ac->staged.tail = last;
+    ac->staged_count = whole;
+    flush_staged(a, ac);
+    ac->staged = rest;
+    ac->staged_count = rest_count;
+}
+
+/* One write per server for everything queued meanwhile (whole_only: the
+ * staged decisions that make whole batches). */
+static void send_all(rl_async *a, int whole_only)
+{
+    for (int i = 0; i < a->nconns; i++) {
+        if (!a->conns[i]->conn) continue;
+        if (whole_only) flush_whole_batches(a, a->conns[i]);
+        else flush_staged(a, a->conns[i]);
+        if (sdslen(a->conns[i]->conn->ctx->obuf) > 0) write_out(a, a->conns[i]);
+    }
+}
+
 static void read_replies(rl_async *a, aconn *ac)
 {
     redisContext *ctx = ac->conn->ctx;
@@ -605,6 +663,13 @@ static void read_replies(rl_async *a, aconn *ac)
         rl_reply_free(reply);
         if (!ac->conn) return; /* dropped meanwhile */
         feed(a, ac);
+        if (ctx->reader->pos < ctx->reader->len) {
+            /* more replies read: what the callbacks of this one submitted
+             * goes out before they are handled, so the server works meanwhile */
+            take_submitted(a);
+            send_all(a, 1);
+            if (!ac->conn) return;
+        }
     }
 }
 
@@ -725,21 +790,13 @@ void *rl_async_io_thread(void *arg)
     rl_async *a = arg;
     struct epoll_event events[64];
     for (;;) {
-        areq_list batch;
-        int closing;
         pthread_mutex_lock(&a->mutex);
-        batch = a->submitted;
-        a->submitted.head = a->submitted.tail = NULL;
-        /* with the submissions: a cancel always finds its wait begun */
-        uint64_t *cancels = a->cancels;
-        size_t cancel_count = a->cancel_count;
-        a->cancels = NULL;
-        a->cancel_count = a->cancel_cap = 0;
-        closing = a->closing;
-        pthread_mutex_unlock(&a->mutex);
-        if (closing) {
-            free(cancels);
-            pthread_mutex_lock(&a->mutex);
+        if (a->closing) {
+            areq_list batch = a->submitted;
+            a->submitted.head = a->submitted.tail = NULL;
+            free(a->cancels);
+            a->cancels = NULL;
+            a->cancel_count = a->cancel_cap = 0;
             pthread_cond_broadcast(&a->dial_wanted);
             pthread_mutex_unlock(&a->mutex);
             pthread_join(a->dialer, NULL);
@@ -758,23 +815,14 @@ void *rl_async_io_thread(void *arg)
             }
             return NULL;
         }
+        pthread_mutex_unlock(&a->mutex);
         a->now_ms = rl_monotonic_ms();
         dials_done(a);
-        areq *r;
-        while ((r = list_pop(&batch))) {
-            if (r->wait) rl_wait_begin(a, r);
-            rl_async_dispatch(a, r);
-        }
-        rl_wait_cancels(a, cancels, cancel_count);
+        take_submitted(a);
         int64_t now = rl_monotonic_ms();
         int64_t next = expire(a, now);
         int timeout = next < 0 ? 1000 : (int)(next - now < 0 ? 0 : next - now + 1);
-        /* one write per server for everything queued meanwhile */
-        for (int i = 0; i < a->nconns; i++) {
-            if (!a->conns[i]->conn) continue;
-            flush_staged(a, a->conns[i]);
-            if (sdslen(a->conns[i]->conn->ctx->obuf) > 0) write_out(a, a->conns[i]);
-        }
+        send_all(a, 0);
 
         pthread_mutex_lock(&a->mutex);
         int idle = a->submitted.head == NULL && a->dial_done == NULL && !a->closing && !a->cancel_count;
