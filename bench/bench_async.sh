@@ -33,14 +33,25 @@ REDIS_URL=$url "$bin" count 1 0 1
 sleep 0.2
 kill "$monitor"
 monitor=
-line=$(grep -m1 '"EVALSHA"' "$log")
+# the quoted arguments after "<time> [db addr] ", escaped as MONITOR escapes
+# them; all but the last (the short form's packed numbers: binary) as words,
+# the last as bytes in a file for redis-benchmark -x
+last_arg=$(mktemp)
+trap 'kill $(cat /tmp/rl-bench-$port.pid) $monitor 2>/dev/null || true; rm -f "$last_arg"' EXIT
+mapfile -t cmd < <(grep -m1 '"EVALSHA"' "$log" | python3 -c '
+import codecs, re, sys
+args = [codecs.escape_decode(a)[0] for a in re.findall(r"\"((?:[^\"\\]|\\.)*)\"", sys.stdin.read())]
+if b"\0" not in args[-1]:  # redis-benchmark -x would cut it there
+    open(sys.argv[1], "wb").write(args[-1])
+    print("\n".join(a.decode() for a in args[:-1]))' "$last_arg")
 rm -f "$log"
-eval "cmd=(${line#*] })" # the quoted arguments after "<time> [db addr] "
-echo "same command: ${cmd[*]}"
+[[ ${#cmd[@]} -gt 0 ]] || { echo "no command to replay (a zero byte in its last argument?)" >&2; exit 1; }
+echo "same command: ${cmd[*]} <$(od -An -tx1 "$last_arg" | tr -d ' \n')>"
+echo "its reply: $(redis-cli -p "$port" -x "${cmd[@]}" <"$last_arg" | tr '\n' ' ')"
 
 bench() { # decisions/s of redis-benchmark with options $1 sending n commands
   # shellcheck disable=SC2086
-  redis-benchmark -p "$port" -n "$2" $1 --csv "${cmd[@]}" | tail -n 1 | cut -d, -f2 | tr -d '"'
+  redis-benchmark -p "$port" -n "$2" $1 --csv -x "${cmd[@]}" <"$last_arg" | tail -n 1 | cut -d, -f2 | tr -d '"'
 }
 for opts in "-c 1" "-c 50" "-P 16 -c 4"; do
   printf '%-34s %10.0f decisions/s\n' "redis-benchmark $opts (same command)" "$(bench "$opts" 300000)"
@@ -51,7 +62,7 @@ bench_cpu() {
   local t
   t=$(mktemp)
   # shellcheck disable=SC2086
-  rps=$(/usr/bin/time -f '%U %S' -o "$t" redis-benchmark -p "$port" -n "$1" -P 16 -c 4 --csv "${cmd[@]}" |
+  rps=$(/usr/bin/time -f '%U %S' -o "$t" redis-benchmark -p "$port" -n "$1" -P 16 -c 4 --csv -x "${cmd[@]}" <"$last_arg" |
         tail -n 1 | cut -d, -f2 | tr -d '"')
   awk -v r="$rps" -v n="$1" '{ printf "%s %.2f\n", r, ($1 + $2) / n * 1e6 }' "$t"
   rm -f "$t"

@@ -7,7 +7,8 @@
 -- ARGV     now_ms (0 = Redis TIME), algorithm, op, permits, max_wait_ms,
 --          initial tokens (-1: a new entity starts full), then
 --          limit, period_ms, burst for each rate; or the short form
---          (below): algorithm, op, permits, limit, period_ms, burst
+--          (below): algorithm, then op, permits, limit, period_ms, burst
+--          packed in one string, five little-endian int64 complemented
 -- op       0 acquire, 1 peek (writes nothing), 2 reserve (book a slot up
 --          to max_wait_ms away), 3 acquire up to `permits` (as many as all
 --          rates allow, at least 1), 4 refund (give `permits` back),
@@ -24,8 +25,10 @@
 -- batch    ARGV[1] = "batch", ARGV[2] = n, then per decision: its number
 --          of keys k and its ARGV as above (ops 0-4), or "=" and permits:
 --          the arguments of the decision before but for permits (a
---          limiter's decisions for many ids: 2 arguments, not 7 + 3k);
---          its k keys in turn; reply: one reply per decision, or the error
+--          limiter's decisions for many ids: 2 arguments, not 7 + 3k;
+--          after a short form, permits packed as it packs them);
+--          its k keys in turn, or "*" and a short form's two (one key);
+--          reply: one reply per decision, or the error
 --          it raised (only it fails). One script holds Redis: callers keep
 --          batches short.
 -- Leases (docs/semantics.md, Leases): a block is granted only if an
@@ -80,14 +83,20 @@ end
 -- One rate (here and in the batch loop below; limit() gets one only for
 -- acquire up to and leases): it binds, it writes as it decides, and its
 -- reply is the reply.
--- The short form, the core's usual call (each argument costs Redis): ARGV =
--- algorithm, op, permits, limit, period_ms, burst; now is Redis TIME,
--- max_wait_ms 0, no initial tokens; op neither acquire up to nor a lease's.
-if #ARGV == 6 then
+-- The short form, the core's usual call: ARGV = algorithm, then op, permits,
+-- limit, period_ms, burst as five little-endian int64 in one string (each
+-- argument costs Redis an object and a Lua string, and each number in
+-- decimal a strtod), each complemented (~n, read as -n - 1: the usual
+-- numbers have no zero byte, so tools that cannot send one can replay
+-- the call); now is Redis TIME, max_wait_ms 0, no initial tokens; op
+-- neither acquire up to nor a lease's.
+local SHORT_FORM = '<i8i8i8i8i8'
+if #ARGV == 2 then
   local t = redis.call('TIME')
   server_clock = true
-  return define(ARGV[1])(KEYS[1], t[1] * 1000000 + t[2], ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0, ARGV[3] + 0,
-                         ARGV[2] + 0, 0, -1, true)
+  local op, permits, rate_limit, period, burst = struct.unpack(SHORT_FORM, ARGV[2])
+  return define(ARGV[1])(KEYS[1], t[1] * 1000000 + t[2], -rate_limit - 1, -period - 1, -burst - 1, -permits - 1,
+                         -op - 1, 0, -1, true)
 end
 if ARGV[1] ~= 'batch' and #KEYS == 1 then
   local op = ARGV[3] + 0
@@ -249,30 +258,40 @@ end
 if ARGV[1] ~= 'batch' then
   return limit(define(ARGV[2]), 0, #KEYS, 0, ARGV[4] + 0)
 end
--- the batch form: ARGV[2] decisions, each "k, then its single-form ARGV"
--- or "=, permits", with its k keys in turn; one reply each, or the error
--- that decision raised
+-- the batch form: ARGV[2] decisions, each "k, then its single-form ARGV",
+-- "*, then its short form's ARGV" or "=, permits", with its keys in turn;
+-- one reply each, or the error that decision raised
 local out, decides, kb, ab = {}, {}, 0, 2
 -- the arguments "=" repeats: where they start (less 1), and read once for
--- one rate (as the one-rate path above reads them; else limit() does)
-local nk, algorithm, op, spec, permits, decide, direct, clock, max_wait, initial, rate_limit, period, burst
+-- one rate (as the one-rate path above reads them; else limit() does);
+-- short: they were a short form's
+local nk, algorithm, op, spec, permits, decide, direct, clock, max_wait, initial, rate_limit, period, burst, short
 for i = 1, ARGV[2] + 0 do
-  if ARGV[ab + 1] == '=' then
-    permits = ARGV[ab + 2] + 0
+  local first = ARGV[ab + 1]
+  if first == '=' then
+    if short then permits = -struct.unpack('<i8', ARGV[ab + 2]) - 1 else permits = ARGV[ab + 2] + 0 end
     ab = ab + 2
   else
-    nk, algorithm, op, spec, permits = ARGV[ab + 1] + 0, ARGV[ab + 3], ARGV[ab + 4] + 0, ab + 1, ARGV[ab + 5] + 0
+    short = first == '*'
+    if short then
+      nk, algorithm, clock, max_wait, initial, direct = 1, ARGV[ab + 2], 0, 0, -1, true
+      op, permits, rate_limit, period, burst = struct.unpack(SHORT_FORM, ARGV[ab + 3])
+      op, permits, rate_limit, period, burst = -op - 1, -permits - 1, -rate_limit - 1, -period - 1, -burst - 1
+      ab = ab + 3
+    else
+      nk, algorithm, op, spec, permits = first + 0, ARGV[ab + 3], ARGV[ab + 4] + 0, ab + 1, ARGV[ab + 5] + 0
+      direct = nk == 1 and op ~= UP_TO
+      if direct then
+        clock, max_wait, initial = ARGV[ab + 2] * 1000, ARGV[ab + 6] + 0, ARGV[ab + 7] + 0
+        rate_limit, period, burst = ARGV[ab + 8] + 0, ARGV[ab + 9] + 0, ARGV[ab + 10] + 0
+      end
+      ab = ab + 7 + 3 * nk
+    end
     decide = decides[algorithm]
     if not decide then
       decide = define(algorithm)
       decides[algorithm] = decide
     end
-    direct = nk == 1 and op ~= UP_TO
-    if direct then
-      clock, max_wait, initial = ARGV[ab + 2] * 1000, ARGV[ab + 6] + 0, ARGV[ab + 7] + 0
-      rate_limit, period, burst = ARGV[ab + 8] + 0, ARGV[ab + 9] + 0, ARGV[ab + 10] + 0
-    end
-    ab = ab + 7 + 3 * nk
   end
   if op >= LEASE then
     out[i] = redis.error_reply('ERR a batch makes no lease calls')

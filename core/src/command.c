@@ -97,6 +97,19 @@ void rl_cmd_int(rl_cmd *cmd, int64_t value)
     push_arg(cmd, s, (size_t)(end - s), NULL);
 }
 
+/* limit.lua's short form: op, permits, limit, period_ms, burst as one
+ * argument, five little-endian int64 (struct.unpack's '<i8'), the
+ * script's last. Each is complemented, so the usual small numbers have no
+ * zero byte: a tool that cannot send one (redis-benchmark -x) can replay
+ * the call. */
+void rl_cmd_short_form(rl_cmd *cmd, const int64_t numbers[5])
+{
+    for (int i = 0; i < 5; i++)
+        for (int b = 0; b < 8; b++) cmd->packed[8 * i + b] = (unsigned char)(~(uint64_t)numbers[i] >> (8 * b));
+    cmd->short_form = 1;
+    push_arg(cmd, (const char *)cmd->packed, sizeof cmd->packed, NULL);
+}
+
 int rl_format_key(char *buf, size_t size, const rl_client *client, const char *name, const char *id,
                   const char *suffix)
 {
@@ -198,8 +211,8 @@ int rl_append_command(redisContext *ctx, int argc, const char **argv, const size
 
 /* The single form is EVALSHA sha nkeys key... arg...; the batch form
  * EVALSHA sha K key... "batch" n, then per decision its nkeys and its args,
- * or "=" and its permits where the args are the decision before's but for
- * permits (lua/limit.lua). */
+ * "*" and a short form's two args, or "=" and its permits where the args
+ * are the decision before's but for permits (lua/limit.lua). */
 static size_t nkeys_of(const rl_cmd *cmd)
 {
     size_t k = 0;
@@ -207,41 +220,43 @@ static size_t nkeys_of(const rl_cmd *cmd)
     return k;
 }
 
-/* A decision's arguments as the batch form spells them (the single form's
- * ARGV): a short-form command has no now_ms, max wait or initial, which are
- * "0", "0" and "-1" (limiter.c). */
-enum { NOW_ARG, ALGORITHM_ARG, OP_ARG, PERMITS_ARG, MAX_WAIT_ARG, INITIAL_ARG, RATES_ARG };
+/* A full form's args (the single form's ARGV); a short form's are its algorithm and the packed numbers. */
+enum { PERMITS_ARG = 3 };
+enum { SHORT_ALGORITHM_ARG = 4, SHORT_PACKED_ARG = 5, SHORT_PERMITS_AT = 8 };
 
 static size_t decision_argc(const rl_cmd *cmd, size_t k)
 {
-    return (size_t)cmd->argc - 3 - k + (cmd->short_form ? 3 : 0);
+    return (size_t)cmd->argc - 3 - k;
 }
 
-static const char *decision_arg(const rl_cmd *cmd, size_t k, size_t i, size_t *len)
-{
-    static const char *const implied[RATES_ARG] = {[NOW_ARG] = "0", [MAX_WAIT_ARG] = "0", [INITIAL_ARG] = "-1"};
-    size_t at = 3 + k + i;
-    if (cmd->short_form) {
-        if (i < RATES_ARG && implied[i]) {
-            *len = strlen(implied[i]);
-            return implied[i];
-        }
-        at -= i < RATES_ARG ? 1 : 3;
-    }
-    *len = cmd->lens[at];
-    return cmd->argv[at];
-}
-
-/* whether b's arguments are a's but for permits (same key count) */
+/* whether b's arguments are a's but for permits (same key count, same form) */
 static int repeats(const rl_cmd *a, const rl_cmd *b)
 {
-    size_t k = nkeys_of(a), n = decision_argc(a, k), la, lb;
-    if (k != nkeys_of(b) || n != decision_argc(b, k)) return 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *sa = decision_arg(a, k, i, &la), *sb = decision_arg(b, k, i, &lb);
-        if (i != PERMITS_ARG && (la != lb || memcmp(sa, sb, la) != 0)) return 0;
+    size_t k = nkeys_of(a), n = decision_argc(a, k);
+    if (a->short_form != b->short_form) return 0;
+    if (a->short_form) {
+        size_t la = a->lens[SHORT_ALGORITHM_ARG];
+        return la == b->lens[SHORT_ALGORITHM_ARG] && !memcmp(a->argv[SHORT_ALGORITHM_ARG], b->argv[SHORT_ALGORITHM_ARG], la) &&
+               !memcmp(a->packed, b->packed, SHORT_PERMITS_AT) &&
+               !memcmp(a->packed + SHORT_PERMITS_AT + 8, b->packed + SHORT_PERMITS_AT + 8,
+                       sizeof a->packed - SHORT_PERMITS_AT - 8);
     }
+    if (k != nkeys_of(b) || n != decision_argc(b, k)) return 0;
+    for (size_t i = 3 + k; i < 3 + k + n; i++)
+        if (i != 3 + k + PERMITS_ARG && (a->lens[i] != b->lens[i] || memcmp(a->argv[i], b->argv[i], a->lens[i]) != 0))
+            return 0;
     return 1;
+}
+
+/* the permits a repeat sends: a full form's in decimal, a short form's packed */
+static const char *repeated_permits(const rl_cmd *cmd, size_t k, size_t *len)
+{
+    if (cmd->short_form) {
+        *len = 8;
+        return (const char *)cmd->packed + SHORT_PERMITS_AT;
+    }
+    *len = cmd->lens[3 + k + PERMITS_ARG];
+    return cmd->argv[3 + k + PERMITS_ARG];
 }
 
 int rl_append_batch(redisContext *ctx, const rl_cmd *const *cmds, size_t n)
@@ -262,16 +277,14 @@ int rl_append_batch(redisContext *ctx, const rl_cmd *const *cmds, size_t n)
         repeated[j] = j > 0 && repeats(cmds[j - 1], cmds[j]);
         if (repeated[j]) {
             argc += 2;
-            decision_arg(cmds[j], k, PERMITS_ARG, &len);
+            repeated_permits(cmds[j], k, &len);
             total += 2 * 26 + len;
             continue;
         }
+        /* its nkeys (or "*") and its args */
         argc += 1 + m;
-        total += 26;
-        for (size_t i = 0; i < m; i++) {
-            decision_arg(cmds[j], k, i, &len);
-            total += 1 + 20 + 2 + len + 2;
-        }
+        total += 26 + m * 26;
+        for (size_t i = 3 + k; i < 3 + k + m; i++) total += cmds[j]->lens[i];
     }
     char *start = reserve(ctx, total), *p;
     if (!start) return REDIS_ERR;
@@ -285,18 +298,14 @@ int rl_append_batch(redisContext *ctx, const rl_cmd *const *cmds, size_t n)
     p = put_int_arg(p, n);
     for (size_t j = 0; j < n; j++) {
         size_t k = nkeys_of(cmds[j]), m = decision_argc(cmds[j], k);
-        const char *s;
         if (repeated[j]) {
             p = put_arg(p, "=", 1);
-            s = decision_arg(cmds[j], k, PERMITS_ARG, &len);
+            const char *s = repeated_permits(cmds[j], k, &len);
             p = put_arg(p, s, len);
             continue;
         }
-        p = put_int_arg(p, k);
-        for (size_t i = 0; i < m; i++) {
-            s = decision_arg(cmds[j], k, i, &len);
-            p = put_arg(p, s, len);
-        }
+        p = cmds[j]->short_form ? put_arg(p, "*", 1) : put_int_arg(p, k);
+        for (size_t i = 3 + k; i < 3 + k + m; i++) p = put_arg(p, cmds[j]->argv[i], cmds[j]->lens[i]);
     }
     sdsIncrLen(ctx->obuf, (ssize_t)(p - start));
     return REDIS_OK;

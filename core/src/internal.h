@@ -250,7 +250,8 @@ typedef struct {
     int slot;   /* cluster slot of the first key, -1 without keys */
     int failed; /* out of memory while building */
     int batchable; /* a plain decision (limit.lua, ops 0..4): may share a batch call (command.c) */
-    int short_form; /* limit.lua's short form (no now, max wait, initial): a batch call spells it out */
+    int short_form; /* limit.lua's short form: its numbers packed (short_form_args) */
+    unsigned char packed[5 * 8];
 } rl_cmd;
 
 /* decisions in one batch call at most (rl_options.max_batch) */
@@ -263,6 +264,7 @@ void rl_cmd_cstr(rl_cmd *cmd, const char *s);
 /* a copy owned by cmd (for commands that outlive the caller's strings) */
 void rl_cmd_copy(rl_cmd *cmd, const char *s, size_t len);
 void rl_cmd_int(rl_cmd *cmd, int64_t value);
+void rl_cmd_short_form(rl_cmd *cmd, const int64_t numbers[5]);
 /* The one key format: prefix ":{" tag "}:" suffix, the tag being the
  * entity's (keys.c); id NULL for entities with a name only. snprintf
  * semantics; negative when out of memory. */

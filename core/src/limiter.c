@@ -231,23 +231,27 @@ void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *r
     push_keys(cmd, client, req->name, req->id, &req->spec);
     /* the script's -1 is "full", 0 "none" */
     int64_t script_initial = initial == 0 ? -1 : initial == RL_EMPTY ? 0 : initial;
-    /* the usual call in limit.lua's short form, 6 arguments, not 9: each costs Redis */
-    cmd->short_form = n == 1 && req->now_ms == 0 && req->max_wait_ms == 0 && script_initial == -1 &&
-                      req->op <= RL_OP_REFUND && req->op != RL_OP_ACQUIRE_UP_TO;
-    if (!cmd->short_form) rl_cmd_int(cmd, req->now_ms);
+    cmd->batchable = req->op <= RL_OP_REFUND;
+    /* the usual call in limit.lua's short form: 2 arguments, not 9, each costs Redis */
+    if (n == 1 && req->now_ms == 0 && req->max_wait_ms == 0 && script_initial == -1 && req->op <= RL_OP_REFUND &&
+        req->op != RL_OP_ACQUIRE_UP_TO) {
+        rl_cmd_cstr(cmd, algorithm_names[req->spec.algorithm]);
+        int64_t numbers[5] = {(int64_t)req->op, req->permits, rates[0].limit, rates[0].period_ms,
+                              rate_capacity(req->spec.algorithm, &rates[0])};
+        rl_cmd_short_form(cmd, numbers);
+        return;
+    }
+    rl_cmd_int(cmd, req->now_ms);
     rl_cmd_cstr(cmd, algorithm_names[req->spec.algorithm]);
     rl_cmd_int(cmd, (int64_t)req->op);
     rl_cmd_int(cmd, req->permits);
-    if (!cmd->short_form) {
-        rl_cmd_int(cmd, req->max_wait_ms);
-        rl_cmd_int(cmd, script_initial);
-    }
+    rl_cmd_int(cmd, req->max_wait_ms);
+    rl_cmd_int(cmd, script_initial);
     for (size_t i = 0; i < n; i++) {
         rl_cmd_int(cmd, rates[i].limit);
         rl_cmd_int(cmd, rates[i].period_ms);
         rl_cmd_int(cmd, rate_capacity(req->spec.algorithm, &rates[i]));
     }
-    cmd->batchable = req->op <= RL_OP_REFUND;
 }
 
 int rl_decode_result(const redisReply *r, rl_result *out)

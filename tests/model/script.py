@@ -5,6 +5,7 @@ and called directly with EVALSHA: for the script ops no binding sends yet
 import hashlib
 import pathlib
 import re
+import struct
 from typing import List, Optional, Sequence
 
 import limiter_model as m
@@ -40,6 +41,19 @@ class Limit:
         for rate in spec.rates:
             args += [rate.limit, rate.period, rate.capacity(spec.algorithm)]
         return args + (handles or [])
+
+    @staticmethod
+    def short_args(spec: m.Spec, op: str, permits: int, now_ms: int = 0, max_wait_ms: int = 0) -> Optional[list]:
+        """ARGV in the short form (algorithm, then op, permits, limit, period,
+        burst packed as five little-endian int64, complemented), where the core sends it:
+        one rate, the server's clock, no max wait, no initial tokens, ops 0-4
+        but acquire up to; else None."""
+        if (len(spec.rates) != 1 or now_ms != 0 or max_wait_ms != 0 or spec.initial_tokens is not None
+                or op not in ("acquire", "peek", "reserve", "refund")):
+            return None
+        rate = spec.rates[0]
+        numbers = (OPS[op], permits, rate.limit, rate.period, rate.capacity(spec.algorithm))
+        return [spec.algorithm, struct.pack("<5q", *(~n for n in numbers))]
 
     def call(self, keys: Sequence[str], spec: m.Spec, op: str, permits: int, now_ms: int, max_wait_ms: int = 0,
              handles: Optional[List[str]] = None) -> list:

@@ -23,21 +23,37 @@ def keys(prefix, spec, id):
 
 
 def batch(limit, decisions, prefix, repeat=True):
-    """decisions: (id, spec, op, permits, now_ms, max_wait_ms); one EVALSHA.
-    repeat: a decision whose arguments are the one before's but for permits
-    is sent as "=", permits (as the core sends it); else each in full."""
+    """decisions: (id, spec, op, permits, now_ms, max_wait_ms); one EVALSHA,
+    each decision as the core sends it: "*" and its short form where it has
+    one, else its key count and its arguments in full. repeat: a decision
+    whose arguments are the one before's but for permits is sent as "=",
+    permits (packed after a short form); else each as it is."""
     all_keys, argv, before = [], ["batch", len(decisions)], None
     for id, spec, op, permits, now_ms, max_wait in decisions:
         k = keys(prefix, spec, id)
         all_keys += k
-        args = [len(k)] + script.Limit.args(spec, op, permits, now_ms, max_wait)
-        but_permits = [str(a) for i, a in enumerate(args) if i != 4]
+        short = script.Limit.short_args(spec, op, permits, now_ms, max_wait)
+        if short:
+            args = ["*"] + short
+            packed = short[1]
+            but_permits, permits_arg = ("*", short[0], packed[:8] + packed[16:]), packed[8:16]
+        else:
+            args = [len(k)] + script.Limit.args(spec, op, permits, now_ms, max_wait)
+            but_permits, permits_arg = [str(a) for i, a in enumerate(args) if i != 4], permits
         if repeat and but_permits == before:
-            argv += ["=", permits]
+            argv += ["=", permits_arg]
         else:
             argv += args
         before = but_permits
     return limit.r.evalsha(limit.sha, len(all_keys), *all_keys, *argv)
+
+
+def single(limit, prefix, decision):
+    """one decision alone, as the core sends it (the short form where it has one)"""
+    id, spec, op, permits, now_ms, max_wait = decision
+    args = (script.Limit.short_args(spec, op, permits, now_ms, max_wait)
+            or script.Limit.args(spec, op, permits, now_ms, max_wait))
+    return limit.r.evalsha(limit.sha, len(spec.rates), *keys(prefix, spec, id), *args)
 
 
 rates = st.sampled_from([m.Rate(3, 1000, 0), m.Rate(10, 100, 0), m.Rate(5, 60000, 8), m.Rate(1, 7, 0)])
@@ -69,8 +85,7 @@ def test_a_batch_decides_as_its_decisions_one_by_one(limit, drawn, repeat):
     assert len(replies) == len(decisions)
     for d, got in zip(decisions, replies):
         id, spec, op, permits, now_ms, max_wait = d
-        assert got == limit.r.evalsha(limit.sha, len(spec.rates), *keys("y", spec, id),
-                                      *script.Limit.args(spec, op, permits, now_ms, max_wait)), d
+        assert got == single(limit, "y", d), d
     for d in decisions:
         for kx, ky in zip(keys("x", d[1], d[0]), keys("y", d[1], d[0])):
             x, y = limit.r.dump(kx), limit.r.dump(ky)
@@ -79,6 +94,44 @@ def test_a_batch_decides_as_its_decisions_one_by_one(limit, drawn, repeat):
                 assert max(limit.r.pttl(kx), limit.r.pttl(ky)) < 2000, (kx, d)
             else:
                 assert x == y, (kx, d)
+
+
+HOUR = 3_600_000
+DURATIONS = (3, 4, 5)  # retry_after_ms, reset_after_ms, wait_ms
+slow_rates = st.sampled_from([m.Rate(3, HOUR, 0), m.Rate(10, HOUR, 0), m.Rate(5, HOUR, 8)])
+server_decision = st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(m.ALGORITHMS),
+                            st.lists(slow_rates, min_size=1, max_size=2, unique=True),
+                            st.sampled_from(BATCHED_OPS), st.integers(1, 4))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(server_decision, st.booleans(), st.booleans()), min_size=1, max_size=24))
+def test_short_forms_in_a_batch_decide_as_one_by_one(limit, drawn):
+    """Under the server's clock (the core's usual call): short forms ("*"),
+    their repeats (permits packed) and full forms mixed in one batch decide
+    as one call each. Rates are per hour, so the ms between the two runs
+    move no count; durations may differ by that much."""
+    limit.r.flushall()
+    decisions = []
+    for (id, algorithm, rs, op, permits), one_rate, like_before in drawn:
+        if like_before and decisions:
+            _, spec, op, _, _, _ = decisions[-1]
+        else:
+            spec = m.Spec(algorithm, tuple(rs[:1] if one_rate else rs))
+        if (op == "reserve" and spec.algorithm not in m.BUCKETS) or (op != "acquire_up_to" and permits > spec.capacity()):
+            continue
+        decisions.append((id, spec, op, permits, 0, 0))
+    if not decisions:
+        return
+    replies = batch(limit, decisions, "x")
+    for d, got in zip(decisions, replies):
+        want = single(limit, "y", d)
+        assert [g for i, g in enumerate(got) if i not in DURATIONS] == \
+            [w for i, w in enumerate(want) if i not in DURATIONS], (d, got, want)
+        assert all(abs(got[i] - want[i]) <= 50 for i in DURATIONS), (d, got, want)
+    for d in decisions:
+        for kx, ky in zip(keys("x", d[1], d[0]), keys("y", d[1], d[0])):
+            assert limit.r.exists(kx) == limit.r.exists(ky), (kx, d)
 
 
 def test_an_error_fails_only_its_own_decision(limit):

@@ -1,10 +1,10 @@
-"""limit.lua's short form (ARGV = algorithm, op, permits, limit, period_ms,
-burst: the core's usual call, with the server's clock, no max wait and no
-initial tokens) decides as the full form with now_ms 0, max_wait_ms 0 and
-initial -1: the same replies, step by step, for random sequences of every
-op it takes on every algorithm. The rates are slow (per hour), so the few
-ms between the two calls of a step move no count; durations may differ by
-that much."""
+"""limit.lua's short form (ARGV = algorithm, then op, permits, limit,
+period_ms, burst packed: the core's usual call, with the server's clock, no
+max wait and no initial tokens) decides as the full form with now_ms 0,
+max_wait_ms 0 and initial -1: the same replies, step by step, for random
+sequences of every op it takes on every algorithm. The rates are slow (per
+hour), so the few ms between the two calls of a step move no count;
+durations may differ by that much."""
 import pathlib
 import sys
 
@@ -20,12 +20,6 @@ SHORT_OPS = ["acquire", "peek", "reserve", "refund"]  # reserve with no max wait
 DURATIONS = (3, 4, 5)  # retry_after_ms, reset_after_ms, wait_ms
 
 
-def short_args(spec, op, permits):
-    full = script.Limit.args(spec, op, permits, 0, 0)
-    assert full[0] == 0 and full[4] == 0 and full[5] == -1 and len(full) == 9
-    return full[1:4] + full[6:9]
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(m.ALGORITHMS), st.integers(1, 6),
        st.lists(st.tuples(st.sampled_from(SHORT_OPS), st.integers(1, 3)), min_size=1, max_size=12))
@@ -36,7 +30,7 @@ def test_the_short_form_decides_as_the_full_form(limit, algorithm, rate_limit, s
     for op, permits in steps:
         if (op == "reserve" and algorithm not in m.BUCKETS) or permits > spec.capacity():
             continue
-        got = limit.r.evalsha(limit.sha, 1, short_key, *short_args(spec, op, permits))
+        got = limit.r.evalsha(limit.sha, 1, short_key, *script.Limit.short_args(spec, op, permits))
         want = limit.r.evalsha(limit.sha, 1, full_key, *script.Limit.args(spec, op, permits, 0, 0))
         where = (algorithm, rate_limit, op, permits, steps)
         assert [g for i, g in enumerate(got) if i not in DURATIONS] == \
