@@ -9,6 +9,7 @@
  * that Redis, which runs one script at a time.
  * Usage: bench [threads] [seconds]  (REDIS_URL or a local redis-server) */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,9 +53,13 @@ static void *run(void *arg)
         char sha[64];
         snprintf(sha, sizeof sha, "%s", w->algorithm == -1 ? r->str : sha1);
         freeReplyObject(r);
+        /* what rl_acquire sends: the short form, op 0, permits 1, limit, period, burst packed complemented */
+        const int64_t numbers[5] = {0, 1, 1000000000, 1000, 1000000000};
+        unsigned char packed[40];
+        for (int i = 0; i < 40; i++) packed[i] = (unsigned char)(~(uint64_t)numbers[i / 8] >> (8 * (i % 8)));
         while (now_s() < end) {
             if (w->algorithm == -1) r = redisCommand(c, "EVALSHA %s 1 bench:raw:%s", sha, id);
-            else r = redisCommand(c, "EVALSHA %s 1 bench:rawgcra:%s 0 gcra 0 1 0 -1 1000000000 1000 1000000000", sha, id);
+            else r = redisCommand(c, "EVALSHA %s 1 bench:rawgcra:%s gcra %b", sha, id, packed, sizeof packed);
             freeReplyObject(r);
             w->ops++;
         }
