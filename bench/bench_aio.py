@@ -23,6 +23,7 @@ import re
 import shutil
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -165,8 +166,9 @@ class Peer:
         if self.sha != ours:
             raise SystemExit("lua/limit.lua (%s) is not the script this ratelimit build runs (%s)" % (self.sha, ours))
         limit, period = RATE
-        # now (Redis TIME), algorithm, op, permits, max_wait, initial (-1: full), limit, period_ms, burst
-        self.args = (0, "gcra", 0, 1, 0, -1, limit, int(period * 1000), limit)
+        # the short form, as the core sends it: algorithm, then op, permits, limit, period_ms, burst
+        # packed as five little-endian int64, complemented (docs/semantics.md)
+        self.args = ("gcra", struct.pack("<5q", *(~n for n in (0, 1, limit, int(period * 1000), limit))))
         self.keys = ["rl:{bench-peer:u%d}:gcra" % i for i in range(IDS)]
 
     async def call(self, i):

@@ -189,6 +189,48 @@ static void test_chained_batches(void)
     CHECK(calls * 3 < n); /* 0.1 here; 0.67 when each reply's submissions went out at once */
 }
 
+/* The short form packs its numbers (complemented int64): the largest each
+ * algorithm accepts, and numbers whose complement holds a zero byte (255,
+ * 65535), decide as they should, alone and in a batch ("*", then "=" with
+ * permits packed). */
+static void test_packed_numbers(void)
+{
+    static const int64_t limits[] = {(int64_t)1 << 52, 1000000000000000LL, (int64_t)1 << 40, 65535, 255};
+    rl_client *c = client_with(16);
+    int decided = 0;
+    for (size_t a = 0; a < NALG; a++) {
+        for (size_t l = 0; l < sizeof limits / sizeof *limits; l++) {
+            redis_flush(&redis);
+            rl_spec spec = {.algorithm = algorithms[a], .limit = limits[l], .period_ms = 255000, .burst = 0};
+            int64_t permits = limits[l] > 255 ? 255 : 1;
+            rl_result r;
+            int rc = rl_acquire(c, "packed", "alone", &spec, permits, &r);
+            if (rc == RL_ERR_INVALID) continue; /* beyond what this algorithm takes: nothing sent */
+            CHECK_OK(rc);
+            decided++;
+            CHECK(r.allowed);
+            CHECK_EQ(r.limit, limits[l]);
+            CHECK_EQ(r.remaining, limits[l] - permits);
+            rl_request req[4];
+            rl_result got[4];
+            for (int i = 0; i < 4; i++)
+                req[i] = (rl_request){.name = "packed", .id = "batched", .spec = spec, .permits = i == 2 ? 1 : permits,
+                                      .op = i == 3 ? RL_OP_PEEK : RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = 0};
+            long before = redis_scripts_run(&redis);
+            CHECK_OK(rl_execute(c, req, 4, got));
+            CHECK_EQ(redis_scripts_run(&redis) - before, 1);
+            CHECK_EQ(got[0].remaining, limits[l] - permits);
+            CHECK_EQ(got[1].remaining, limits[l] - 2 * permits);
+            CHECK_EQ(got[2].remaining, limits[l] - 2 * permits - 1);
+            CHECK_EQ(got[3].remaining, limits[l] - 2 * permits - 1);
+        }
+    }
+    printf("  packed numbers: %d of %zu limits decided (the rest beyond an algorithm's bounds)\n", decided,
+           NALG * (sizeof limits / sizeof *limits));
+    CHECK(decided >= 3 * (int)NALG);
+    rl_client_close(c);
+}
+
 /* Makes (name, id)'s key a list, so its decision fails with WRONGTYPE. */
 static void break_key(rl_client *c, const char *name, const char *id, rl_algorithm a)
 {
@@ -396,6 +438,7 @@ int main(void)
     redis_start(&redis);
     test_batching_happens();
     test_chained_batches();
+    test_packed_numbers();
     test_error_element();
     test_explicit();
     test_noscript();
