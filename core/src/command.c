@@ -220,9 +220,10 @@ static size_t nkeys_of(const rl_cmd *cmd)
     return k;
 }
 
-/* A full form's args (the single form's ARGV); a short form's are its algorithm and the packed numbers. */
-enum { PERMITS_ARG = 3 };
-enum { SHORT_ALGORITHM_ARG = 4, SHORT_PACKED_ARG = 5, SHORT_PERMITS_AT = 8 };
+/* permits among a full form's args (the single form's ARGV); a short
+ * form's args are its algorithm (argv[4]) and the packed numbers, permits
+ * at byte 8 */
+enum { PERMITS_ARG = 3, SHORT_ALGORITHM_ARG = 4, SHORT_PERMITS_AT = 8 };
 
 static size_t decision_argc(const rl_cmd *cmd, size_t k)
 {
@@ -235,11 +236,11 @@ static int repeats(const rl_cmd *a, const rl_cmd *b)
     size_t k = nkeys_of(a), n = decision_argc(a, k);
     if (a->short_form != b->short_form) return 0;
     if (a->short_form) {
-        size_t la = a->lens[SHORT_ALGORITHM_ARG];
-        return la == b->lens[SHORT_ALGORITHM_ARG] && !memcmp(a->argv[SHORT_ALGORITHM_ARG], b->argv[SHORT_ALGORITHM_ARG], la) &&
+        const size_t la = a->lens[SHORT_ALGORITHM_ARG], rest = SHORT_PERMITS_AT + 8;
+        return la == b->lens[SHORT_ALGORITHM_ARG] &&
+               !memcmp(a->argv[SHORT_ALGORITHM_ARG], b->argv[SHORT_ALGORITHM_ARG], la) &&
                !memcmp(a->packed, b->packed, SHORT_PERMITS_AT) &&
-               !memcmp(a->packed + SHORT_PERMITS_AT + 8, b->packed + SHORT_PERMITS_AT + 8,
-                       sizeof a->packed - SHORT_PERMITS_AT - 8);
+               !memcmp(a->packed + rest, b->packed + rest, sizeof a->packed - rest);
     }
     if (k != nkeys_of(b) || n != decision_argc(b, k)) return 0;
     for (size_t i = 3 + k; i < 3 + k + n; i++)

@@ -250,7 +250,7 @@ typedef struct {
     int slot;   /* cluster slot of the first key, -1 without keys */
     int failed; /* out of memory while building */
     int batchable; /* a plain decision (limit.lua, ops 0..4): may share a batch call (command.c) */
-    int short_form; /* limit.lua's short form: its numbers packed (short_form_args) */
+    int short_form; /* limit.lua's short form: its numbers in packed (rl_cmd_short_form) */
     unsigned char packed[5 * 8];
 } rl_cmd;
 
