@@ -22,15 +22,14 @@
 --          A lease replies wait_ms = its validity (ms) and granted = the
 --          block, then one opaque handle per rate; a give back, granted =
 --          what rate 0 took back.
--- batch    ARGV[1] = "batch", ARGV[2] = n, then per decision: its number
---          of keys k and its ARGV as above (ops 0-4), or "=" and permits:
---          the arguments of the decision before but for permits (a
---          limiter's decisions for many ids: 2 arguments, not 7 + 3k;
---          after a short form, permits packed as it packs them);
---          its k keys in turn, or "*" and a short form's two (one key);
---          reply: one reply per decision, or the error
---          it raised (only it fails). One script holds Redis: callers keep
---          batches short.
+-- batch    ARGV[1] = "batch", ARGV[2] = n, then per decision (ops 0-4)
+--          one of: its number of keys k and its ARGV as above; "*" and a
+--          short form's two arguments (one key); "=" and permits, the
+--          arguments of the decision before but for permits (a limiter's
+--          decisions for many ids: 2 arguments, not 7 + 3k; packed after
+--          a short form). KEYS: each decision's in turn. Reply: one reply
+--          per decision, or the error it raised (only it fails). One
+--          script holds Redis: callers keep batches short.
 -- Leases (docs/semantics.md, Leases): a block is granted only if an
 -- acquire of it would pass now, and is booked as taken at the end of its
 -- validity; a give back happens only where the booking is still on top.
@@ -276,6 +275,7 @@ for i = 1, ARGV[2] + 0 do
     if short then
       nk, algorithm, clock, max_wait, initial, direct = 1, ARGV[ab + 2], 0, 0, -1, true
       op, permits, rate_limit, period, burst = struct.unpack(SHORT_FORM, ARGV[ab + 3])
+      -- read back as in the single short form above (inline: a helper's closure per call cost 1.5-2%)
       op, permits, rate_limit, period, burst = -op - 1, -permits - 1, -rate_limit - 1, -period - 1, -burst - 1
       ab = ab + 3
     else

@@ -260,22 +260,19 @@ void *rl_async_dialer(void *arg)
     return NULL;
 }
 
-/* The decisions staged on ac go into its output as batch calls of up to
- * max_batch (one call when alone), their replies due one per call. In a
- * cluster a call holds one slot's: each slot keeps its order, and a call
+/* The first n decisions staged on ac go into its output as batch calls of
+ * up to max_batch (one call when alone), their replies due one per call. In
+ * a cluster a call holds one slot's: each slot keeps its order, and a call
  * goes where its first decision was staged; a decision moved ahead of
  * others (their deadlines earlier than its own) counts as resent, so the
  * timers look past it (expire). */
-static void flush_staged(rl_async *a, aconn *ac)
+static void flush_first(rl_async *a, aconn *ac, int n)
 {
-    int n = ac->staged_count, cap = a->client->options.max_batch;
+    int cap = a->client->options.max_batch;
     int one_slot = a->client->url.mode == RL_MODE_CLUSTER;
     areq **left = a->staging;
-    if (!n) return;
-    n = 0;
-    for (areq *r = ac->staged.head; r; r = r->next) left[n++] = r;
-    ac->staged.head = ac->staged.tail = NULL;
-    ac->staged_count = 0;
+    for (int k = 0; k < n; k++) left[k] = list_pop(&ac->staged);
+    ac->staged_count -= n;
     for (int i = 0; i < n; i++) {
         if (!left[i]) continue;
         areq *first = left[i];
@@ -303,6 +300,22 @@ static void flush_staged(rl_async *a, aconn *ac)
             rl_append_batch(ac->conn->ctx, a->batch, (size_t)m);
         }
     }
+}
+
+static void flush_staged(rl_async *a, aconn *ac)
+{
+    flush_first(a, ac, ac->staged_count);
+}
+
+/* Only the staged decisions that make whole batches: the rest wait for
+ * company. (Sent at once, a call's size would repeat itself: the replies
+ * to a call of k decisions make k new ones.) In a cluster, grouped by
+ * slot, all once there are max_batch. */
+static void flush_whole_batches(rl_async *a, aconn *ac)
+{
+    int n = ac->staged_count, cap = a->client->options.max_batch;
+    if (a->client->url.mode == RL_MODE_CLUSTER) flush_first(a, ac, n >= cap ? n : 0);
+    else flush_first(a, ac, n - n % cap);
 }
 
 static int batchable(const rl_async *a, const areq *r)
@@ -574,19 +587,43 @@ static void handle_batch_reply(rl_async *a, aconn *ac, areq *first, redisReply *
     }
 }
 
-static void write_out(rl_async *a, aconn *ac);
+static void write_out(rl_async *a, aconn *ac)
+{
+    redisContext *ctx = ac->conn->ctx;
+    if (rl_conn_flush_some(ac->conn) != REDIS_OK) {
+        rl_conn_error(ac->conn, "send command");
+        rl_async_conn_drop(a, ac, RL_ERR_CONNECTION);
+        return;
+    }
+    /* the rest when the socket takes more */
+    int want_out = sdslen(ctx->obuf) > 0;
+    if (want_out != ac->polling_out) {
+        struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.ptr = ac};
+        epoll_ctl(a->epoll_fd, EPOLL_CTL_MOD, ctx->fd, &ev);
+        ac->polling_out = want_out;
+    }
+}
+
+/* Under a->mutex: what callers submitted and cancelled, taken together (a
+ * cancel always finds its wait begun). */
+static areq_list detach_submitted(rl_async *a, uint64_t **cancels, size_t *cancel_count)
+{
+    areq_list batch = a->submitted;
+    a->submitted.head = a->submitted.tail = NULL;
+    *cancels = a->cancels;
+    *cancel_count = a->cancel_count;
+    a->cancels = NULL;
+    a->cancel_count = a->cancel_cap = 0;
+    return batch;
+}
 
 /* Takes in what callers submitted (and cancelled) since the last time. */
 static void take_submitted(rl_async *a)
 {
+    uint64_t *cancels;
+    size_t cancel_count;
     pthread_mutex_lock(&a->mutex);
-    areq_list batch = a->submitted;
-    a->submitted.head = a->submitted.tail = NULL;
-    /* with the submissions: a cancel always finds its wait begun */
-    uint64_t *cancels = a->cancels;
-    size_t cancel_count = a->cancel_count;
-    a->cancels = NULL;
-    a->cancel_count = a->cancel_cap = 0;
+    areq_list batch = detach_submitted(a, &cancels, &cancel_count);
     pthread_mutex_unlock(&a->mutex);
     areq *r;
     while ((r = list_pop(&batch))) {
@@ -594,30 +631,6 @@ static void take_submitted(rl_async *a)
         rl_async_dispatch(a, r);
     }
     rl_wait_cancels(a, cancels, cancel_count);
-}
-
-/* Of ac's staged decisions, only whole batches go: the rest wait for
- * company. (Sent at once, a call's size would repeat itself: the replies
- * to a call of k decisions make k new ones.) */
-static void flush_whole_batches(rl_async *a, aconn *ac)
-{
-    int cap = a->client->options.max_batch;
-    int whole = ac->staged_count - ac->staged_count % cap;
-    if (!whole) return;
-    if (a->client->url.mode == RL_MODE_CLUSTER) { /* grouped by slot: no whole batches to count */
-        flush_staged(a, ac);
-        return;
-    }
-    areq *last = ac->staged.head;
-    for (int i = 1; i < whole; i++) last = last->next;
-    areq_list rest = {last->next, last->next ? ac->staged.tail : NULL};
-    int rest_count = ac->staged_count - whole;
-    last->next = NULL;
-    ac->staged.tail = last;
-    ac->staged_count = whole;
-    flush_staged(a, ac);
-    ac->staged = rest;
-    ac->staged_count = rest_count;
 }
 
 /* One write per server for everything queued meanwhile (whole_only: the
@@ -670,23 +683,6 @@ static void read_replies(rl_async *a, aconn *ac)
             send_all(a, 1);
             if (!ac->conn) return;
         }
-    }
-}
-
-static void write_out(rl_async *a, aconn *ac)
-{
-    redisContext *ctx = ac->conn->ctx;
-    if (rl_conn_flush_some(ac->conn) != REDIS_OK) {
-        rl_conn_error(ac->conn, "send command");
-        rl_async_conn_drop(a, ac, RL_ERR_CONNECTION);
-        return;
-    }
-    /* the rest when the socket takes more */
-    int want_out = sdslen(ctx->obuf) > 0;
-    if (want_out != ac->polling_out) {
-        struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.ptr = ac};
-        epoll_ctl(a->epoll_fd, EPOLL_CTL_MOD, ctx->fd, &ev);
-        ac->polling_out = want_out;
     }
 }
 
@@ -792,11 +788,10 @@ void *rl_async_io_thread(void *arg)
     for (;;) {
         pthread_mutex_lock(&a->mutex);
         if (a->closing) {
-            areq_list batch = a->submitted;
-            a->submitted.head = a->submitted.tail = NULL;
-            free(a->cancels);
-            a->cancels = NULL;
-            a->cancel_count = a->cancel_cap = 0;
+            uint64_t *cancels;
+            size_t cancel_count;
+            areq_list batch = detach_submitted(a, &cancels, &cancel_count);
+            free(cancels);
             pthread_cond_broadcast(&a->dial_wanted);
             pthread_mutex_unlock(&a->mutex);
             pthread_join(a->dialer, NULL);

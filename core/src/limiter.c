@@ -233,7 +233,7 @@ void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *r
     int64_t script_initial = initial == 0 ? -1 : initial == RL_EMPTY ? 0 : initial;
     cmd->batchable = req->op <= RL_OP_REFUND;
     /* the usual call in limit.lua's short form: 2 arguments, not 9, each costs Redis */
-    if (n == 1 && req->now_ms == 0 && req->max_wait_ms == 0 && script_initial == -1 && req->op <= RL_OP_REFUND &&
+    if (n == 1 && req->now_ms == 0 && req->max_wait_ms == 0 && script_initial == -1 && cmd->batchable &&
         req->op != RL_OP_ACQUIRE_UP_TO) {
         rl_cmd_cstr(cmd, algorithm_names[req->spec.algorithm]);
         int64_t numbers[5] = {(int64_t)req->op, req->permits, rates[0].limit, rates[0].period_ms,

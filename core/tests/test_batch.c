@@ -47,10 +47,11 @@ static void count(void *ctx, const rl_completion *c)
     __atomic_add_fetch(&t->done, 1, __ATOMIC_RELEASE); /* only the I/O thread writes the others */
 }
 
-static void wait_done(tally *t, long n, int64_t timeout_ms)
+/* until *done (counted by the I/O thread) reaches n, or the timeout */
+static void wait_done(long *done, long n, int64_t timeout_ms)
 {
     int64_t end = now_ms() + timeout_ms;
-    while (__atomic_load_n(&t->done, __ATOMIC_ACQUIRE) < n && now_ms() < end) sleep_ms(1);
+    while (__atomic_load_n(done, __ATOMIC_ACQUIRE) < n && now_ms() < end) sleep_ms(1);
 }
 
 typedef struct {
@@ -94,7 +95,7 @@ static void test_async_exact(void)
                 pthread_create(&th[i], NULL, submit_run, &s[i]);
             }
             for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
-            wait_done(&t, N, 60000);
+            wait_done(&t.done, N, 60000);
             long calls = redis_scripts_run(&redis) - before;
             CHECK_EQ(t.done, N);
             CHECK_EQ(t.errors, 0);
@@ -121,10 +122,10 @@ static void test_batching_happens(void)
         rl_request req = {.name = "batch-count", .id = "x", .spec = spec_for(RL_GCRA, 1000000), .permits = 1,
                           .op = RL_OP_ACQUIRE, .max_wait_ms = 0, .now_ms = 0};
         CHECK_OK(rl_submit(c, &req, 0, &target)); /* connected, script loaded */
-        wait_done(&t, 1, 10000);
+        wait_done(&t.done, 1, 10000);
         long before = redis_scripts_run(&redis);
         for (int i = 1; i < N; i++) CHECK_OK(rl_submit(c, &req, 0, &target));
-        wait_done(&t, N, 60000);
+        wait_done(&t.done, N, 60000);
         long calls = redis_scripts_run(&redis) - before;
         CHECK_EQ(t.done, N);
         CHECK_EQ(t.allowed, N);
@@ -178,8 +179,7 @@ static void test_chained_batches(void)
         sleep_ms(1); /* one at a time: each first call goes alone */
     }
     long n = CHAINS * CHAIN_LENGTH;
-    int64_t end = now_ms() + 60000;
-    while (__atomic_load_n(&ch.done, __ATOMIC_ACQUIRE) < n && now_ms() < end) sleep_ms(1);
+    wait_done(&ch.done, n, 60000);
     long calls = redis_scripts_run(&redis) - before;
     rl_client_close(ch.client);
     CHECK_EQ(ch.done, n);
@@ -387,7 +387,7 @@ static void test_noscript(void)
         freeReplyObject(redisCommand(raw, "SCRIPT FLUSH"));
         for (int i = 0; i < 200; i++) CHECK_OK(rl_submit(c, &req, 0, &target));
     }
-    wait_done(&t, 1000, 60000);
+    wait_done(&t.done, 1000, 60000);
     CHECK_EQ(t.done, 1000);
     CHECK_EQ(t.errors, 0);
     CHECK_EQ(t.allowed, 300);

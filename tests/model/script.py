@@ -12,6 +12,20 @@ import limiter_model as m
 
 LUA = pathlib.Path(__file__).resolve().parents[2] / "lua"
 OPS = {"acquire": 0, "peek": 1, "reserve": 2, "acquire_up_to": 3, "refund": 4, "lease": 5, "give_back": 6}
+DURATIONS = (3, 4, 5)  # a reply's retry_after_ms, reset_after_ms, wait_ms
+
+
+def core_refuses(spec: m.Spec, op: str, permits: int) -> bool:
+    """What the core refuses before sending (the model's Invalid), so never sent."""
+    return (op == "reserve" and spec.algorithm not in m.BUCKETS) or (op != "acquire_up_to" and permits > spec.capacity())
+
+
+def assert_alike(got: list, want: list, where, slack_ms: int = 50) -> None:
+    """Two replies of one decision made a few ms apart under the server's
+    clock: the same but for durations, which may differ by that much."""
+    assert [g for i, g in enumerate(got) if i not in DURATIONS] == \
+        [w for i, w in enumerate(want) if i not in DURATIONS], (where, got, want)
+    assert all(abs(got[i] - want[i]) <= slack_ms for i in DURATIONS), (where, got, want)
 
 
 def text(name: str = "limit") -> str:
