@@ -676,9 +676,13 @@ static void read_replies(rl_async *a, aconn *ac)
         rl_reply_free(reply);
         if (!ac->conn) return; /* dropped meanwhile */
         feed(a, ac);
-        if (ctx->reader->pos < ctx->reader->len) {
+        if (a->io_submitted && ctx->reader->pos < ctx->reader->len) {
             /* more replies read: what the callbacks of this one submitted
-             * goes out before they are handled, so the server works meanwhile */
+             * (here, on this thread: a reactive caller's next decisions)
+             * goes out before they are handled, so the server works
+             * meanwhile. Other threads' submissions wait for the loop, as
+             * before: taken early they would go in smaller batches. */
+            a->io_submitted = 0;
             take_submitted(a);
             send_all(a, 1);
             if (!ac->conn) return;

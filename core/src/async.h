@@ -140,6 +140,7 @@ struct rl_async {
     areq_list submitted;
     int closing;
     int sleeping; /* in epoll_wait: a submit must wake it */
+    int io_submitted; /* its own callbacks submitted since (set and read on the I/O thread) */
     int wake_fd;
     int epoll_fd;
     /* the I/O thread's own */

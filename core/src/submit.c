@@ -140,6 +140,7 @@ int rl_async_send(rl_client *c, areq *r)
         return rl_fail(RL_ERR_CLOSED, "the client is closing");
     }
     if (r) list_push(&a->submitted, r);
+    if (r && pthread_equal(pthread_self(), a->thread)) a->io_submitted = 1;
     int sleeping = a->sleeping;
     a->sleeping = 0; /* one wake-up is enough for everyone until it runs */
     pthread_mutex_unlock(&a->mutex);
