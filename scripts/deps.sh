@@ -21,14 +21,18 @@ done
 [ ${#want[@]} -eq 0 ] && want=(c python java)
 
 pkgs=()
-need() { command -v "$1" >/dev/null 2>&1 || pkgs+=("$2"); }
+add() { case " ${pkgs[*]} " in *" $1 "*) ;; *) pkgs+=("$1") ;; esac; }
+need() { command -v "$1" >/dev/null 2>&1 || add "$2"; }
 # building the library and running it: the demo needs no more
 need redis-server redis-server
 need cmake cmake
 need ninja ninja-build
 need pkg-config pkg-config
 need cc gcc
-[ -f /usr/include/hiredis/hiredis.h ] || pkgs+=(libhiredis-dev)
+need gcc gcc
+# gcc without its recommends cannot link (no crt1.o, no libc headers)
+[ -f /usr/include/stdio.h ] || add libc6-dev
+[ -f /usr/include/hiredis/hiredis.h ] || add libhiredis-dev
 if [ "${want[*]}" = demo ]; then
   tls=0
 else
@@ -37,26 +41,34 @@ else
   need openssl openssl
   need make make
   need dpkg-source dpkg-dev
-  [ -f /usr/include/openssl/ssl.h ] || pkgs+=(libssl-dev)
-  [ -f /usr/include/cjson/cJSON.h ] || pkgs+=(libcjson-dev)
+  # tests/topology's checks look for its servers' processes
+  need pgrep procps
+  [ -f /usr/include/openssl/ssl.h ] || add libssl-dev
+  [ -f /usr/include/cjson/cJSON.h ] || add libcjson-dev
 fi
 for w in "${want[@]}"; do
   case "$w" in
     c) need clang clang; need valgrind valgrind
        # libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
        ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
-         pkgs+=(libclang-rt-14-dev) ;;
+         add libclang-rt-14-dev ;;
     python) need python3 python3
-       python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)
+       # pip comes from the venvs (ensurepip): no script runs the system's pip
+       python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || add python3-venv
        # the wheels compile against the interpreter's headers
        python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_path("include") + "/Python.h"))' \
-         >/dev/null 2>&1 || pkgs+=(python3-dev) ;;
+         >/dev/null 2>&1 || add python3-dev ;;
     java) need javac openjdk-17-jdk-headless; need mvn maven ;;
   esac
 done
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+need_sudo() {
+  [ -z "$sudo" ] || command -v sudo >/dev/null 2>&1 ||
+    { echo "deps.sh: to install $*: run as root, or install sudo (apt-get install sudo, as root)" >&2; exit 1; }
+}
 if [ ${#pkgs[@]} -gt 0 ]; then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  need_sudo "${pkgs[*]}"
   echo "installing: ${pkgs[*]}"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
@@ -95,8 +107,7 @@ find_go() {
 if [ "${want[*]}" != demo ] && { [ ! -x "$toxiproxy" ] || [ "$(cat "$toxiproxy.version" 2>/dev/null)" != "$toxiproxy_version" ]; }; then
   go=$(find_go)
   if [ -z "$go" ]; then
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    need_sudo golang-go
     echo "installing: golang-go (to fetch Go $go_toolchain, which Toxiproxy needs)"
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends golang-go >/dev/null

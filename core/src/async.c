@@ -191,7 +191,7 @@ static int conn_attach(rl_async *a, aconn *ac, rl_conn *conn)
         return rl_fail(RL_ERR_CONNECTION, "epoll: %s", strerror(errno));
     }
     ac->conn = conn;
-    ac->last_read_ms = rl_monotonic_ms();
+    ac->last_read_ms = rl_now_ms();
     return RL_OK;
 }
 
@@ -209,7 +209,7 @@ void rl_async_dial(rl_async *a, aconn *ac)
 
 void rl_async_want_discovery(rl_async *a)
 {
-    if (a->discovering || rl_monotonic_ms() < a->discover_after_ms) return;
+    if (a->discovering || rl_now_ms() < a->discover_after_ms) return;
     a->discovering = 1;
     rl_async_dial(a, NULL);
 }
@@ -395,7 +395,7 @@ static void send_to(rl_async *a, aconn *ac, areq *r)
     /* our own clean-ups (leave, release, push back) always go: dropped, a
      * queued message taken back would be lost */
     if (!r->silent && (ac->room.head || ac->count >= a->client->options.max_in_flight)) {
-        int64_t now = rl_monotonic_ms();
+        int64_t now = rl_now_ms();
         if (behind(a, ac, now)) fail_unsent(a, ac, r, now);
         else list_push(&ac->room, r);
         return;
@@ -441,7 +441,7 @@ void rl_async_dispatch(rl_async *a, areq *r)
     if (!ac->connecting) {
         /* while the server is down, fail fast between attempts */
         pthread_mutex_lock(&node->mutex);
-        rc = rl_backoff_check(&node->backoff, rl_monotonic_ms());
+        rc = rl_backoff_check(&node->backoff, rl_now_ms());
         pthread_mutex_unlock(&node->mutex);
         if (rc) {
             rl_topology_suspect(a->client, node);
@@ -471,7 +471,7 @@ static void dials_done(rl_async *a)
             a->unrouted.head = a->unrouted.tail = NULL;
             a->discovering = 0;
             if (d->status) {
-                a->discover_after_ms = rl_monotonic_ms() + 25;
+                a->discover_after_ms = rl_now_ms() + 25;
                 fail_list(a, &parked, d->status, d->error);
             }
             while ((r = list_pop(&parked))) rl_async_dispatch(a, r);
@@ -562,7 +562,7 @@ static void handle_reply(rl_async *a, aconn *ac, areq *r, redisReply *reply)
         rl_async_dispatch(a, r);
         return;
     }
-    r->retry_at_ms = rl_monotonic_ms() + r->pause_ms;
+    r->retry_at_ms = rl_now_ms() + r->pause_ms;
     if (r->retry_at_ms > r->deadline_ms) r->retry_at_ms = r->deadline_ms; /* times out on time */
     list_push(&a->waiting, r);
 }
@@ -653,7 +653,7 @@ static void read_replies(rl_async *a, aconn *ac)
         rl_async_conn_drop(a, ac, RL_ERR_CONNECTION);
         return;
     }
-    ac->last_read_ms = a->now_ms = rl_monotonic_ms();
+    ac->last_read_ms = a->now_ms = rl_now_ms();
     for (;;) {
         void *reply = NULL;
         if (rl_reader_get_reply(ctx->reader, &reply) != REDIS_OK) {
@@ -815,10 +815,10 @@ void *rl_async_io_thread(void *arg)
             return NULL;
         }
         pthread_mutex_unlock(&a->mutex);
-        a->now_ms = rl_monotonic_ms();
+        a->now_ms = rl_now_ms();
         dials_done(a);
         take_submitted(a);
-        int64_t now = rl_monotonic_ms();
+        int64_t now = rl_now_ms();
         int64_t next = expire(a, now);
         int timeout = next < 0 ? 1000 : (int)(next - now < 0 ? 0 : next - now + 1);
         send_all(a, 0);
@@ -828,7 +828,7 @@ void *rl_async_io_thread(void *arg)
         a->sleeping = idle;
         pthread_mutex_unlock(&a->mutex);
         int n = epoll_wait(a->epoll_fd, events, 64, idle ? timeout : 0);
-        if (n > 0) a->now_ms = rl_monotonic_ms();
+        if (n > 0) a->now_ms = rl_now_ms();
         pthread_mutex_lock(&a->mutex);
         a->sleeping = 0;
         pthread_mutex_unlock(&a->mutex);

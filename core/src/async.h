@@ -144,7 +144,7 @@ struct rl_async {
     int wake_fd;
     int epoll_fd;
     /* the I/O thread's own */
-    int64_t now_ms; /* rl_monotonic_ms, read once per turn of its loop and per read (sent_ms) */
+    int64_t now_ms; /* rl_now_ms, read once per turn of its loop and per read (sent_ms) */
     aconn **conns; /* one per server, never moved */
     int nconns, cap_conns;
     areq_list waiting; /* to dispatch again at retry_at_ms */

@@ -268,7 +268,7 @@ static int split_reply(redisReply *r, const size_t *ord, size_t n, redisReply **
 /* Sends cmds[idx[0..m)] pipelined on conn (each one the ASKING redirect
  * asked for preceded by ASKING; plain decisions batched, plan_calls) and
  * reads their replies into replies[idx], each call's whole by *read_by
- * (rl_monotonic_ms; 0: command_timeout_ms from now, once sent). Every
+ * (rl_now_ms; 0: command_timeout_ms from now, once sent). Every
  * reply but the last moves *read_by to at least command_timeout_ms from its
  * arrival: a big batch may take longer in all, while one call ends within
  * its timeout even if its reply trickles in byte by byte (the socket's
@@ -315,7 +315,7 @@ static int send_and_read(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t
         rc = rl_conn_error(conn, "send command");
         goto out;
     }
-    if (!*read_by) *read_by = rl_monotonic_ms() + timeout;
+    if (!*read_by) *read_by = rl_now_ms() + timeout;
     for (size_t k = 0, o = 0, n; k < calls; k++, o += n) {
         n = len ? len[k] : 1;
         void *r = NULL;
@@ -327,7 +327,7 @@ static int send_and_read(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t
         if (n == 1) replies[ord[o]] = r;
         else if ((rc = split_reply(r, ord + o, n, replies))) goto broken;
         if (k + 1 < calls) {
-            int64_t more = rl_monotonic_ms() + timeout;
+            int64_t more = rl_now_ms() + timeout;
             if (more > *read_by) *read_by = more;
         }
     }
@@ -473,7 +473,7 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
         ask[i] = NULL;
         if (cmds[i].failed) settle(outcomes, done, &pending, i, RL_ERR_NOMEM, "out of memory building a command");
     }
-    start = rl_monotonic_ms();
+    start = rl_now_ms();
     deadline = start + c->options.command_timeout_ms;
 
     while (pending > 0) {
@@ -502,7 +502,7 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
                 char msg[200];
                 snprintf(msg, sizeof msg, "%s", rl_errmsg());
                 rl_topology_suspect(c, target);
-                if (!ask[idx[0]] && rl_monotonic_ms() < deadline && rl_route(c, cmds[idx[0]].slot, &again) == RL_OK &&
+                if (!ask[idx[0]] && rl_now_ms() < deadline && rl_route(c, cmds[idx[0]].slot, &again) == RL_OK &&
                     again != target && ++reroutes <= MAX_REROUTES)
                     continue;
                 rl_fail(rc, "%s", msg);
@@ -561,14 +561,14 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
             }
         }
         if (pending == 0) break;
-        int64_t left = deadline - rl_monotonic_ms();
+        int64_t left = deadline - rl_now_ms();
         if (redirected && left > 0 && (pause_ms = rl_retry_pause_ms(pause_ms, ++redirected_rounds, later)) > 0) {
             struct timespec ts = {0, (long)(pause_ms < left ? pause_ms : left) * 1000000L};
             nanosleep(&ts, NULL);
         }
         /* nothing redirected is sent again past the deadline (it could only
          * time out, unknown); requests for other servers, not sent yet, still go */
-        int64_t now = rl_monotonic_ms();
+        int64_t now = rl_now_ms();
         for (size_t i = 0, gave_up = 0; now >= deadline && i < n; i++) {
             if (done[i] || !sent[i]) continue;
             if (!gave_up++)
@@ -641,11 +641,11 @@ int rl_check_range(const char *what, int64_t value, int64_t min, int64_t max)
 
 int rl_sleep(int64_t ms, const rl_wait *wait)
 {
-    int64_t end = rl_monotonic_ms() + ms;
+    int64_t end = rl_now_ms() + ms;
     for (;;) {
         if (wait && wait->cancel && wait->cancel(wait->cancel_ctx))
             return rl_fail(RL_ERR_CANCELLED, "wait cancelled");
-        int64_t left = end - rl_monotonic_ms();
+        int64_t left = end - rl_now_ms();
         if (left <= 0) return RL_OK;
         if (left > 50) left = 50;
         struct timespec ts = {0, (long)left * 1000000L};

@@ -79,7 +79,7 @@ static int cache_get(rl_config_cache *cache, const char *name, int64_t max_age_m
     pthread_mutex_lock(&cache->mutex);
     for (cache_entry *e = cache->buckets[bucket_of(name)]; e; e = e->next) {
         if (strcmp(e->name, name)) continue;
-        if (max_age_ms < 0 || rl_monotonic_ms() - e->fetched_ms <= max_age_ms) {
+        if (max_age_ms < 0 || rl_now_ms() - e->fetched_ms <= max_age_ms) {
             *found = e->found;
             *spec = e->spec;
             hit = 1;
@@ -117,7 +117,7 @@ static void cache_put(rl_client *client, const char *name, int found, const rl_s
         changed = e->found && (!found || !same_spec(&e->spec, spec));
         e->found = found;
         if (found) e->spec = *spec;
-        e->fetched_ms = rl_monotonic_ms();
+        e->fetched_ms = rl_now_ms();
     }
     pthread_mutex_unlock(&cache->mutex);
     if (changed) rl_leases_end(client, name, NULL, RL_LEASES_GIVE_BACK);

@@ -42,13 +42,6 @@ const char *rl_tls_version(void)
 #endif
 }
 
-int64_t rl_monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- backoff ----------------------------------------------------------- */
 
 #define BACKOFF_FIRST_MS 25
@@ -90,7 +83,7 @@ void rl_backoff_ok(rl_backoff *b)
 
 void rl_backoff_record(rl_backoff *b, int status, int max_ms)
 {
-    if (status == RL_ERR_CONNECTION || status == RL_ERR_TIMEOUT) rl_backoff_failed(b, status, rl_monotonic_ms(), max_ms);
+    if (status == RL_ERR_CONNECTION || status == RL_ERR_TIMEOUT) rl_backoff_failed(b, status, rl_now_ms(), max_ms);
     else rl_backoff_ok(b);
 }
 
@@ -239,7 +232,7 @@ int rl_conn_read_by(rl_conn *conn, void **reply, int64_t read_by_ms, int timeout
             break;
         }
         if (*reply) break;
-        int64_t left = read_by_ms - rl_monotonic_ms();
+        int64_t left = read_by_ms - rl_now_ms();
         if (left <= 0) {
 #ifdef REDIS_ERR_TIMEOUT
             ctx->err = REDIS_ERR_TIMEOUT;
@@ -628,7 +621,7 @@ int rl_conn_get(rl_client *c, rl_node *node, rl_conn **out)
         return RL_OK;
     }
     /* connecting: while the server is down, fail fast between attempts */
-    if ((rc = rl_backoff_check(&node->backoff, rl_monotonic_ms()))) {
+    if ((rc = rl_backoff_check(&node->backoff, rl_now_ms()))) {
         pthread_mutex_unlock(&node->mutex);
         return rc;
     }

@@ -10,6 +10,7 @@
 
 #include "ratelimit.h"
 #include "rl_scripts.h"
+#include "platform.h"
 
 /* Largest integer every Lua number (a double) holds exactly. */
 #define RL_MAX_EXACT ((int64_t)1 << 53)
@@ -192,7 +193,7 @@ redisReply *rl_command(rl_conn *conn, int argc, const char **argv, const size_t 
 /* Writes the output buffer / reads one reply, never raising SIGPIPE. */
 int rl_conn_flush(rl_conn *conn);
 int rl_conn_read(rl_conn *conn, void **reply);
-/* The same, the whole reply by read_by_ms (rl_monotonic_ms), timeout_ms
+/* The same, the whole reply by read_by_ms (rl_now_ms), timeout_ms
  * being the socket's own (command_timeout_ms): the socket's timeout bounds
  * each read, so a reply trickling in would otherwise never time out. */
 int rl_conn_read_by(rl_conn *conn, void **reply, int64_t read_by_ms, int timeout_ms);
@@ -436,7 +437,6 @@ int rl_check_name(const char *what, const char *value);
 int rl_check_id(const char *id); /* non-empty, at most RL_ID_MAX bytes */
 int rl_check_range(const char *what, int64_t value, int64_t min, int64_t max);
 
-int64_t rl_monotonic_ms(void);
 /* CLOCK_REALTIME + ms, for pthread_cond_timedwait */
 struct timespec rl_realtime_after(int ms);
 /* Sleeps up to ms, in slices, polling cancel; RL_ERR_CANCELLED if it fired. */

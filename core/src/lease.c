@@ -327,7 +327,7 @@ got rl_lease_fetched_locked(rl_client *c, lease *e, int status, const redisReply
                             int64_t permits, rl_result *out, int *wake_timer)
 {
     rl_leases *t = c->leases;
-    int64_t v_eff = 0, block = 0, now = rl_monotonic_ms();
+    int64_t v_eff = 0, block = 0, now = rl_now_ms();
     got g = GOT_RESULT;
     rl_result res;
     if (status == RL_OK)
@@ -385,7 +385,7 @@ void rl_leases_plan(rl_client *c, const rl_request *requests, size_t n, rl_resul
         const rl_request *req = &requests[i];
         plan[i] = RL_PLAN_PLAIN;
         if (outcomes[i].status || !rl_lease_applies(c, req)) continue;
-        int64_t now = rl_monotonic_ms();
+        int64_t now = rl_now_ms();
         lease *e = rl_lease_entry(t, req, now, 1);
         if (!e) continue;
         for (;;) {
@@ -402,7 +402,7 @@ void rl_leases_plan(rl_client *c, const rl_request *requests, size_t n, rl_resul
                 struct timespec until = rl_realtime_after((int)(deadline - now > 0 ? deadline - now : 0));
                 while (e->fetching && e->fetches == seen && now < deadline) {
                     pthread_cond_timedwait(&t->fetched, &t->mutex, &until);
-                    now = rl_monotonic_ms();
+                    now = rl_now_ms();
                 }
                 e->users--;
                 if (e->fetches == seen) { /* still fetching at our deadline */
@@ -475,7 +475,7 @@ void rl_leases_end(rl_client *c, const char *name, const char *id, int how)
     size_t n = 0, cap = 0;
     rl_cmd *cmds = NULL;
     if (!t) return;
-    int64_t now = rl_monotonic_ms();
+    int64_t now = rl_now_ms();
     /* one entity's leases share a bucket */
     int first = 0, last = LEASE_BUCKETS - 1;
     if (name && id) first = last = (int)(hash_of(name, id) % LEASE_BUCKETS);

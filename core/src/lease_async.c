@@ -76,7 +76,7 @@ void rl_lease_serve_parked(rl_client *c, lease *e, int wake_timer)
         snprintf(error, sizeof error, "%s", e->fetch_error);
         parked *list = e->parked, **keep = &e->parked;
         e->parked = NULL;
-        int64_t now = rl_monotonic_ms();
+        int64_t now = rl_now_ms();
         while (list && n < 64 && !fetcher) {
             parked *p = list;
             list = p->next;
@@ -152,7 +152,7 @@ static int start_async_fetch(rl_client *c, lease *e, parked *p, int64_t want, in
         r->stats = p->stats;
         r->lease = e;
         r->lease_op = p->op;
-        r->lease_sent_ms = rl_monotonic_ms();
+        r->lease_sent_ms = rl_now_ms();
         rl_lease_build(&r->cmd, c, e, want);
         if (r->cmd.failed) {
             rl_async_req_free(r);
@@ -181,7 +181,7 @@ static int start_async_fetch(rl_client *c, lease *e, parked *p, int64_t want, in
 int rl_lease_submit(rl_client *c, const rl_request *req, uint64_t tag, const rl_target *target)
 {
     rl_leases *t = c->leases;
-    int64_t now = rl_monotonic_ms(), want = 0;
+    int64_t now = rl_now_ms(), want = 0;
     areq *give_back = NULL;
     rl_result res;
     parked p, *waiting = NULL;
@@ -226,7 +226,7 @@ int rl_lease_try(rl_client *c, const rl_request *req, rl_result *out)
 {
     rl_leases *t = c->leases;
     rl_stats_mark mark;
-    int64_t now = rl_monotonic_ms();
+    int64_t now = rl_now_ms();
     rl_stats_begin(c, req->name, &mark);
     pthread_mutex_lock(&t->mutex);
     lease *e = rl_lease_entry(t, req, now, 0);

@@ -458,7 +458,7 @@ static void execute(rl_client *client, const rl_request *requests, size_t n, rl_
             else rl_build_decision(&cmds[m++], client, &requests[i]);
         }
         if (m == 0) break;
-        int64_t sent_ms = rl_monotonic_ms(); /* a block's validity counts from here */
+        int64_t sent_ms = rl_now_ms(); /* a block's validity counts from here */
         rl_run_each(client, cmds, m, replies, sent);
         for (size_t j = 0; j < m; j++) {
             size_t i = map[j];
@@ -572,10 +572,10 @@ int rl_acquire_wait(rl_client *client, const rl_request *request, const rl_wait 
     if (!request || !out) return rl_fail(RL_ERR_INVALID, "request and out must not be NULL");
     if (request->op != RL_OP_ACQUIRE) return rl_fail(RL_ERR_INVALID, "only acquire can wait");
     if ((rc = rl_check_range("timeout_ms", timeout, 0, RL_MAX_PERIOD_MS))) return rc;
-    deadline = rl_monotonic_ms() + timeout;
+    deadline = rl_now_ms() + timeout;
     for (;;) {
         if ((rc = rl_execute(client, request, 1, out)) || out->allowed || out->fallback) return rc;
-        int64_t left = deadline - rl_monotonic_ms();
+        int64_t left = deadline - rl_now_ms();
         /* the limiter says when it can pass; if that is past the deadline,
          * waiting cannot help */
         if (out->retry_after_ms > left) return RL_OK;

@@ -118,7 +118,7 @@ int rl_async_send(rl_client *c, areq *r)
 {
     int rc;
     /* a decision's metrics read the clock already (the same clock, in us) */
-    if (r) r->deadline_ms = (r->stats.entry ? r->stats.start_us / 1000 : rl_monotonic_ms()) + c->options.command_timeout_ms;
+    if (r) r->deadline_ms = (r->stats.entry ? r->stats.start_us / 1000 : rl_now_ms()) + c->options.command_timeout_ms;
 
     /* the common case takes no lock: the threads run */
     rl_async *a = __atomic_load_n(&c->async, __ATOMIC_ACQUIRE);
@@ -231,7 +231,7 @@ static areq *new_wait(rl_client *c, req_kind kind, const char *what, const char 
         return NULL;
     }
     r->wait->kind = what;
-    r->wait->until_ms = rl_monotonic_ms() + timeout;
+    r->wait->until_ms = rl_now_ms() + timeout;
     return r;
 }
 

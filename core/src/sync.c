@@ -65,11 +65,11 @@ int rl_new_permit_id(char *out)
  * arrived, 0 on timeout, or a negative status. */
 static int wait_message(rl_conn *sub, int64_t ms, const rl_wait *wait)
 {
-    int64_t end = rl_monotonic_ms() + ms;
+    int64_t end = rl_now_ms() + ms;
     for (;;) {
         if (wait && wait->cancel && wait->cancel(wait->cancel_ctx))
             return rl_fail(RL_ERR_CANCELLED, "wait cancelled");
-        int64_t left = end - rl_monotonic_ms();
+        int64_t left = end - rl_now_ms();
         if (left <= 0) return 0;
         struct pollfd pfd = {sub->ctx->fd, POLLIN, 0};
         int n = poll(&pfd, 1, (int)(left < 100 ? left : 100));
@@ -235,7 +235,7 @@ static int sem_acquire(rl_client *client, const char *kind, const char *name, in
         (rc = rl_check_range("timeout_ms", timeout, 0, RL_MAX_WAIT_MS)) || (rc = rl_new_permit_id(out->id)))
         return rc;
     out->lease_ms = lease;
-    deadline = rl_monotonic_ms() + timeout;
+    deadline = rl_now_ms() + timeout;
     if ((rc = sem_try(client, kind, name, out->id, max, lease, 0, &reply))) return rc;
     if (reply.granted || timeout == 0) goto done;
 
@@ -249,7 +249,7 @@ static int sem_acquire(rl_client *client, const char *kind, const char *name, in
     rc = RL_OK;
     for (;;) {
         if ((rc = sem_try(client, kind, name, out->id, max, lease, 1, &reply)) || reply.granted) break;
-        int64_t left = deadline - rl_monotonic_ms();
+        int64_t left = deadline - rl_now_ms();
         if (left <= 0) break;
         int64_t pause = RL_WAITER_TTL_MS / 3;
         if (reply.first_lease_end >= 0 && reply.first_lease_end + 1 < pause) pause = reply.first_lease_end + 1;
@@ -519,7 +519,7 @@ int rl_queue_pop_wait(rl_client *client, const char *queue, size_t max, const rl
     if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
     memset(out, 0, sizeof *out);
     if ((rc = rl_check_queue_pop(client, queue, max, timeout))) return rc;
-    deadline = rl_monotonic_ms() + timeout;
+    deadline = rl_now_ms() + timeout;
     if ((rc = pop_once(client, queue, max, out, &next_in)) || out->count || timeout == 0) return rc;
     if (!(channel = rl_wake_channel(client, queue, "delay_queue", NULL))) return rl_fail(RL_ERR_NOMEM, "out of memory");
     rc = subscribe(client, channel, &sub);
@@ -528,7 +528,7 @@ int rl_queue_pop_wait(rl_client *client, const char *queue, size_t max, const rl
     while (rc == RL_OK) {
         /* subscribed first, so a push between this pop and the wait wakes us */
         if ((rc = pop_once(client, queue, max, out, &next_in)) || out->count) break;
-        int64_t left = deadline - rl_monotonic_ms();
+        int64_t left = deadline - rl_now_ms();
         if (left <= 0) break;
         if (next_in >= 0 && next_in < left) left = next_in;
         if (!sub && left > 1000) left = 1000; /* polling: check again soon */

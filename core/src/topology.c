@@ -267,7 +267,7 @@ static int discover(rl_client *c, int wait)
         pthread_mutex_unlock(&c->topology);
         return rc;
     }
-    rc = rl_backoff_check(&c->discovery, rl_monotonic_ms());
+    rc = rl_backoff_check(&c->discovery, rl_now_ms());
     if (rc == RL_OK) c->discovery.probing = 1;
     pthread_mutex_unlock(&c->topology);
     if (rc) return rc;
@@ -278,7 +278,7 @@ static int discover(rl_client *c, int wait)
         if (master) c->master = master;
     } else {
         rl_backoff_failed(&c->discovery, rc == RL_ERR_TIMEOUT ? RL_ERR_TIMEOUT : RL_ERR_CONNECTION,
-                          rl_monotonic_ms(), c->options.reconnect_max_ms);
+                          rl_now_ms(), c->options.reconnect_max_ms);
     }
     pthread_cond_broadcast(&c->discovered);
     pthread_mutex_unlock(&c->topology);
@@ -293,7 +293,7 @@ int rl_route_cached(rl_client *c, int slot, rl_node **out, int *due)
         if (c->slots) node = c->slots[slot >= 0 ? slot : 0];
         if (slot < 0 && !node)
             for (int s = 0; s < RL_CLUSTER_SLOTS && c->slots && !node; s++) node = c->slots[s];
-        *due = !c->slots || (c->refresh_due_ms && rl_monotonic_ms() >= c->refresh_due_ms);
+        *due = !c->slots || (c->refresh_due_ms && rl_now_ms() >= c->refresh_due_ms);
     } else {
         node = c->master;
         *due = !node;
@@ -324,7 +324,7 @@ void rl_topology_suspect(rl_client *c, rl_node *node)
     if (c->url.mode == RL_MODE_SENTINEL && c->master == node) {
         c->master = NULL;
     } else if (c->url.mode == RL_MODE_CLUSTER) {
-        int64_t at = rl_monotonic_ms() + REFRESH_MIN_MS;
+        int64_t at = rl_now_ms() + REFRESH_MIN_MS;
         if (!c->refresh_due_ms || c->refresh_due_ms > at) c->refresh_due_ms = at;
     }
     pthread_mutex_unlock(&c->topology);
@@ -336,7 +336,7 @@ void rl_cluster_moved(rl_client *c, int slot, const char *host, int port)
     pthread_mutex_lock(&c->topology);
     if (node && c->slots && slot >= 0 && slot < RL_CLUSTER_SLOTS) c->slots[slot] = node;
     /* one slot moved: others may have moved with it */
-    int64_t at = rl_monotonic_ms() + REFRESH_MIN_MS;
+    int64_t at = rl_now_ms() + REFRESH_MIN_MS;
     if (!c->refresh_due_ms || c->refresh_due_ms > at) c->refresh_due_ms = at;
     pthread_mutex_unlock(&c->topology);
 }

@@ -40,7 +40,7 @@ static void sub_dial(rl_async *a, aconn *ac)
 {
     if (ac->conn || ac->connecting || a->stopping) return;
     pthread_mutex_lock(&ac->node->mutex);
-    int rc = rl_backoff_check(&ac->node->backoff, rl_monotonic_ms());
+    int rc = rl_backoff_check(&ac->node->backoff, rl_now_ms());
     pthread_mutex_unlock(&ac->node->mutex);
     if (rc) return; /* the waits poll meanwhile */
     ac->connecting = 1;
@@ -168,7 +168,7 @@ static areq *cleanup_request(rl_async *a, req_kind kind)
     areq *r = rl_async_req_new(kind);
     if (!r) return NULL;
     r->silent = 1;
-    r->deadline_ms = rl_monotonic_ms() + a->client->options.command_timeout_ms;
+    r->deadline_ms = rl_now_ms() + a->client->options.command_timeout_ms;
     return r;
 }
 
@@ -237,7 +237,7 @@ void rl_wait_late_reply(rl_async *a, areq *r, const redisReply *reply)
 void rl_wait_reply(rl_async *a, areq *r, const redisReply *reply)
 {
     await *w = r->wait;
-    int64_t now = rl_monotonic_ms(), next_in = -1, fence;
+    int64_t now = rl_now_ms(), next_in = -1, fence;
     int granted = 0, rc;
     if (r->kind == REQ_ACQUIRE) rc = rl_decode_sem_acquire(reply, &granted, &fence, &next_in);
     else granted = !(rc = rl_decode_queue_pop(reply, &w->taken, &next_in)) && w->taken.count > 0;
@@ -328,7 +328,7 @@ void rl_wait_sub_lost(rl_async *a, aconn *ac)
         ch->unacked = ch->subscribed = 0;
         if (!ch->refs) channel_forget(ac, ch);
     }
-    int64_t poll_at = rl_monotonic_ms() + 1000;
+    int64_t poll_at = rl_now_ms() + 1000;
     for (areq *r = a->waits; r; r = r->wait->next)
         if (r->wait->sub == ac && r->wait->sleeping && r->retry_at_ms > poll_at) r->retry_at_ms = poll_at;
 }
