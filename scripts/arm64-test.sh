@@ -17,20 +17,26 @@ cache=${RL_DIST_CACHE:-$HOME/.cache/ratelimit-dist}
 arm=$cache/arm64-root
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
+pkgs=()
+command -v debootstrap >/dev/null 2>&1 || pkgs+=(debootstrap)
+command -v qemu-aarch64-static >/dev/null 2>&1 || pkgs+=(qemu-user-static)
+command -v unzip >/dev/null 2>&1 || pkgs+=(unzip)
+# pip comes from a venv (below): Debian's python3 has none without python3-pip
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)
+if [ ${#pkgs[@]} -gt 0 ]; then
+  [ -z "$sudo" ] || command -v sudo >/dev/null 2>&1 ||
+    { echo "arm64-test.sh: to install ${pkgs[*]}: run as root, or install sudo" >&2; exit 1; }
+  echo "installing: ${pkgs[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+fi
+
 wheel=$(ls dist/*cp311-cp311-manylinux*aarch64*.whl 2>/dev/null | head -n 1)
 jar=$(ls dist/ratelimit-*.jar 2>/dev/null | head -n 1)
 # the listing first: grep -q stopping early would fail unzip's write (SIGPIPE), hence the pipeline
 if [ -z "$wheel" ] || [ -z "$jar" ] || ! grep -q native/linux-aarch64/ <<<"$(unzip -l "$jar")"; then
   echo "arm64-test.sh: no aarch64 wheel (cp311) or jar in dist/: run scripts/dist.sh aarch64 first" >&2
   exit 1
-fi
-
-pkgs=()
-command -v debootstrap >/dev/null 2>&1 || pkgs+=(debootstrap)
-command -v qemu-aarch64-static >/dev/null 2>&1 || pkgs+=(qemu-user-static)
-if [ ${#pkgs[@]} -gt 0 ]; then
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
 fi
 
 if [ ! -f "$arm/ready" ]; then
@@ -48,8 +54,10 @@ java=$(ls -d "$arm"/usr/lib/jvm/java-17-openjdk-arm64 | head -n 1)/bin/java
 site=$root/build/arm64-site
 rm -rf "$site"
 export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
-python3 -m pip install -q --target "$site" --only-binary=:all: pytest redis
-python3 -m pip install -q --upgrade --target "$site" --platform manylinux2014_aarch64 --python-version 3.11 \
+pipvenv=$root/build/arm64-pip
+[ -x "$pipvenv/bin/pip" ] || python3 -m venv "$pipvenv"
+"$pipvenv/bin/pip" install -q --target "$site" --only-binary=:all: pytest redis
+"$pipvenv/bin/pip" install -q --upgrade --target "$site" --platform manylinux2014_aarch64 --python-version 3.11 \
   --only-binary=:all: --no-index --find-links dist --no-deps ratelimit-core
 
 # the TLS server: scripts/test.sh's (RL_TEST_TLS_URL), else one started here

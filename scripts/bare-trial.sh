@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# The README's "Try it" as a new user meets it: a bare Debian 12 root
-# (debootstrap bookworm) with only python3, pip, venv, the headless JDK 17,
-# Maven, gcc, g++, make, CMake, git and ca-certificates, a clean clone of
-# REF, then scripts/demo.sh and scripts/test.sh inside it (as root, so they
-# use apt-get without sudo). Everything else they need they must install
-# themselves.
+# The README's "Try it" as a new user meets it: a default Debian 12 root
+# (debootstrap bookworm) plus only what the README names, git and
+# ca-certificates, a clean clone of REF, then scripts/demo.sh and
+# scripts/test.sh inside it (as root, so they use apt-get without sudo).
+# Everything else they need they must install themselves.
 #
 # Usage (as root): scripts/bare-trial.sh [REF] [DIR]
 #   REF  what to clone from this repository (default HEAD)
 #   DIR  the root to build, outside the clone (default /var/tmp/rl-bare; a
 #        directory this script made before is removed first)
-# Log: DIR.log (everything, with timings); exit status: test.sh's.
+# Log: DIR.log (everything, with timings; DIR.again.log for RL_BARE_AGAIN);
+# exit status: test.sh's.
 # Env: RL_BARE_MIRROR (default http://deb.debian.org/debian); RL_BARE_DEMO_ONLY=1
-# stops after demo.sh (a quick check of the root itself).
+# stops after demo.sh (a quick check of the root itself); RL_BARE_AGAIN=1
+# runs scripts/test.sh in DIR as a trial left it (REF unused): after a
+# demo-only trial that is the first run, after a full one the second, which
+# reuses what the first installed and cached.
 #
 # The root shares the host's network (the tests bind loopback ports only)
 # and kernel; /proc, /sys and /dev are bound into it. Services are not
@@ -24,9 +27,12 @@ repo=$PWD
 ref=${1:-HEAD}
 dir=${2:-/var/tmp/rl-bare}
 mirror=${RL_BARE_MIRROR:-http://deb.debian.org/debian}
+again=${RL_BARE_AGAIN:-0}
 log=$dir.log
+[ "$again" = 1 ] && log=$dir.again.log
 marker=.rl-bare-trial
-packages=python3,python3-pip,python3-venv,openjdk-17-jdk-headless,maven,gcc,g++,make,cmake,git,ca-certificates
+# what the README asks for, nothing more
+packages=git,ca-certificates
 
 [ "$(id -u)" -eq 0 ] || { echo "bare-trial.sh: run as root (debootstrap, chroot, mounts)" >&2; exit 1; }
 case "$(realpath -m "$dir")" in
@@ -41,7 +47,11 @@ unmount() {
     umount -l "$m" 2>/dev/null || true
   done
 }
-if [ -e "$dir" ]; then
+if [ "$again" = 1 ]; then
+  [ -f "$dir/$marker" ] && [ -d "$dir/root/ratelimit" ] ||
+    { echo "bare-trial.sh: RL_BARE_AGAIN=1: no trial root in $dir" >&2; exit 1; }
+  unmount
+elif [ -e "$dir" ]; then
   [ -f "$dir/$marker" ] || { echo "bare-trial.sh: $dir exists and was not made by this script" >&2; exit 1; }
   unmount
   rm -rf --one-file-system "$dir"
@@ -54,9 +64,29 @@ command -v debootstrap >/dev/null 2>&1 || {
 }
 
 exec > >(tee "$log") 2>&1
-echo "bare trial of $commit ($ref) in $dir, $(date -u '+%F %T') UTC"
 start=$SECONDS
 stamp() { printf '\n=== %s  [%dm%02ds]\n' "$*" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)); }
+mounts() {
+  cp /etc/resolv.conf "$dir/etc/resolv.conf"
+  mount --bind /proc "$dir/proc"
+  mount --rbind /sys "$dir/sys"
+  mount --rbind /dev "$dir/dev"
+}
+in_root() {
+  chroot "$dir" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    bash -c "cd /root/ratelimit && $1"
+}
+if [ "$again" = 1 ]; then
+  echo "bare trial, second run of $(git -C "$dir/root/ratelimit" rev-parse HEAD) in $dir, $(date -u '+%F %T') UTC"
+  mounts
+  stamp "scripts/test.sh (again)"
+  status=0
+  in_root scripts/test.sh || status=$?
+  stamp "done: scripts/test.sh exited $status"
+  exit $status
+fi
+echo "bare trial of $commit ($ref) in $dir, $(date -u '+%F %T') UTC"
 
 stamp "debootstrap bookworm + $packages"
 mkdir -p "$dir"
@@ -64,10 +94,7 @@ touch "$dir/$marker"
 debootstrap --include="$packages" bookworm "$dir" "$mirror"
 printf '#!/bin/sh\nexit 101\n' >"$dir/usr/sbin/policy-rc.d"
 chmod +x "$dir/usr/sbin/policy-rc.d"
-cp /etc/resolv.conf "$dir/etc/resolv.conf"
-mount --bind /proc "$dir/proc"
-mount --rbind /sys "$dir/sys"
-mount --rbind /dev "$dir/dev"
+mounts
 # A network that intercepts TLS (as this workplace's does) signs with a CA of
 # its own that only the host trusts: the root trusts the host's extra CAs too,
 # as local CAs, so apt's hooks keep them (and put them in Java's cacerts).
@@ -85,11 +112,6 @@ stamp "clone $commit"
 git clone -q --no-local "$repo" "$dir/root/ratelimit"
 git -C "$dir/root/ratelimit" checkout -q --detach "$commit"
 
-in_root() {
-  chroot "$dir" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
-    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    bash -c "cd /root/ratelimit && $1"
-}
 stamp "scripts/demo.sh"
 in_root scripts/demo.sh
 [ "${RL_BARE_DEMO_ONLY:-0}" = 1 ] && { stamp "done: demo.sh only"; exit 0; }

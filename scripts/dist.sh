@@ -48,6 +48,27 @@ for t in "${targets[@]}"; do
   case "$t" in x86_64|aarch64) ;; *) echo "dist.sh: unknown target $t (x86_64, aarch64)" >&2; exit 2 ;; esac
 done
 
+# what it runs (scripts/deps.sh installs most of it; dist.sh may run alone)
+pkgs=()
+command -v dpkg-source >/dev/null 2>&1 || pkgs+=(dpkg-dev)
+command -v make >/dev/null 2>&1 || pkgs+=(make)
+# OpenSSL's Configure needs perl's modules, not just perl-base
+perl -MIPC::Cmd -e 1 >/dev/null 2>&1 || pkgs+=(perl)
+command -v readelf >/dev/null 2>&1 || pkgs+=(binutils)
+command -v unzip >/dev/null 2>&1 || pkgs+=(unzip)
+command -v cmake >/dev/null 2>&1 || pkgs+=(cmake)
+command -v ninja >/dev/null 2>&1 || pkgs+=(ninja-build)
+command -v javac >/dev/null 2>&1 || pkgs+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)
+if [ ${#pkgs[@]} -gt 0 ]; then
+  [ -z "$sudo" ] || command -v sudo >/dev/null 2>&1 ||
+    { echo "dist.sh: to install ${pkgs[*]}: run as root, or install sudo" >&2; exit 1; }
+  echo "installing: ${pkgs[*]}"
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+fi
+
 step "tools: zig $zig_version, auditwheel $auditwheel_version ($cache/tools)"
 mkdir -p "$cache/bin" "$cache/src"
 tools=$cache/tools
@@ -68,16 +89,6 @@ printf '#!/bin/sh\nexec "%s" -m ziglang ranlib "$@"\n' "$tools/bin/python" >"$ca
 chmod +x "$cache/bin"/*
 
 step "sources: OpenSSL (Debian bookworm), hiredis (Debian trixie)"
-pkgs=()
-command -v dpkg-source >/dev/null 2>&1 || pkgs+=(dpkg-dev)
-command -v make >/dev/null 2>&1 || pkgs+=(make)
-command -v perl >/dev/null 2>&1 || pkgs+=(perl)
-command -v readelf >/dev/null 2>&1 || pkgs+=(binutils)
-command -v unzip >/dev/null 2>&1 || pkgs+=(unzip)
-if [ ${#pkgs[@]} -gt 0 ]; then
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
-fi
 . scripts/trixie-src.sh
 trixie_sources hiredis
 bookworm_sources openssl
