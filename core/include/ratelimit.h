@@ -465,7 +465,7 @@ typedef struct {
 } rl_target;
 
 RL_API int rl_completions_open(rl_completions **out);
-/* Readable while completions wait (an eventfd); never read it yourself. */
+/* Readable while completions wait (a pipe's read end); never read it yourself. */
 RL_API int rl_completions_fd(const rl_completions *queue);
 /* Moves up to max waiting completions into out; returns how many (0: none).
  * Never blocks. */

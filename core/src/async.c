@@ -7,8 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,12 +14,11 @@
 
 #include "async.h"
 
-/* Wakes the I/O thread out of epoll_wait. */
+/* Wakes the I/O thread out of poll. */
 void rl_async_wake(rl_async *a)
 {
-    uint64_t one = 1;
-    if (write(a->wake_fd, &one, sizeof one) < 0) {
-        /* full counter: a wake-up is pending anyway */
+    if (write(a->wake_fds[1], "", 1) < 0) {
+        /* a full pipe: a wake-up is pending anyway */
     }
 }
 
@@ -137,6 +134,9 @@ aconn *rl_async_find_conn(rl_async *a, rl_node *node, int sub)
         aconn **grown = realloc(a->conns, (size_t)cap * sizeof *grown);
         if (!grown) return NULL;
         a->conns = grown;
+        struct pollfd *polls = realloc(a->polls, (size_t)(cap + 1) * sizeof *polls);
+        if (!polls) return NULL;
+        a->polls = polls;
         a->cap_conns = cap;
     }
     aconn *ac = calloc(1, sizeof *ac);
@@ -159,7 +159,6 @@ void rl_async_conn_drop(rl_async *a, aconn *ac, int status)
     char msg[200];
     snprintf(msg, sizeof msg, "%s", rl_errmsg());
     if (ac->conn) {
-        epoll_ctl(a->epoll_fd, EPOLL_CTL_DEL, ac->conn->ctx->fd, NULL);
         rl_conn_close(ac->conn);
         ac->conn = NULL;
     }
@@ -179,20 +178,14 @@ void rl_async_conn_drop(rl_async *a, aconn *ac, int status)
 }
 
 /* A connection from the dialer joins the loop: from here on its socket never
- * blocks, the I/O thread waits in epoll. */
-static int conn_attach(rl_async *a, aconn *ac, rl_conn *conn)
+ * blocks, the I/O thread waits in poll. */
+static void conn_attach(aconn *ac, rl_conn *conn)
 {
     redisContext *ctx = conn->ctx;
     ctx->flags &= ~REDIS_BLOCK;
     fcntl(ctx->fd, F_SETFL, fcntl(ctx->fd, F_GETFL) | O_NONBLOCK);
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ac};
-    if (epoll_ctl(a->epoll_fd, EPOLL_CTL_ADD, ctx->fd, &ev) < 0) {
-        rl_conn_close(conn);
-        return rl_fail(RL_ERR_CONNECTION, "epoll: %s", strerror(errno));
-    }
     ac->conn = conn;
     ac->last_read_ms = rl_now_ms();
-    return RL_OK;
 }
 
 void rl_async_dial(rl_async *a, aconn *ac)
@@ -478,7 +471,8 @@ static void dials_done(rl_async *a)
         } else {
             aconn *ac = d->ac;
             ac->connecting = 0;
-            int rc = d->status ? rl_fail(d->status, "%s", d->error) : conn_attach(a, ac, d->conn);
+            int rc = d->status ? rl_fail(d->status, "%s", d->error) : RL_OK;
+            if (!rc) conn_attach(ac, d->conn);
             if (rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) rl_topology_suspect(a->client, ac->node);
             if (rc) {
                 char msg[200];
@@ -595,13 +589,7 @@ static void write_out(rl_async *a, aconn *ac)
         rl_async_conn_drop(a, ac, RL_ERR_CONNECTION);
         return;
     }
-    /* the rest when the socket takes more */
-    int want_out = sdslen(ctx->obuf) > 0;
-    if (want_out != ac->polling_out) {
-        struct epoll_event ev = {.events = EPOLLIN | (want_out ? EPOLLOUT : 0), .data.ptr = ac};
-        epoll_ctl(a->epoll_fd, EPOLL_CTL_MOD, ctx->fd, &ev);
-        ac->polling_out = want_out;
-    }
+    ac->polling_out = sdslen(ctx->obuf) > 0; /* the rest when the socket takes more */
 }
 
 /* Under a->mutex: what callers submitted and cancelled, taken together (a
@@ -788,7 +776,6 @@ static int64_t expire(rl_async *a, int64_t now)
 void *rl_async_io_thread(void *arg)
 {
     rl_async *a = arg;
-    struct epoll_event events[64];
     for (;;) {
         pthread_mutex_lock(&a->mutex);
         if (a->closing) {
@@ -827,25 +814,37 @@ void *rl_async_io_thread(void *arg)
         int idle = a->submitted.head == NULL && a->dial_done == NULL && !a->closing && !a->cancel_count;
         a->sleeping = idle;
         pthread_mutex_unlock(&a->mutex);
-        int n = epoll_wait(a->epoll_fd, events, 64, idle ? timeout : 0);
+        /* poll, not epoll or kqueue: one code path on every platform, and a
+         * client watches a few sockets (docs/benchmarks.md: no cost measured).
+         * Connections added while handling these events wait for the next turn. */
+        int nconns = a->nconns;
+        a->polls[0] = (struct pollfd){.fd = a->wake_fds[0], .events = POLLIN};
+        for (int i = 0; i < nconns; i++) {
+            aconn *ac = a->conns[i];
+            a->polls[i + 1] = (struct pollfd){.fd = ac->conn ? ac->conn->ctx->fd : -1,
+                                              .events = POLLIN | (ac->polling_out ? POLLOUT : 0)};
+        }
+        int n = poll(a->polls, (nfds_t)nconns + 1, idle ? timeout : 0);
         if (n > 0) a->now_ms = rl_now_ms();
         pthread_mutex_lock(&a->mutex);
         a->sleeping = 0;
         pthread_mutex_unlock(&a->mutex);
-        for (int k = 0; k < n; k++) {
-            if (events[k].data.ptr == NULL) {
-                uint64_t v;
-                if (read(a->wake_fd, &v, sizeof v) < 0 && errno != EAGAIN) {
-                }
-                continue;
+        if (n <= 0) continue;
+        if (a->polls[0].revents) {
+            char drained[64];
+            while (read(a->wake_fds[0], drained, sizeof drained) == sizeof drained) {
             }
-            aconn *ac = events[k].data.ptr;
-            if (!ac->conn) continue;
-            if (events[k].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+        }
+        /* a->polls, not a copy: handling may grow it (rl_async_find_conn) */
+        for (int i = 0; i < nconns; i++) {
+            short events = a->polls[i + 1].revents;
+            aconn *ac = a->conns[i];
+            if (!events || !ac->conn) continue;
+            if (events & (POLLIN | POLLERR | POLLHUP | POLLNVAL)) {
                 if (ac->sub) rl_wait_read(a, ac);
                 else read_replies(a, ac);
             }
-            if (ac->conn && (events[k].events & EPOLLOUT)) write_out(a, ac);
+            if (ac->conn && (events & POLLOUT)) write_out(a, ac);
         }
     }
 }

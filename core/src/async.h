@@ -3,6 +3,8 @@
 #ifndef RL_ASYNC_H
 #define RL_ASYNC_H
 
+#include <poll.h>
+
 #include "internal.h"
 
 /* REQ_DECISION..REQ_POP complete the caller's request; the others are ours. */
@@ -109,7 +111,7 @@ typedef struct aconn {
     int sub;             /* the server's subscriber connection (wake-ups), not commands */
     achannel *channels;  /* sub: what it is (or should be) subscribed to */
     rl_conn *conn;       /* NULL: not connected */
-    int polling_out;     /* EPOLLOUT registered: the socket took less than we had */
+    int polling_out;     /* POLLOUT wanted: the socket took less than we had */
     areq_list inflight;  /* sent (or buffered), replies due in this order */
     int count;           /* how many: at most max_in_flight, but for NOSCRIPT's re-sends */
     areq_list staged;    /* plain decisions ready to go (counted): one batch call when written */
@@ -139,14 +141,14 @@ struct rl_async {
     pthread_mutex_t mutex; /* guards submitted, closing, sleeping */
     areq_list submitted;
     int closing;
-    int sleeping; /* in epoll_wait: a submit must wake it */
+    int sleeping; /* in poll: a submit must wake it */
     int io_submitted; /* its own callbacks submitted since (set and read on the I/O thread) */
-    int wake_fd;
-    int epoll_fd;
+    int wake_fds[2]; /* a pipe: rl_async_wake writes, the I/O thread polls */
     /* the I/O thread's own */
     int64_t now_ms; /* rl_now_ms, read once per turn of its loop and per read (sent_ms) */
     aconn **conns; /* one per server, never moved */
     int nconns, cap_conns;
+    struct pollfd *polls; /* cap_conns + 1: the wake pipe, then conns[i]'s socket (-1: none) */
     areq_list waiting; /* to dispatch again at retry_at_ms */
     areq_list sleepers; /* waits between tries: at retry_at_ms or when woken */
     areq *waits;        /* every unfinished wait (await.prev / next) */

@@ -1,11 +1,11 @@
 /* Completion queues: where the I/O thread leaves finished requests for an
- * event loop, which watches one eventfd (see rl_completions in ratelimit.h). */
+ * event loop, which watches the read end of a pipe (see rl_completions in
+ * ratelimit.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -16,8 +16,8 @@ struct rl_completions {
     rl_completion *items;
     size_t head, count, cap;
     size_t reserved; /* slots held for requests submitted and not completed yet */
-    int fd;
-    int signalled; /* the fd holds a wake-up nobody took yet */
+    int fd, write_fd; /* a pipe's ends */
+    int signalled;    /* the pipe holds a byte nobody took yet */
 };
 
 static void queue_lock(rl_fork_hooks *h)
@@ -30,20 +30,22 @@ static void queue_unlock(rl_fork_hooks *h)
     pthread_mutex_unlock(&((rl_completions *)h)->mutex);
 }
 
-/* In a forked child: the eventfd is shared with the parent, whose takes
- * would swallow the child's wake-ups and the child's the parent's. A new
- * one takes the same number, so an event loop's registration stays valid.
+/* In a forked child: the pipe is shared with the parent, whose takes would
+ * swallow the child's wake-ups and the child's the parent's. A new one takes
+ * the same numbers, so an event loop's registration stays valid.
  * What the queue held at the fork stays; what the parent's requests still
  * in flight complete goes to the parent only. */
 static void queue_start_afresh(rl_fork_hooks *h)
 {
     rl_completions *q = (rl_completions *)h;
-    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (fd >= 0) {
-        if (dup2(fd, q->fd) >= 0) fcntl(q->fd, F_SETFD, FD_CLOEXEC);
-        close(fd);
-        uint64_t one = 1;
-        q->signalled = q->count > 0 && write(q->fd, &one, sizeof one) == sizeof one;
+    int fds[2];
+    if (rl_pipe(fds) == 0) {
+        for (int i = 0; i < 2; i++) {
+            int old = i == 0 ? q->fd : q->write_fd;
+            if (dup2(fds[i], old) >= 0) fcntl(old, F_SETFD, FD_CLOEXEC);
+            close(fds[i]);
+        }
+        q->signalled = q->count > 0 && write(q->write_fd, "", 1) == 1;
     }
     queue_unlock(h);
 }
@@ -54,11 +56,13 @@ int rl_completions_open(rl_completions **out)
     rl_clear_error();
     if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
     if (!(q = calloc(1, sizeof *q))) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    q->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (q->fd < 0) {
+    int fds[2];
+    if (rl_pipe(fds) < 0) {
         free(q);
-        return rl_fail(RL_ERR_NOMEM, "eventfd: %s", strerror(errno));
+        return rl_fail(RL_ERR_NOMEM, "pipe: %s", strerror(errno));
     }
+    q->fd = fds[0];
+    q->write_fd = fds[1];
     pthread_mutex_init(&q->mutex, NULL);
     q->fork_hooks.lock = queue_lock;
     q->fork_hooks.unlock = queue_unlock;
@@ -109,10 +113,7 @@ void rl_completions_push(rl_completions *q, const rl_completion *c)
     pthread_mutex_lock(&q->mutex);
     q->reserved--; /* its room, made by rl_completions_reserve */
     q->items[(q->head + q->count++) % q->cap] = *c;
-    if (!q->signalled) {
-        uint64_t one = 1;
-        q->signalled = write(q->fd, &one, sizeof one) == sizeof one;
-    }
+    if (!q->signalled) q->signalled = write(q->write_fd, "", 1) == 1;
     pthread_mutex_unlock(&q->mutex);
 }
 
@@ -127,8 +128,8 @@ size_t rl_completions_take(rl_completions *q, rl_completion *out, size_t max)
         q->count--;
     }
     if (q->count == 0 && q->signalled) {
-        uint64_t v;
-        if (read(q->fd, &v, sizeof v) == sizeof v || errno == EAGAIN) q->signalled = 0;
+        char byte;
+        if (read(q->fd, &byte, 1) == 1 || errno == EAGAIN) q->signalled = 0;
     }
     pthread_mutex_unlock(&q->mutex);
     return n;
@@ -139,6 +140,7 @@ void rl_completions_close(rl_completions *q)
     if (!q) return;
     rl_fork_untrack(&q->fork_hooks);
     close(q->fd);
+    close(q->write_fd);
     free(q->items);
     pthread_mutex_destroy(&q->mutex);
     free(q);

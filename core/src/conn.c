@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <hiredis/sds.h>
-#include <linux/random.h> /* GRND_NONBLOCK */
 
 #include "internal.h"
 
@@ -66,7 +65,7 @@ void rl_backoff_failed(rl_backoff *b, int status, int64_t now, int max_ms)
     if (pause > max_ms) pause = max_ms;
     /* jitter in [pause/2, pause]: clients that lost Redis together do not
      * all come back in the same millisecond */
-    if (rl_random_bytes(&jitter, sizeof jitter, GRND_NONBLOCK)) jitter = (unsigned int)now * 2654435761u;
+    if (rl_random_bytes(&jitter, sizeof jitter)) jitter = (unsigned int)now * 2654435761u;
     pause = pause / 2 + (int64_t)(jitter % (unsigned int)(pause / 2 + 1));
     b->failures++;
     b->probing = 0;
@@ -113,10 +112,12 @@ int rl_conn_error(rl_conn *conn, const char *what)
     return rl_fail(RL_ERR_CONNECTION, "%s: %s", what, ctx->err ? ctx->errstr : "connection lost");
 }
 
-/* A plain socket is written with MSG_NOSIGNAL: a peer that hung up must not
- * kill a program that does not ignore SIGPIPE (hiredis writes with plain
- * send/write). OpenSSL writes for itself, so around TLS I/O the calling
- * thread blocks SIGPIPE and swallows one it caused, as libpq does. */
+/* A plain socket is written with RL_MSG_NOSIGNAL (platform.h): a peer that
+ * hung up must not kill a program that does not ignore SIGPIPE (hiredis
+ * writes with plain send/write). OpenSSL writes for itself, so around TLS I/O
+ * the calling thread blocks SIGPIPE and swallows one it caused, as libpq
+ * does (sigwait: macOS has no sigtimedwait; it returns at once, the signal
+ * being pending for this thread). */
 typedef struct {
     sigset_t old;
     int was_pending;
@@ -138,10 +139,8 @@ static void sigpipe_restore(sigpipe_guard *g)
     sigemptyset(&pipe_only);
     sigaddset(&pipe_only, SIGPIPE);
     if (!g->was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
-        struct timespec zero = {0, 0};
-        int saved = errno;
-        while (sigtimedwait(&pipe_only, NULL, &zero) < 0 && errno == EINTR) {
-        }
+        int saved = errno, sig;
+        sigwait(&pipe_only, &sig);
         errno = saved;
     }
     pthread_sigmask(SIG_SETMASK, &g->old, NULL);
@@ -153,7 +152,7 @@ static int flush_plain(redisContext *ctx, int flags)
 {
     size_t len;
     while (!ctx->err && (len = sdslen(ctx->obuf)) > 0) {
-        ssize_t n = send(ctx->fd, ctx->obuf, len, MSG_NOSIGNAL | flags);
+        ssize_t n = send(ctx->fd, ctx->obuf, len, RL_MSG_NOSIGNAL | flags);
         if (n < 0) {
             if (errno == EINTR) continue;
             if ((flags & MSG_DONTWAIT) && (errno == EAGAIN || errno == EWOULDBLOCK)) return REDIS_OK;
@@ -445,6 +444,7 @@ int rl_conn_open(rl_client *c, rl_node *node, const char *password, const char *
         rc = rl_conn_error(conn, where);
         goto fail;
     }
+    rl_socket_nosigpipe(conn->ctx->fd);
     rl_reply_use(conn->ctx->reader);
 #if HIREDIS_MAJOR >= 1
     redisSetPushCallback(conn->ctx, NULL); /* its default frees with freeReplyObject (RESP3 only: never here) */

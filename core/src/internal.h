@@ -390,8 +390,6 @@ int rl_build_queue_pop(rl_cmd *cmd, rl_client *client, const char *queue, size_t
 int rl_build_queue_call(rl_cmd *cmd, rl_client *client, const char *queue, const char *message, size_t len);
 int rl_check_semaphore_info(rl_client *client, const char *name, int64_t permits_max);
 int rl_check_queue_pop(rl_client *client, const char *queue, size_t max, int64_t timeout_ms);
-/* len random bytes (getrandom(2) flags); 0, or -1 with errno */
-int rl_random_bytes(void *buf, size_t len, unsigned int flags);
 int rl_new_permit_id(char *out);
 /* A waiter's (or, id NULL, a queue's) wake-up channel; malloc'd, NULL: no
  * memory. kind: "semaphore", "lock", "delay_queue". */

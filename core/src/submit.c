@@ -4,8 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "async.h"
@@ -17,13 +15,12 @@ static int async_start(rl_client *c)
     a->client = c;
     pthread_mutex_init(&a->mutex, NULL);
     pthread_cond_init(&a->dial_wanted, NULL);
-    a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    a->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    a->wake_fds[0] = a->wake_fds[1] = -1;
     a->batch = malloc((size_t)c->options.max_batch * sizeof *a->batch);
     a->staging = malloc((size_t)c->options.max_batch * RL_STAGED_PER_BATCH * sizeof *a->staging);
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    a->polls = malloc(sizeof *a->polls); /* the wake pipe's; connections add theirs */
     int dialer_started = 0;
-    if (!a->batch || !a->staging || a->wake_fd < 0 || a->epoll_fd < 0 || epoll_ctl(a->epoll_fd, EPOLL_CTL_ADD, a->wake_fd, &ev) < 0 ||
+    if (!a->batch || !a->staging || !a->polls || rl_pipe(a->wake_fds) < 0 ||
         !(dialer_started = pthread_create(&a->dialer, NULL, rl_async_dialer, a) == 0) ||
         pthread_create(&a->thread, NULL, rl_async_io_thread, a) != 0) {
         int err = errno;
@@ -34,10 +31,11 @@ static int async_start(rl_client *c)
             pthread_mutex_unlock(&a->mutex);
             pthread_join(a->dialer, NULL);
         }
-        if (a->wake_fd >= 0) close(a->wake_fd);
-        if (a->epoll_fd >= 0) close(a->epoll_fd);
+        if (a->wake_fds[0] >= 0) close(a->wake_fds[0]);
+        if (a->wake_fds[1] >= 0) close(a->wake_fds[1]);
         free(a->batch);
         free(a->staging);
+        free(a->polls);
         pthread_cond_destroy(&a->dial_wanted);
         pthread_mutex_destroy(&a->mutex);
         free(a);
@@ -63,6 +61,7 @@ static void free_conns(rl_async *a)
     free(a->cancels);
     free(a->batch);
     free(a->staging);
+    free(a->polls);
 }
 
 /* In a forked child (fork.c): the parent's I/O threads did not come along
@@ -73,8 +72,8 @@ void rl_async_abandon(rl_client *c)
 {
     rl_async *a = c->async;
     if (!a) return;
-    close(a->wake_fd);
-    close(a->epoll_fd);
+    close(a->wake_fds[0]);
+    close(a->wake_fds[1]);
     rl_fork_leave(a);
     c->async = NULL;
 }
@@ -89,8 +88,8 @@ void rl_async_stop(rl_client *c)
     rl_async_wake(a);
     pthread_join(a->thread, NULL);
     free_conns(a);
-    close(a->wake_fd);
-    close(a->epoll_fd);
+    close(a->wake_fds[0]);
+    close(a->wake_fds[1]);
     pthread_cond_destroy(&a->dial_wanted);
     pthread_mutex_destroy(&a->mutex);
     free(a);

@@ -1,11 +1,9 @@
 /* Semaphore, lock and delay queue: the waiting side of the library. */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -25,38 +23,10 @@ int rl_script_info(size_t index, const char **name, const char **sha1)
     return RL_OK;
 }
 
-/* getrandom(2) by its system call: glibc wraps it only from 2.25, and the
- * wheels and the jar run on 2.17; a kernel without it (ENOSYS, before 3.17)
- * gets /dev/urandom. */
-int rl_random_bytes(void *buf, size_t len, unsigned int flags)
-{
-    unsigned char *p = buf;
-    size_t got = 0;
-    while (got < len) {
-        long n = syscall(SYS_getrandom, p + got, len - got, flags);
-        if (n > 0) {
-            got += (size_t)n;
-        } else if (n < 0 && errno == ENOSYS) {
-            int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-            if (fd < 0) return -1;
-            while (got < len) {
-                ssize_t r = read(fd, p + got, len - got);
-                if (r > 0) got += (size_t)r;
-                else if (r == 0 || errno != EINTR) break;
-            }
-            close(fd);
-            return got == len ? 0 : -1;
-        } else if (n < 0 && errno != EINTR) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
 int rl_new_permit_id(char *out)
 {
     unsigned char raw[16];
-    if (rl_random_bytes(raw, sizeof raw, 0)) return rl_fail(RL_ERR_CONNECTION, "getrandom failed: %s", strerror(errno));
+    if (rl_random_bytes(raw, sizeof raw)) return rl_fail(RL_ERR_CONNECTION, "no random bytes: %s", strerror(errno));
     for (size_t i = 0; i < sizeof raw; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
     return RL_OK;
 }

@@ -5,7 +5,7 @@
  * command and hands it to the client's I/O thread) under an integer tag,
  * submit_acquire / _held / _push / _pop a semaphore, lock or queue call
  * (rl_submit_semaphore_acquire...: acquires and pops wait in the core,
- * cancel() stops them); the queue's eventfd (fileno()) becomes readable
+ * cancel() stops them); the queue's fd (fileno(), a pipe) becomes readable
  * when completions wait; take() turns them into (tag, status, value)
  * tuples, value being what the blocking call returns or raises, one
  * wake-up of the loop for many completions. Everything here runs with the
@@ -134,7 +134,7 @@ static int queue_open(rl_state *st, CompletionsObject *self)
 
 PyDoc_STRVAR(completions_fileno_doc,
 "fileno()\n--\n\n"
-"The queue's file descriptor (an eventfd): readable while completions wait.\n"
+"The queue's file descriptor (a pipe's read end): readable while completions wait.\n"
 "Watch it (loop.add_reader) and call take(); never read it yourself.");
 
 static PyObject *completions_fileno(CompletionsObject *self, PyObject *unused)
