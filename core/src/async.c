@@ -42,6 +42,7 @@ void rl_async_req_free(areq *r)
         rl_messages_free(&r->wait->taken);
         free(r->wait);
     }
+    free(r->reset_entity);
     rl_cmd_free(&r->cmd);
     free(r);
 }
@@ -108,6 +109,7 @@ static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
 /* A decision is done: completed unless it already was (timed out). */
 void rl_async_finish(rl_async *a, areq *r, int status, const redisReply *reply)
 {
+    if (r->reset_entity) rl_lease_reset_done(a->client, r);
     if (r->kind <= REQ_POP && !r->abandoned) complete(a, r, status, reply);
     rl_async_req_free(r);
 }

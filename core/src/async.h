@@ -75,6 +75,7 @@ typedef struct areq {
     struct lease *lease;  /* a LEASE fetching this lease's next block (lease.c) */
     rl_op lease_op;
     int64_t lease_sent_ms;
+    char *reset_entity;   /* a reset's "name\0id": this client's leases on it are dropped again when it is done */
     int group;            /* sent as the first of a batch of group decisions: one reply for them all */
     int reordered;        /* sent ahead of decisions with earlier deadlines (a cluster's batches) */
     int decided;          /* result (and decided_status) hold its decision already */
@@ -206,6 +207,10 @@ int rl_lease_try(rl_client *c, const rl_request *req, rl_result *out);
  * r->decided holds its decision */
 int rl_lease_async_reply(rl_async *a, areq *r, const redisReply *reply);
 void rl_lease_async_failed(rl_client *c, areq *r, int status);
+/* a reset drops this client's leases on the entity when queued, and again
+ * when done: a block fetched in between may predate the delete */
+int rl_lease_reset_begin(rl_client *c, areq *r, const char *name, const char *id);
+void rl_lease_reset_done(rl_client *c, const areq *r);
 /* the timer: gives back expired blocks; the next time to look, or -1 */
 int64_t rl_leases_tick(rl_async *a, int64_t now);
 

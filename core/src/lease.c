@@ -40,6 +40,7 @@ void rl_leases_free(rl_leases *t)
         }
     pthread_cond_destroy(&t->fetched);
     pthread_mutex_destroy(&t->mutex);
+    free(t->clocks);
     free(t);
 }
 
@@ -129,11 +130,26 @@ void rl_lease_build(rl_cmd *cmd, rl_client *c, const lease *e, int64_t want)
     rl_stats_lease_call(c, e->name);
 }
 
+static int same_entity(const lease *a, const lease *b)
+{
+    return a->hash == b->hash && !strcmp(a->name, b->name) && !strcmp(a->id, b->id);
+}
+
+/* A write of ours that can free permits on e's entity (a give-back, a
+ * refund, a reset, a rate change): Redis may admit what its denials said
+ * no to. */
+static void forget_denials(rl_leases *t, const lease *e)
+{
+    for (lease *x = t->buckets[e->hash % LEASE_BUCKETS]; x; x = x->next)
+        if (same_entity(x, e)) x->denied_until_ms = 0;
+}
+
 /* GIVE_BACK of unused permits of the block in hand (or just ended), with
  * its handles. */
 static void build_give_back(rl_cmd *cmd, rl_client *c, const lease *e, int64_t unused)
 {
     rl_request req;
+    forget_denials(c->leases, e);
     rl_lease_request(e, &req, (rl_op)OP_GIVE_BACK, unused, 0);
     rl_build_decision(cmd, c, &req);
     for (int i = 0; i < e->nhandles; i++) rl_cmd_copy(cmd, e->handles[i], strlen(e->handles[i]));
@@ -253,7 +269,7 @@ step rl_lease_decide(rl_client *c, lease *e, rl_op op, int64_t permits, int64_t 
     e->last_used_ms = now;
     if (rl_lease_decide_local(e, op, permits, now, out)) return STEP_LOCAL;
     if (e->fetching) return fetcher && e->fetcher == fetcher ? STEP_PLAIN : STEP_BUSY;
-    if (e->plain_only) return STEP_PLAIN;
+    if (now < e->plain_until_ms) return STEP_PLAIN;
     /* a submission's GIVE_BACK is queued before its LEASE (same order on
      * the I/O thread); a blocking fetcher's goes in its own pipeline */
     if (fetcher && worth_giving_back(e, now)) {
@@ -312,6 +328,60 @@ static int decode_grant(const redisReply *r, size_t nrates, rl_result *res, int6
     return RL_OK;
 }
 
+/* Redis's clock may drift from ours this much (1 ms a second: twice what
+ * NTP slews at most) and round to whole ms (1 ms each side): a grant
+ * further ahead than that means its clock stepped. */
+#define CLOCK_DRIFT_DIVISOR 1000
+#define CLOCK_STEP_TOLERANCE_MS 5
+
+static int slot_of(const rl_client *c, const lease *e)
+{
+    char key[600];
+    int n = rl_key(c, e->name, e->id, e->spec.algorithm, key, sizeof key);
+    return n > 0 && (size_t)n < sizeof key ? rl_key_slot(key, (size_t)n) : 0;
+}
+
+/* e's grant, sent at sent_ms and read by now, shows Redis's clock (that of
+ * the server holding e's slot) ahead of where the grants before put it:
+ * the bookings made before the step end earlier than this client counts.
+ * Keeps the bound per slot, not per server: a failover or a resharding
+ * that moves the slot to a server whose clock is ahead is a step too. */
+static int clock_stepped(rl_client *c, lease *e, int64_t sent_ms, int64_t now)
+{
+    rl_leases *t = c->leases;
+    int cluster = c->url.mode == RL_MODE_CLUSTER;
+    if (!t->clocks && !(t->clocks = calloc(cluster ? RL_CLUSTER_SLOTS : 1, sizeof *t->clocks))) return 0;
+    e->slot = cluster ? slot_of(c, e) : 0;
+    server_clock *k = &t->clocks[e->slot];
+    int64_t at_most = e->granted_server_ms - sent_ms, at_least = e->granted_server_ms - now;
+    int64_t bound = k->ahead_ms + (now - k->at_ms) / CLOCK_DRIFT_DIVISOR;
+    int stepped = k->at_ms && at_least > bound + CLOCK_STEP_TOLERANCE_MS;
+    k->ahead_ms = !k->at_ms || stepped || at_most < bound ? at_most : bound;
+    k->at_ms = now;
+    return stepped;
+}
+
+/* Redis's clock stepped forward: the leases on that server (off a cluster,
+ * all) end at once, their blocks dropped without a give-back (as Redis now
+ * counts, their bookings may have run out: what the client gave back could
+ * be the permits of others' later calls), and a fetch under way drops what
+ * it brings. Not `except`, whose grant came after the step. */
+static void end_leases_on_server(rl_client *c, const lease *except, int64_t now)
+{
+    rl_leases *t = c->leases;
+    rl_node *server = NULL, *node = NULL;
+    int due, cluster = c->url.mode == RL_MODE_CLUSTER;
+    if (cluster) rl_route_cached(c, except->slot, &server, &due);
+    for (int b = 0; b < LEASE_BUCKETS; b++)
+        for (lease *e = t->buckets[b]; e; e = e->next) {
+            if (e == except || (cluster && e->slot != except->slot &&
+                                (rl_route_cached(c, e->slot, &node, &due) || node != server)))
+                continue;
+            end_block(c, e, now, 0);
+            e->generation++;
+        }
+}
+
 /* The timer looks at e by due (its block's end, or when it may be freed). */
 static void watch(rl_leases *t, int64_t due, int *wake_timer)
 {
@@ -341,17 +411,25 @@ got rl_lease_fetched_locked(rl_client *c, lease *e, int status, const redisReply
     pthread_cond_broadcast(&t->fetched);
     if (status || !block) watch(t, now + LEASE_IDLE_FREE_MS + 1, wake_timer); /* freed if unused */
     if (status) return GOT_ERROR;
+    /* the leases ended while it was under way: what it brings may predate that */
+    int stale = e->fetch_generation != e->generation;
     if (!block) { /* denied */
-        remember_denial(e, 1, now, &res);
+        if (!stale) remember_denial(e, 1, now, &res);
         *out = res;
         out->local = 0;
         return GOT_RESULT;
     }
+    if (clock_stepped(c, e, sent_ms, now)) end_leases_on_server(c, e, now);
     e->denied_until_ms = 0;
     e->block = e->left = block;
     e->taken_at_ms = sent_ms;
     e->valid_until_ms = sent_ms + v_eff;
-    e->plain_only = v_eff == 0; /* a block nobody else can use costs a GIVE_BACK per decision */
+    if (v_eff == 0) {
+        e->plain_for_ms = e->plain_for_ms ? min64(e->plain_for_ms * 2, e->lease_ms) : 1;
+        e->plain_until_ms = now + e->plain_for_ms;
+    } else {
+        e->plain_for_ms = 0;
+    }
     e->grant = res;
     e->nhandles = (int)e->spec.more_count + 1;
     /* the fetcher's decision is Redis's, made at the grant: valid however
@@ -359,7 +437,7 @@ got rl_lease_fetched_locked(rl_client *c, lease *e, int status, const redisReply
     if (op == RL_OP_ACQUIRE_UP_TO || e->left >= permits)
         take(e, op == RL_OP_ACQUIRE_UP_TO ? min64(permits, e->left) : permits, now, 0, out);
     else g = GOT_PLAIN;
-    if (e->fetch_generation != e->generation) { /* reset meanwhile: the rest is dropped */
+    if (stale) { /* the rest is dropped */
         e->block = e->left = 0;
         e->valid_until_ms = 0;
     }
@@ -497,10 +575,8 @@ void rl_leases_end(rl_client *c, const char *name, const char *id, int how)
                 r->next = list;
                 list = r;
             }
-            if (how == RL_LEASES_DROP) {
-                e->generation++;
-                e->denied_until_ms = 0;
-            }
+            e->generation++;
+            e->denied_until_ms = 0; /* a refund, a reset, a rate change may free permits */
         }
     pthread_mutex_unlock(&t->mutex);
     rl_lease_send_all(c, list);

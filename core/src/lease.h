@@ -27,6 +27,13 @@ typedef struct parked {
     rl_stats_mark stats;
 } parked;
 
+/* What Redis's clock can be ahead of ours (rl_now_ms), at most, as of
+ * at_ms (0: not known yet): a grant read at server_ms between our s and r
+ * says the offset lies in [server_ms - r, server_ms - s]. */
+typedef struct {
+    int64_t ahead_ms, at_ms;
+} server_clock;
+
 typedef struct lease {
     struct lease *next;
     uint64_t hash;
@@ -39,6 +46,8 @@ typedef struct lease {
      * (monotonic, from before the LEASE was sent) */
     int64_t block, left, taken_at_ms, valid_until_ms;
     rl_result grant; /* the LEASE reply: limit, remaining for others, reset_after, rate_index */
+    int64_t granted_server_ms; /* Redis's clock at the grant */
+    int slot; /* its keys' cluster slot (0 off a cluster) */
     /* the block a blocking fetcher ended: its GIVE_BACK goes just before the
      * next LEASE, in the same pipeline (after it, it would not be on top) */
     int pending;
@@ -46,14 +55,20 @@ typedef struct lease {
     int nhandles;
     char handles[RL_MAX_RATES][LEASE_HANDLE_MAX + 1];
     int64_t size; /* the next block asked for */
-    int plain_only; /* the script grants this spec no validity (tau < 2 ms): no more leases */
+    /* a grant of 0 ms (a window's last ms; a spec with tau < 2 ms) is a
+     * retry-later: plain until plain_until_ms, the wait doubling while
+     * they come (up to lease_ms), so a spec that can never lease costs one
+     * LEASE per lease_ms */
+    int64_t plain_until_ms, plain_for_ms;
     /* single flight */
     int fetching;
     const void *fetcher;        /* the blocking batch fetching; NULL: a submission */
     unsigned fetches;           /* fetches ended so far */
     int fetch_status;           /* how the last one ended */
     char fetch_error[200];
-    unsigned generation, fetch_generation; /* a reset drops what an older fetch brings */
+    /* ending the leases (a reset, a refund, a spec change, a server clock
+     * step) drops what an older fetch brings, but for its fetcher's result */
+    unsigned generation, fetch_generation;
     parked *parked;
     /* a denial remembered: calls needing >= denied_permits are denied until denied_until_ms */
     int64_t denied_permits, denied_at_ms, denied_until_ms;
@@ -66,6 +81,9 @@ struct rl_leases {
     size_t count;
     int64_t next_due_ms; /* the timer's next look (0: nothing to watch); written locked, read atomically */
     lease *buckets[LEASE_BUCKETS];
+    /* per cluster slot (one off a cluster: every key on one server); made
+     * at the first grant; NULL: not watched (memory out) */
+    server_clock *clocks;
 };
 
 typedef enum {

@@ -271,4 +271,21 @@ void rl_lease_async_failed(rl_client *c, areq *r, int status)
     rl_lease_fetch_failed(c, e, status);
 }
 
-/* ---- the blocking path -------------------------------------------------------- */
+/* ---- a reset ------------------------------------------------------------------- */
+
+/* As the blocking reset does around its DEL. */
+int rl_lease_reset_begin(rl_client *c, areq *r, const char *name, const char *id)
+{
+    size_t n = strlen(name) + 1, m = strlen(id) + 1;
+    if (!(r->reset_entity = malloc(n + m))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    memcpy(r->reset_entity, name, n);
+    memcpy(r->reset_entity + n, id, m);
+    rl_leases_end(c, name, id, RL_LEASES_DROP);
+    return RL_OK;
+}
+
+void rl_lease_reset_done(rl_client *c, const areq *r)
+{
+    const char *name = r->reset_entity;
+    rl_leases_end(c, name, name + strlen(name) + 1, RL_LEASES_DROP);
+}

@@ -369,7 +369,7 @@ int rl_submit_reset(rl_client *c, const char *name, const char *id, const rl_spe
     int rc;
     areq *r = count_request(c, REQ_COUNT, tag, target, &rc);
     if (!r) return rc;
-    if ((rc = rl_build_reset(&r->cmd, c, name, id, spec)) == RL_OK) rl_leases_end(c, name, id, RL_LEASES_DROP);
+    if ((rc = rl_build_reset(&r->cmd, c, name, id, spec)) == RL_OK) rc = rl_lease_reset_begin(c, r, name, id);
     return queue_request(c, r, rc);
 }
 
