@@ -294,11 +294,15 @@ static void openssl_init(void)
     redisInitOpenSSL();
 }
 
-/* OpenSSL's default paths are where it was configured to look: for the wheels
- * and the jar, /etc/ssl (Debian's layout). Where its bundle file is missing
- * (and SSL_CERT_FILE does not name one), the distribution's own bundle, found
- * where Go's crypto/x509 looks, so a verified rediss:// works on Fedora too. */
-static int load_system_store(SSL_CTX *ctx)
+/* Without ssl_ca_certs servers are verified against SSL_CERT_FILE or
+ * SSL_CERT_DIR when set, else OpenSSL's default file and directory (ours:
+ * /etc/ssl/cert.pem, /etc/ssl/certs), else the distribution's bundle, found
+ * where Go's crypto/x509 looks, so a verified rediss:// works on Fedora too.
+ * OpenSSL never reads the macOS keychain: there /etc/ssl/cert.pem is the
+ * system's roots as macOS ships them, and a CA only in the keychain (a
+ * company's, a self-signed one) needs ssl_ca_certs, which every refusal names.
+ * Nothing to verify with at all is an error here, not a refusal later. */
+static int load_system_store(rl_client *c, SSL_CTX *ctx)
 {
     static const char *const bundles[] = {
         "/etc/ssl/certs/ca-certificates.crt", /* Debian, Ubuntu, Alpine, Arch */
@@ -306,11 +310,28 @@ static int load_system_store(SSL_CTX *ctx)
         "/etc/ssl/ca-bundle.pem",             /* openSUSE */
         "/etc/ssl/cert.pem",                  /* Alpine, macOS */
     };
-    if (SSL_CTX_set_default_verify_paths(ctx) != 1) return -1;
-    if (getenv(X509_get_default_cert_file_env()) || access(X509_get_default_cert_file(), R_OK) == 0) return 0;
-    for (size_t i = 0; i < sizeof bundles / sizeof *bundles; i++)
-        if (access(bundles[i], R_OK) == 0) return SSL_CTX_load_verify_locations(ctx, bundles[i], NULL) == 1 ? 0 : -1;
-    return 0;
+    const char *env_file = getenv(X509_get_default_cert_file_env());
+    const char *env_dir = getenv(X509_get_default_cert_dir_env());
+    const char *trust = env_file ? env_file : env_dir;
+    if (trust && access(trust, R_OK) != 0)
+        return rl_fail(RL_ERR_INVALID, "TLS: %s=%s cannot be read (%s): set it to a CA file, or pass ssl_ca_certs",
+                       env_file ? X509_get_default_cert_file_env() : X509_get_default_cert_dir_env(), trust,
+                       strerror(errno));
+    if (SSL_CTX_set_default_verify_paths(ctx) != 1) return tls_fail("load CA certificates from", "the system store");
+    if (!trust && access(X509_get_default_cert_file(), R_OK) == 0) trust = X509_get_default_cert_file();
+    for (size_t i = 0; !trust && i < sizeof bundles / sizeof *bundles; i++) {
+        if (access(bundles[i], R_OK) != 0) continue;
+        if (SSL_CTX_load_verify_locations(ctx, bundles[i], NULL) != 1)
+            return tls_fail("load CA certificates from", bundles[i]);
+        trust = bundles[i];
+    }
+    if (!trust && access(X509_get_default_cert_dir(), R_OK) == 0) trust = X509_get_default_cert_dir();
+    if (!trust)
+        return rl_fail(RL_ERR_INVALID, "TLS: no CA certificates to verify the server with (none in %s, %s, %s nor "
+                       "%s): pass ssl_ca_certs=/path/to/ca.pem, or set SSL_CERT_FILE",
+                       X509_get_default_cert_file(), X509_get_default_cert_dir(), bundles[0], bundles[1]);
+    if (!(c->tls_trust = strdup(trust))) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    return RL_OK;
 }
 
 int rl_tls_setup(rl_client *c)
@@ -326,9 +347,12 @@ int rl_tls_setup(rl_client *c)
         SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
     } else {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-        if (u->tls_ca_file ? SSL_CTX_load_verify_locations(ctx, u->tls_ca_file, NULL) != 1
-                           : load_system_store(ctx) != 0)
-            return tls_fail("load CA certificates from", u->tls_ca_file ? u->tls_ca_file : "the system store");
+        if (!u->tls_ca_file) {
+            int rc = load_system_store(c, ctx);
+            if (rc) return rc;
+        } else if (SSL_CTX_load_verify_locations(ctx, u->tls_ca_file, NULL) != 1) {
+            return tls_fail("load CA certificates from", u->tls_ca_file);
+        }
     }
     if (u->tls_key_file && !u->tls_cert_file)
         return rl_fail(RL_ERR_INVALID, "TLS: a client key (ssl_keyfile) needs a certificate (ssl_certfile)");
@@ -346,6 +370,8 @@ void rl_tls_free(rl_client *c)
 {
     SSL_CTX_free(c->tls);
     c->tls = NULL;
+    free(c->tls_trust);
+    c->tls_trust = NULL;
 }
 
 /* The handshake on a connected socket: SNI and host-name check = the host
@@ -369,8 +395,12 @@ static int tls_start(rl_client *c, rl_conn *conn, const char *host, const char *
         long verify = SSL_get_verify_result(ssl);
         if (verify != X509_V_OK) c->certificate_refused = 1;
         int rc = verify != X509_V_OK
-                     ? rl_fail(RL_ERR_CONNECTION, "%s: TLS certificate verify failed: %s", where,
-                               X509_verify_cert_error_string(verify))
+                     ? rl_fail(RL_ERR_CONNECTION, "%s: TLS certificate verify failed: %s%s%s%s", where,
+                               X509_verify_cert_error_string(verify),
+                               c->tls_trust ? " (no ssl_ca_certs, so checked against " : "",
+                               c->tls_trust ? c->tls_trust : "",
+                               c->tls_trust ? ": a CA of your own, or one in the macOS keychain only, needs "
+                                              "ssl_ca_certs=/path/to/ca.pem)" : "")
                      : rl_fail(RL_ERR_CONNECTION, "%s: TLS handshake failed: %s", where, conn->ctx->errstr);
         SSL_free(ssl); /* hiredis owns it only once the handshake succeeded */
         ERR_clear_error();

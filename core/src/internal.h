@@ -109,6 +109,7 @@ struct rl_client {
     rl_options options;
     char *prefix;
     void *tls; /* SSL_CTX * when the URL is rediss */
+    char *tls_trust; /* without ssl_ca_certs: the CA file or directory verifying servers (messages) */
     int certificate_refused; /* a server's certificate failed our checks (set, never cleared) */
 
     pthread_mutex_t topology; /* guards what follows */

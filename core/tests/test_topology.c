@@ -352,9 +352,26 @@ static void test_tls_checks(void)
     snprintf(url, sizeof url, "rediss://127.0.0.1:%s", env("RL_TEST_TLS_PORT"));
     o.tls_ca_file = ca;
     CHECK_OK(try_open(url, &o));
-    /* without it the system store does not know our CA */
+    /* without it the system store does not know our CA: the refusal says
+     * what it checked against and names the option (the case of a CA only
+     * in the macOS keychain, which OpenSSL does not read) */
     CHECK_EQ(try_open(url, NULL), RL_ERR_CONNECTION);
-    CHECK(strstr(rl_errmsg(), "certificate") != NULL);
+    CHECK(strstr(rl_errmsg(), "certificate verify failed") != NULL);
+    CHECK(strstr(rl_errmsg(), "checked against /") != NULL);
+    CHECK(strstr(rl_errmsg(), "ssl_ca_certs=") != NULL);
+    printf("  no ssl_ca_certs: %s\n", rl_errmsg());
+    /* the store is what SSL_CERT_FILE names, as on macOS /etc/ssl/cert.pem */
+    setenv("SSL_CERT_FILE", ca, 1);
+    CHECK_OK(try_open(url, NULL));
+    setenv("SSL_CERT_FILE", other, 1);
+    CHECK_EQ(try_open(url, NULL), RL_ERR_CONNECTION);
+    CHECK(strstr(rl_errmsg(), other) != NULL);
+    /* one that cannot be read is an error before connecting, naming the option */
+    setenv("SSL_CERT_FILE", "/nonexistent/ca.pem", 1);
+    CHECK_EQ(try_open(url, NULL), RL_ERR_INVALID);
+    CHECK(strstr(rl_errmsg(), "SSL_CERT_FILE=/nonexistent/ca.pem") != NULL);
+    CHECK(strstr(rl_errmsg(), "ssl_ca_certs") != NULL);
+    unsetenv("SSL_CERT_FILE");
     /* a wrong CA: the error names the problem */
     o.tls_ca_file = other;
     CHECK_EQ(try_open(url, &o), RL_ERR_CONNECTION);
