@@ -14,14 +14,15 @@
 --          rates allow, at least 1), 4 refund (give `permits` back),
 --          5 lease (a block of up to `permits`, valid up to max_wait_ms),
 --          6 give back (`permits` unused of a lease; ARGV after the rate
---          triples: the lease's handles in rate order)
+--          triples: the lease's handles in rate order); a lease's ARGV
+--          ends with its booking id, which its handles carry)
 -- reply    {allowed, limit, remaining, retry_after_ms, reset_after_ms,
 --          wait_ms, granted, rate_index}: the rate that binds reports
 --          limit and remaining (the smallest remaining; when denied, the
 --          denial with the longest retry_after_ms), rate_index from 0.
 --          A lease replies wait_ms = its validity (ms) and granted = the
---          block, then one opaque handle per rate; a give back, granted =
---          what rate 0 took back.
+--          block, then one opaque handle per rate and the server's time
+--          (ms); a give back, granted = what rate 0 took back.
 -- batch    ARGV[1] = "batch", ARGV[2] = n, then per decision (ops 0-4)
 --          one of: its number of keys k and its ARGV as above; "*" and a
 --          short form's two arguments (one key); "=" and permits, the
@@ -32,7 +33,8 @@
 --          script holds Redis: callers keep batches short.
 -- Leases (docs/semantics.md, Leases): a block is granted only if an
 -- acquire of it would pass now, and is booked as taken at the end of its
--- validity; a give back happens only where the booking is still on top.
+-- validity; a give back happens only where the state still holds that
+-- booking, by its id (a coincidence of counts or times proves nothing).
 -- Cost (docs/benchmarks.md): what one decision of one rate runs is kept to
 -- its algorithm's body. A closure costs an allocation per upvalue it
 -- captures, so the functions below capture none on that path; tonumber()
@@ -48,10 +50,16 @@ local server_clock = false
 
 -- token_bucket's and leaky_bucket's write: their amount (`field`: level,
 -- water) as of ts under period, for ttl ms; at ttl 0 the state is fresh
--- and the key goes
-local function bucket_store(key, field, amount, ts, period, ttl)
+-- and the key goes. booking: a lease's id, kept as `bk` (else a `bk` the
+-- state had goes: the booking is no longer on top)
+local function bucket_store(key, field, amount, ts, period, ttl, booking, had_booking)
   if ttl <= 0 then return redis.call('DEL', key) end
-  redis.call('HSET', key, field, amount, 'ts', ts, 'period', period)
+  if booking then
+    redis.call('HSET', key, field, amount, 'ts', ts, 'period', period, 'bk', booking)
+  else
+    redis.call('HSET', key, field, amount, 'ts', ts, 'period', period)
+    if had_booking then redis.call('HDEL', key, 'bk') end
+  end
   redis.call('PEXPIRE', key, ttl)
 end
 
@@ -196,8 +204,9 @@ local function limit(decide, kb, nk, ab, permits)
       for _, r in ipairs(probe) do avail = math.min(avail, r[3]) end
       local block = math.min(permits, math.max(1, math.floor(avail / 2)))
       local replies, writes, handles = {}, {}, {}
+      local booking = ARGV[ab + 7 + 3 * nk] -- the booking's identity, kept in the state for its give-back
       for i = 1, nk do
-        replies[i], writes[i] = decide_rate(decide, kb, ab, i, now, block, LEASE, max_wait, initial)
+        replies[i], writes[i] = decide_rate(decide, kb, ab, i, now, block, LEASE, max_wait, initial, booking)
         -- unreachable (a peek of 1 passed and the block is at most what is left): never book part of it
         if replies[i][1] == 0 then return redis.error_reply('ERR lease: rate ' .. i .. ' refused the block') end
       end
@@ -210,18 +219,21 @@ local function limit(decide, kb, nk, ab, permits)
       local r = combine(replies, true, block)
       r[6] = valid -- a rate booked for longer is only stricter
       for i = 1, nk do r[8 + i] = handles[i] end
+      r[9 + nk] = math.floor(now / 1000) -- the client checks the server's clock against its own
       return r
     end
     -- denied as an acquire of one, which (as any call) starts a new entity's refill
     permits, op = 1, ACQUIRE
   elseif op == GIVE_BACK then
-    -- for token_bucket and leaky_bucket, whether the booking a handle names is still on top, and then (the
-    -- latest time its permits may have been taken, grant time, amount before the grant, permits used)
-    local function bucket_booking(handle, stored_ts, stored_amount, same_period, n, t)
-      local ts, amount, before, g, block = string.match(handle, '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+)$')
+    -- for token_bucket and leaky_bucket, whether the booking a handle names is still on top (its id is the
+    -- state's: every other write drops it), and then (the latest time its permits may have been taken, grant
+    -- time, amount before the grant, permits used)
+    local function bucket_booking(handle, stored, same_period, n, t)
+      local ts, amount, before, g, block, id =
+        string.match(handle, '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+):(%x+)$')
       ts, g, block = tonumber(ts), tonumber(g), tonumber(block)
-      if not ts or tonumber(stored_ts) ~= ts or tonumber(stored_amount) ~= tonumber(amount) or not same_period
-          or n > block or t < g then
+      if not ts or stored[4] ~= id or tonumber(stored[2]) ~= ts or tonumber(stored[1]) ~= tonumber(amount)
+          or not same_period or n > block or t < g then
         return nil
       end
       return math.min(t, ts), g, tonumber(before), block - n

@@ -122,11 +122,25 @@ void rl_lease_request(const lease *e, rl_request *req, rl_op op, int64_t permits
     req->max_wait_ms = max_wait;
 }
 
+/* A LEASE's last argument: its booking's identity, which the state keeps
+ * and a give-back must show (random: unique across clients, forks and
+ * resets, which a counter or a time would not be). */
+static void append_booking_id(rl_cmd *cmd)
+{
+    static uint64_t fallback;
+    uint64_t id;
+    char hex[17];
+    if (rl_random_bytes(&id, sizeof id)) id = ((uint64_t)rl_now_ms() << 20) ^ __atomic_add_fetch(&fallback, 1, __ATOMIC_RELAXED);
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)id);
+    rl_cmd_copy(cmd, hex, 16);
+}
+
 void rl_lease_build(rl_cmd *cmd, rl_client *c, const lease *e, int64_t want)
 {
     rl_request req;
     rl_lease_request(e, &req, (rl_op)OP_LEASE, want, e->lease_ms);
     rl_build_decision(cmd, c, &req);
+    append_booking_id(cmd);
     rl_stats_lease_call(c, e->name);
 }
 
@@ -292,9 +306,10 @@ step rl_lease_decide(rl_client *c, lease *e, rl_op op, int64_t permits, int64_t 
 /* ---- a fetch's end ------------------------------------------------------------- */
 
 /* The LEASE reply: a denial (as an ACQUIRE of 1's, block 0), or the grant
- * with its validity, block and one handle per rate. */
+ * with its validity, block, one handle per rate and the server's time (ms)
+ * it was granted at. */
 static int decode_grant(const redisReply *r, size_t nrates, rl_result *res, int64_t *v_eff, int64_t *block,
-                        char (*handles)[LEASE_HANDLE_MAX + 1])
+                        char (*handles)[LEASE_HANDLE_MAX + 1], int64_t *server_ms)
 {
     int64_t v[8];
     int rc;
@@ -303,9 +318,10 @@ static int decode_grant(const redisReply *r, size_t nrates, rl_result *res, int6
         *block = 0;
         return rl_decode_result(r, res);
     }
-    if (r->elements != 8 + nrates) return rl_fail(RL_ERR_PROTOCOL, "a lease reply had %zu parts", r->elements);
+    if (r->elements != 9 + nrates) return rl_fail(RL_ERR_PROTOCOL, "a lease reply had %zu parts", r->elements);
     for (size_t i = 1; i < 8; i++)
         if ((rc = rl_reply_int(r, i, &v[i]))) return rc;
+    if ((rc = rl_reply_int(r, 8 + nrates, server_ms))) return rc;
     if (v[5] < 0 || v[6] < 1 || v[7] < 0 || v[7] >= (int64_t)nrates)
         return rl_fail(RL_ERR_PROTOCOL, "a lease reply granted %lld permits for %lld ms", (long long)v[6],
                        (long long)v[5]);
@@ -401,7 +417,7 @@ got rl_lease_fetched_locked(rl_client *c, lease *e, int status, const redisReply
     got g = GOT_RESULT;
     rl_result res;
     if (status == RL_OK)
-        status = decode_grant(reply, e->spec.more_count + 1, &res, &v_eff, &block, e->handles);
+        status = decode_grant(reply, e->spec.more_count + 1, &res, &v_eff, &block, e->handles, &e->granted_server_ms);
     e->fetching = 0;
     e->fetcher = NULL;
     e->pending = 0;
@@ -540,6 +556,7 @@ void rl_lease_build_fetch(rl_cmd *cmd, rl_client *c, const rl_request *req, int6
     fetch.permits = want;
     fetch.max_wait_ms = req->lease_ms;
     rl_build_decision(cmd, c, &fetch);
+    append_booking_id(cmd);
     rl_stats_lease_call(c, req->name);
 }
 

@@ -9,10 +9,15 @@
 -- A rate change keeps the count and the window's start; the window then
 -- ends at start + the new period.
 -- LEASE: the block is counted in the window and valid no later than its
--- last ms (a block never outlives its window). Handle "<start>:<count>";
--- GIVE_BACK takes the unused permits out of the same window while it lasts.
-local function fixed_window_store(key, start, count, window_left, period, fields)
+-- last ms (a block never outlives its window); the window keeps the latest
+-- booking's id as `bk` (a window opened again in place drops it). Handle
+-- "<start>:<count>:<id>"; GIVE_BACK takes the unused permits out of the
+-- window that holds that id (not one that looks like it: a reset and a
+-- window opened in the same ms), writing the count alone (never the period
+-- or the TTL: the give-back's spec may be older than the window's).
+local function fixed_window_store(key, start, count, window_left, period, fields, booking, stale_booking)
   if count == 0 then return redis.call('DEL', key) end
+  if booking then redis.call('HSET', key, 'bk', booking) elseif stale_booking then redis.call('HDEL', key, 'bk') end
   if fields == 1 then return redis.call('HSET', key, 'count', count) end
   if fields == 2 then
     redis.call('HSET', key, 'start', start, 'count', count)
@@ -25,29 +30,33 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
   local PEEK, REFUND, LEASE, GIVE_BACK = 1, 4, 5, 6
   local floor, max = math.floor, math.max
   local now = floor(now_us / 1000)
-  local state = redis.call('HMGET', key, 'start', 'count', 'period')
+  local state = redis.call('HMGET', key, 'start', 'count', 'period', 'bk')
   local start, count = tonumber(state[1]), tonumber(state[2])
   local fields = 3 -- to write: 1 the count, 2 start and count, 3 and the period
   if server_clock and tonumber(state[3]) == period then fields = 1 end
+  local stale_booking = false -- a lease's id from a window now over
   if not start or not count or now >= start + period then
     start, count = now, 0
     fields = (state[1] or state[2] or state[3]) and 3 or 2
+    stale_booking = state[4]
   end
   local window_left = start + period - now
 
   if op == GIVE_BACK then
-    local h_start = tonumber(string.match(handle, '^(%-?%d+):%-?%d+$'))
-    local on_top = h_start == start and count >= permits
+    local h_start, h_id = string.match(handle, '^(%-?%d+):%-?%d+:(%x+)$')
+    local on_top = tonumber(h_start) == start and h_id == state[4] and count >= permits
     if on_top then count = count - permits end
     local r = {1, limit, max(0, limit - count), -1, count > 0 and window_left or 0, 0, on_top and permits or 0, 0}
     if not on_top then return r end
-    return r, {fixed_window_store, key, start, count, window_left, period, fields}
+    -- the count alone: a give-back under an older spec must not move the window's period or end
+    if count == 0 then return r, {redis.call, 'DEL', key} end
+    return r, {redis.call, 'HSET', key, 'count', count}
   end
   if op == REFUND then
     count = max(0, count - permits)
     local r = {1, limit, max(0, limit - count), -1, count > 0 and window_left or 0, 0, permits, 0}
-    if commit then fixed_window_store(key, start, count, window_left, period, fields) return r end
-    return r, {fixed_window_store, key, start, count, window_left, period, fields}
+    if commit then fixed_window_store(key, start, count, window_left, period, fields, nil, stale_booking) return r end
+    return r, {fixed_window_store, key, start, count, window_left, period, fields, nil, stale_booking}
   end
   if count + permits > limit then
     return {0, limit, max(0, limit - count), window_left, window_left, 0, 0, 0}
@@ -58,9 +67,10 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
   count = count + permits
   if op == LEASE then
     return {1, limit, limit - count, -1, window_left, math.min(max_wait, window_left - 1),
-            string.format('%d:%d', start, count), 0}, {fixed_window_store, key, start, count, window_left, period, fields}
+            string.format('%d:%d:%s', start, count, handle), 0},
+      {fixed_window_store, key, start, count, window_left, period, fields, handle}
   end
   local r = {1, limit, limit - count, -1, window_left, 0, permits, 0}
-  if commit then fixed_window_store(key, start, count, window_left, period, fields) return r end
-  return r, {fixed_window_store, key, start, count, window_left, period, fields}
+  if commit then fixed_window_store(key, start, count, window_left, period, fields, nil, stale_booking) return r end
+  return r, {fixed_window_store, key, start, count, window_left, period, fields, nil, stale_booking}
 end

@@ -11,13 +11,17 @@
 -- and returns the wait. REFUND moves the TAT back, never before now.
 -- LEASE books the block behind the end of its validity (at most half the
 -- tolerance): TAT = max(TAT, now + validity) + block * interval, if an
--- acquire of the block passes now. Handle "<TAT written>:<block>"; GIVE_BACK
--- only while that TAT is on top: the unused permits come off it.
--- State: string "<TAT us>:<interval us>" (a bare TAT, the old layout, is read
--- with the current interval)
-local function gcra_store(key, t, now, interval)
+-- acquire of the block passes now. The state then carries the booking's id,
+-- which every other write drops. Handle "<TAT written>:<block>:<id>";
+-- GIVE_BACK only while that booking is on top (its id: a TAT alone can
+-- recur, a reset and an acquire of the block in the right us rebuild it):
+-- the unused permits come off it.
+-- State: string "<TAT us>:<interval us>[:<booking id>]" (a bare TAT, the old
+-- layout, is read with the current interval)
+local function gcra_store(key, t, now, interval, booking)
   if t <= now then return redis.call('DEL', key) end
-  redis.call('SET', key, string.format('%d:%d', t, interval), 'PX', math.ceil((t - now) / 1000))
+  local value = booking and string.format('%d:%d:%s', t, interval, booking) or string.format('%d:%d', t, interval)
+  redis.call('SET', key, value, 'PX', math.ceil((t - now) / 1000))
 end
 return function(key, now, limit, period, burst, permits, op, max_wait, initial, commit, handle)
   local PEEK, RESERVE, REFUND, LEASE, GIVE_BACK = 1, 2, 4, 5, 6
@@ -26,10 +30,10 @@ return function(key, now, limit, period, burst, permits, op, max_wait, initial, 
   local interval = ceil(period * 1000 / limit)
   local tolerance = interval * burst
   local stored = redis.call('GET', key)
-  local tat, stored_interval
+  local tat, stored_interval, booked
   if stored then
-    local t, i = string.match(stored, '^(%d+):(%d+)$')
-    if t then tat, stored_interval = t + 0, i + 0 else tat = tonumber(stored) end
+    local t, i, id = string.match(stored, '^(%d+):(%d+):?(%x*)$')
+    if t then tat, stored_interval, booked = t + 0, i + 0, id else tat = tonumber(stored) end
   end
   if tat and stored_interval and stored_interval ~= interval and tat > now then
     local booked = tat - now
@@ -52,10 +56,9 @@ return function(key, now, limit, period, burst, permits, op, max_wait, initial, 
 
   local t -- the TAT a write stores
   if op == GIVE_BACK then
-    -- only the TAT itself says the booking is on top, and a refund and an acquire in between cancel out in
-    -- it: so the unused permits come off the top, and the used ones are not re-timed
-    local h_tat, h_block = string.match(handle, '^(%d+):(%d+)$')
-    local on_top = h_tat and stored and tonumber(string.match(stored, '^%d+')) == tonumber(h_tat)
+    -- the unused permits come off the top; the used ones are not re-timed (stricter, and one rule less)
+    local h_tat, h_block, h_id = string.match(handle, '^(%d+):(%d+):(%x+)$')
+    local on_top = h_id and booked == h_id and tonumber(string.match(stored, '^%d+')) == tonumber(h_tat)
       and stored_interval == interval and permits <= tonumber(h_block)
     t = tat
     if on_top then t = max(now, tat - permits * interval) end
@@ -89,7 +92,7 @@ return function(key, now, limit, period, burst, permits, op, max_wait, initial, 
     local valid = min(max_wait / 1000, floor(tolerance / 2000)) -- ms (max_wait is in us here)
     t = max(tat, now + valid * 1000) + interval * permits
     return {1, burst, max(0, floor((now - (t - tolerance)) / interval)), -1, ceil((t - now) / 1000), valid,
-            string.format('%d:%d', t, permits), 0}, {gcra_store, key, t, now, interval}
+            string.format('%d:%d:%s', t, permits, handle), 0}, {gcra_store, key, t, now, interval, handle}
   end
   local r = {1, burst, max(0, floor(diff / interval)), -1, ceil((t - now) / 1000), wait, permits, 0}
   if commit then gcra_store(key, t, now, interval) return r end

@@ -12,17 +12,19 @@
 -- LEASE pours the block in as of the end of its validity (at most half the
 -- period): the water is stored as of ts = now + validity, and a state whose
 -- ts is ahead is read back to now (the water that drains to it by ts).
--- Handle "<ts>:<water>:<water before>:<now>:<block>"; GIVE_BACK only while
--- that booking is on top: the used permits count as poured at the latest
--- time they can have been (now, or the end of the validity).
--- State: hash {water = permits * period, ts = last update (ms), period}
+-- The booking's id is stored as `bk`, which every other write drops.
+-- Handle "<ts>:<water>:<water before>:<now>:<block>:<id>"; GIVE_BACK only
+-- while that booking is on top (its id is the state's): the used permits
+-- count as poured at the latest time they can have been (now, or the end
+-- of the validity).
+-- State: hash {water = permits * period, ts = last update (ms), period[, bk]}
 return function(key, now_us, capacity, period, _, permits, op, max_wait, initial, commit, handle,
                 bucket_booking)
   local PEEK, RESERVE, REFUND, LEASE, GIVE_BACK = 1, 2, 4, 5, 6
   local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
   local now, full = floor(now_us / 1000), capacity * period
 
-  local state = redis.call('HMGET', key, 'water', 'ts', 'period')
+  local state = redis.call('HMGET', key, 'water', 'ts', 'period', 'bk')
   local water, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
   local starts_short = false -- a new entity with less than full room
   if not water or not ts then
@@ -53,21 +55,21 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
 
   local reset_after
   if op == GIVE_BACK then
-    local at, g, before, used = bucket_booking(handle, state[2], state[1], stored_period == period, permits, now)
+    local at, g, before, used = bucket_booking(handle, state, stored_period == period, permits, now)
     if at then -- the used permits as poured at `at`, then the drain until now
       water = max(0, max(0, before - (at - g) * capacity) + used * period - (now - at) * capacity)
     end
     reset_after = max(0, ceil(water / capacity))
     local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, 0, at and permits or 0, 0}
     if not at then return r end
-    return r, {bucket_store, key, 'water', water, ts, period, reset_after}
+    return r, {bucket_store, key, 'water', water, ts, period, reset_after, nil, state[4]}
   end
   if op == REFUND then
     water = max(0, water - permits * period)
     reset_after = max(0, ceil(water / capacity))
     local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, 0, permits, 0}
-    if commit then bucket_store(key, 'water', water, ts, period, reset_after) return r end
-    return r, {bucket_store, key, 'water', water, ts, period, reset_after}
+    if commit then bucket_store(key, 'water', water, ts, period, reset_after, nil, state[4]) return r end
+    return r, {bucket_store, key, 'water', water, ts, period, reset_after, nil, state[4]}
   end
   local pour = permits * period
   local overflow = max(0, ceil((water + pour - full) / capacity))
@@ -85,15 +87,15 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
     local valid = min(max_wait, floor(period / 2))
     local before = water
     water = max(0, water - valid * capacity) + pour
-    local handle_out = string.format('%d:%d:%d:%d:%d', now + valid, water, before, now, permits)
+    local handle_out = string.format('%d:%d:%d:%d:%d:%s', now + valid, water, before, now, permits, handle)
     reset_after = valid + ceil(water / capacity)
     return {1, capacity, max(0, floor((full - water - valid * capacity) / period)), -1, reset_after, valid,
             handle_out, 0},
-      {bucket_store, key, 'water', water, now + valid, period, reset_after}
+      {bucket_store, key, 'water', water, now + valid, period, reset_after, handle}
   end
   water = water + pour
   reset_after = max(0, ceil(water / capacity))
   local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, wait, permits, 0}
-  if commit then bucket_store(key, 'water', water, ts, period, reset_after) return r end
-  return r, {bucket_store, key, 'water', water, ts, period, reset_after}
+  if commit then bucket_store(key, 'water', water, ts, period, reset_after, nil, state[4]) return r end
+  return r, {bucket_store, key, 'water', water, ts, period, reset_after, nil, state[4]}
 end

@@ -17,14 +17,16 @@
 -- A clock that goes back logs the call at the newest member's time (later,
 -- so stricter, never looser).
 -- A rate change keeps the log: the new period and limit apply to it at once.
--- A refund takes back the newest permits.
+-- A refund takes back the oldest live permits (a member keeps its total
+-- and holds fewer: the count reads the oldest live member's own permits).
 -- Old layout (one "<ms>-<n>" member per permit): peek reads it as it is;
 -- the first acquire migrates it: exactly when its live permits span at most
 -- MIGRATE_MAX distinct ms, else the older ones count as taken at the oldest
 -- of the newest MIGRATE_MAX ms (stricter for at most one period).
 -- LEASE logs the block as ONE member at the end of its validity (at most
 -- half the period; later if the newest member is later), so it counts from
--- before the grant until validity + period after it. Handle: that member;
+-- before the grant until validity + period after it. Handle: that member,
+-- which ends with the booking's id;
 -- GIVE_BACK only while it is the newest member: it is logged again with
 -- the used permits at the latest time they can have been (now, or the end
 -- of the validity; not before the member below it).
@@ -35,7 +37,7 @@ local sliding_log_purge = {left = 1000}
 local function sliding_log_entry(key, rank)
   local m = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
   if m[1] == nil then return nil end
-  local total, n, edge = string.match(m[1], '^%d+:(%d+):(%d+):(%-?%d+)$')
+  local total, n, edge = string.match(m[1], '^%d+:(%d+):(%d+):(%-?%d+):?%x*$')
   if not total then return {m[2] + 0, nil, 1, nil, m[1]} end
   return {m[2] + 0, total + 0, n + 0, edge + 0, m[1]}
 end
@@ -103,19 +105,14 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
     newest = entry(key, -1)
   end
 
-  -- live permits = newest total - the total just before the oldest live member
+  -- live permits = newest total - the total just before the oldest live member's own permits (a refund
+  -- takes them from that member without renumbering the rest)
   local count, expired = 0, 0
   if newest then
     edge = max(edge, newest[4])
     expired = redis.call('ZCOUNT', key, '-inf', edge)
-    local base
-    if expired > 0 then
-      base = entry(key, expired - 1)[2]
-    else
-      local oldest = entry(key, 0)
-      base = oldest[2] - oldest[3]
-    end
-    count = (newest[2] - base) % WRAP
+    local oldest = entry(key, expired)
+    if oldest then count = (newest[2] - oldest[2] + oldest[3]) % WRAP end
   end
 
   local purge = sliding_log_purge
@@ -153,20 +150,20 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
     end}
   end
   if op == REFUND then
+    -- the oldest live permits go: the log cannot tell whose permits are unused, and moving an admission
+    -- later only counts it longer (removing the newest moved others' admissions earlier: over-admission)
     local left = min(permits, count)
-    local reset_after = 0 -- when the newest permit left slides out
-    if count - left > 0 then
-      reset_after = sliding_log_holding(key, count - left, newest, count, expired)[1] + period - now
-    end
     count = count - left
+    local reset_after = 0 -- when the newest permit left slides out
+    if count > 0 then reset_after = newest[1] + period - now end
     local function write()
       while left > 0 do
-        local e = entry(key, -1)
+        local e = entry(key, expired)
         redis.call('ZREM', key, e[5])
-        if e[3] > left then -- keep the rest of this call's permits
-          redis.call('ZADD', key, e[1], member(e[1], e[2] - left, e[3] - left, e[4]))
+        if e[3] > left then -- keep the rest of this call's permits, under the same total
+          redis.call('ZADD', key, e[1], member(e[1], e[2], e[3] - left, e[4]))
           -- the ZREM may have emptied (deleted) the key: its TTL again
-          redis.call('PEXPIRE', key, max(1, e[1] + period - now))
+          redis.call('PEXPIRE', key, max(1, newest[1] + period - now))
         end
         left = left - min(left, e[3])
       end
@@ -201,6 +198,7 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
     if at ~= newest[1] and total >= WRAP then total = total - WRAP end
   end
   local m = member(at, total, permits, edge)
+  if op == LEASE then m = m .. ':' .. handle end -- the booking's id: a member like it after a reset is not it
   local r = {1, limit, limit - count - permits, -1, at + period - now, valid, op == LEASE and m or permits, 0}
   if commit then sliding_log_add(key, at, m, at + period - now) return r end
   return r, {sliding_log_add, key, at, m, at + period - now}

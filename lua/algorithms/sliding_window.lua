@@ -7,11 +7,14 @@
 -- A rate change re-aligns the windows to the new period: the old estimate
 -- (rounded up) counts as taken in the new current window.
 -- LEASE: the block is counted in the current window and valid no later
--- than its last ms. Handle "<window start>"; GIVE_BACK takes the unused
--- permits out of that window (cur, or prev once the next one began) while
--- the period is the same.
-local function sliding_window_store(key, start, cur, prev, period, ttl, ttl_set)
+-- than its last ms; the state keeps the latest booking's id as `bk` (a
+-- change of period drops it). Handle "<window start>:<id>"; GIVE_BACK takes
+-- the unused permits out of that window (cur, or prev once the next one
+-- began) while the period is the same and the id is the state's (not a
+-- window that looks like it after a reset).
+local function sliding_window_store(key, start, cur, prev, period, ttl, ttl_set, booking, stale_booking)
   if cur == 0 and prev == 0 then return redis.call('DEL', key) end
+  if booking then redis.call('HSET', key, 'bk', booking) elseif stale_booking then redis.call('HDEL', key, 'bk') end
   if ttl_set then return redis.call('HSET', key, 'cur', cur, 'prev', prev) end
   redis.call('HSET', key, 'start', start, 'cur', cur, 'prev', prev, 'period', period)
   redis.call('PEXPIRE', key, ttl)
@@ -32,10 +35,12 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
   local PEEK, REFUND, LEASE, GIVE_BACK = 1, 4, 5, 6
   local floor, max = math.floor, math.max
   local now = floor(now_us / 1000)
-  local state = redis.call('HMGET', key, 'start', 'cur', 'prev', 'period')
+  local state = redis.call('HMGET', key, 'start', 'cur', 'prev', 'period', 'bk')
   local start, cur, prev = tonumber(state[1]), tonumber(state[2]) or 0, tonumber(state[3]) or 0
   local stored_period = tonumber(state[4])
   local stored_start = start
+  -- a lease's id outlives a change of period no more than the windows it was counted in
+  local stale_booking = state[5] and stored_period ~= period
   if start and stored_period and stored_period ~= period then
     start, cur, prev = sliding_window_advance(now, stored_period, start, cur, prev)
     local left = stored_period - max(0, now - start)
@@ -50,9 +55,10 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
   -- reset_after: until cur, else prev, has slid out
 
   if op == GIVE_BACK then
-    local h_start = tonumber(string.match(handle, '^%-?%d+$'))
+    local h_start, h_id = string.match(handle, '^(%-?%d+):(%x+)$')
+    h_start = tonumber(h_start)
     local given = 0
-    if stored_period ~= period or not h_start then
+    if stored_period ~= period or not h_start or h_id ~= state[5] then
       given = nil
     elseif h_start == start then
       given = math.min(cur, permits)
@@ -74,8 +80,11 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
     prev = max(0, prev - (permits - from_cur))
     local r = {1, limit, max(0, floor((limit * period - prev * window_left - cur * period) / period)), -1,
                cur > 0 and window_left + period or prev > 0 and window_left or 0, 0, permits, 0}
-    if commit then sliding_window_store(key, start, cur, prev, period, window_left + period, ttl_set) return r end
-    return r, {sliding_window_store, key, start, cur, prev, period, window_left + period, ttl_set}
+    if commit then
+      sliding_window_store(key, start, cur, prev, period, window_left + period, ttl_set, nil, stale_booking)
+      return r
+    end
+    return r, {sliding_window_store, key, start, cur, prev, period, window_left + period, ttl_set, nil, stale_booking}
   end
   local used = prev * window_left + cur * period -- estimate * period
   if used + permits * period > limit * period then
@@ -102,10 +111,13 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
   used = used + permits * period
   if op == LEASE then
     return {1, limit, max(0, floor((limit * period - used) / period)), -1, window_left + period,
-            math.min(max_wait, window_left - 1), string.format('%d', start), 0},
-      {sliding_window_store, key, start, cur, prev, period, window_left + period, ttl_set}
+            math.min(max_wait, window_left - 1), string.format('%d:%s', start, handle), 0},
+      {sliding_window_store, key, start, cur, prev, period, window_left + period, ttl_set, handle}
   end
   local r = {1, limit, max(0, floor((limit * period - used) / period)), -1, window_left + period, 0, permits, 0}
-  if commit then sliding_window_store(key, start, cur, prev, period, window_left + period, ttl_set) return r end
-  return r, {sliding_window_store, key, start, cur, prev, period, window_left + period, ttl_set}
+  if commit then
+    sliding_window_store(key, start, cur, prev, period, window_left + period, ttl_set, nil, stale_booking)
+    return r
+  end
+  return r, {sliding_window_store, key, start, cur, prev, period, window_left + period, ttl_set, nil, stale_booking}
 end

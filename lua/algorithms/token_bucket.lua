@@ -11,17 +11,20 @@
 -- the time to refill the bucket): the level is stored as of ts = now +
 -- validity, and a state whose ts is ahead is read back to now (the level
 -- that refills to it by ts), so nobody spends what the block may still
--- take. Handle "<ts>:<level>:<level before>:<now>:<block>"; GIVE_BACK only
--- while that booking is on top: the used permits count as taken at the
--- latest time they can have been (now, or the end of the validity).
--- State: hash {level = tokens * period, ts = last update (ms), period}
+-- take. The booking's id (the LEASE's last argument) is stored as `bk`,
+-- which every other write drops. Handle "<ts>:<level>:<level before>:<now>:
+-- <block>:<id>"; GIVE_BACK only while that booking is on top (its id is
+-- the state's: equal levels and times prove nothing, a write in the same ms
+-- can store both): the used permits count as taken at the latest time they
+-- can have been (now, or the end of the validity).
+-- State: hash {level = tokens * period, ts = last update (ms), period[, bk]}
 return function(key, now_us, limit, period, burst, permits, op, max_wait, initial, commit, handle,
                 bucket_booking)
   local PEEK, RESERVE, REFUND, LEASE, GIVE_BACK = 1, 2, 4, 5, 6
   local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
   local now, full = floor(now_us / 1000), burst * period
 
-  local state = redis.call('HMGET', key, 'level', 'ts', 'period')
+  local state = redis.call('HMGET', key, 'level', 'ts', 'period', 'bk')
   local level, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
   local starts_short = false -- a new entity with fewer than full tokens
   if not level or not ts then
@@ -53,22 +56,22 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
   end
 
   if op == GIVE_BACK then
-    local at, g, before, used = bucket_booking(handle, state[2], state[1], stored_period == period, permits, now)
+    local at, g, before, used = bucket_booking(handle, state, stored_period == period, permits, now)
     if at then -- the used permits as taken at `at`, then the refill until now
       level = min(full, min(full, before + (at - g) * limit) - used * period + (now - at) * limit)
     end
     local reset_after = max(0, ceil((full - level) / limit))
     local r = {1, burst, max(0, floor(level / period)), -1, reset_after, 0, at and permits or 0, 0}
     if not at then return r end
-    return r, {bucket_store, key, 'level', level, ts, period, reset_after}
+    return r, {bucket_store, key, 'level', level, ts, period, reset_after, nil, state[4]}
   end
   local reset_after
   if op == REFUND then
     level = min(full, level + permits * period)
     reset_after = max(0, ceil((full - level) / limit))
     local r = {1, burst, max(0, floor(level / period)), -1, reset_after, 0, permits, 0}
-    if commit then bucket_store(key, 'level', level, ts, period, reset_after) return r end
-    return r, {bucket_store, key, 'level', level, ts, period, reset_after}
+    if commit then bucket_store(key, 'level', level, ts, period, reset_after, nil, state[4]) return r end
+    return r, {bucket_store, key, 'level', level, ts, period, reset_after, nil, state[4]}
   end
   local need = permits * period
   local wait = max(0, ceil((need - level) / limit))
@@ -86,14 +89,14 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
     local valid = min(max_wait, floor(full / (2 * limit)))
     local before = level
     level = min(full, level + valid * limit) - need
-    local handle_out = string.format('%d:%d:%d:%d:%d', now + valid, level, before, now, permits)
+    local handle_out = string.format('%d:%d:%d:%d:%d:%s', now + valid, level, before, now, permits, handle)
     reset_after = valid + ceil((full - level) / limit)
     return {1, burst, max(0, floor((level - valid * limit) / period)), -1, reset_after, valid, handle_out, 0},
-      {bucket_store, key, 'level', level, now + valid, period, reset_after}
+      {bucket_store, key, 'level', level, now + valid, period, reset_after, handle}
   end
   level = level - need
   reset_after = max(0, ceil((full - level) / limit))
   local r = {1, burst, max(0, floor(level / period)), -1, reset_after, wait, permits, 0}
-  if commit then bucket_store(key, 'level', level, ts, period, reset_after) return r end
-  return r, {bucket_store, key, 'level', level, ts, period, reset_after}
+  if commit then bucket_store(key, 'level', level, ts, period, reset_after, nil, state[4]) return r end
+  return r, {bucket_store, key, 'level', level, ts, period, reset_after, nil, state[4]}
 end

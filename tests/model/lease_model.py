@@ -10,8 +10,10 @@ script's formulas wherever the model's own primitives can say them:
              that much later (so nobody spends the refill of the validity);
              sliding_log logs it there; the windows count it in the window
              of g, and the validity ends at that window's last ms
-  give back  only while the booking is still on top (the state is the one
-             the lease wrote; for the windows, the same window); then the
+  give back  only while the booking is still on top (the state holds the
+             lease's id: the buckets' and gcra's while no other write came
+             after it, the windows' while the window and period last and no
+             later lease booked; equal values prove nothing); then the
              unused permits come off it, and (token_bucket, leaky_bucket,
              sliding_log, whose state says when it was written) the used
              ones count as taken at the latest time they may have been,
@@ -61,12 +63,14 @@ def book(alg, v, n: int, valid: int):
 def take_back(alg, v, stored, record, u: int, rate, now: int):
     """(view, given) after giving back u, or None when the booking is not
     on top."""
+    if stored is None or (alg is not m.SlidingLog and stored.booking is not record["booking"]):
+        return None
     if alg is m.FixedWindow:
         if v["start"] == record["start"] and v["count"] >= u:
             return alg.give(v, u), u
         return None
     if alg is m.SlidingWindow:
-        if stored is None or stored.state[3] != rate.period:
+        if stored.state[3] != rate.period:
             return None
         if v["start"] == record["start"]:
             given = min(v["cur"], u)
@@ -77,7 +81,7 @@ def take_back(alg, v, stored, record, u: int, rate, now: int):
         return None
     if alg is m.SlidingLog:
         call = record["call"]
-        if stored is None or not v["calls"] or v["calls"][-1] is not call or u > call[1] \
+        if not v["calls"] or v["calls"][-1] is not call or u > call[1] \
                 or now >= call[0] + rate.period:
             return None
         used, calls = call[1] - u, v["calls"][:-1]
@@ -90,12 +94,12 @@ def take_back(alg, v, stored, record, u: int, rate, now: int):
     if alg is m.Gcra:
         # a TAT alone cannot tell a refund and an acquire in between from nothing: the unused permits
         # come off the top, the used ones are not re-timed
-        if stored is None or stored.state != record["state"] or record["state"][1] != m.Gcra.interval(rate) \
+        if stored.state != record["state"] or record["state"][1] != m.Gcra.interval(rate) \
                 or u > record["block"]:
             return None
         return alg.give(v, u), u
     same_rate = record["state"][-1] == rate.period
-    if stored is None or stored.state != record["state"] or not same_rate or u > record["block"] \
+    if stored.state != record["state"] or not same_rate or u > record["block"] \
             or now < record["g"]:
         return None
     at = min(now, record["end"])
@@ -123,10 +127,11 @@ def lease(model: m.Model, spec: m.Spec, id: str, want: int, valid: int, now: int
     for i, v in enumerate(views):
         valids.append(validity(alg, v, valid))
         booked, record = book(alg, v, block, valids[-1])
+        record["booking"] = object()  # the script's booking id: unique
         records.append(record)
         k = model.key(spec, id, i)
         expires = booked["now"] + alg.ttl(booked)
-        model.keys[k] = m.Stored(alg.save(booked), expires, i, alg.name, v["rate"])
+        model.keys[k] = m.Stored(alg.save(booked), expires, i, alg.name, v["rate"], record["booking"])
         written[k] = expires - now
         after.append(m.later(alg, booked, now - booked["now"]))  # as the others see it now
     result = model._combine(spec, alg, [(True, v, 0, -1) for v in after], block)
@@ -147,7 +152,15 @@ def give_back(model: m.Model, spec: m.Spec, id: str, records: List[Dict[str, Any
         v = alg.load(stored.state, rate, now) if stored else alg.new(rate, now, spec.initial_tokens)[0]
         out = take_back(alg, v, stored, records[i], u, rate, now)
         given = 0
-        if out:
+        if out and alg is m.FixedWindow:  # the count alone: never the window's period or end
+            v, given = out
+            if v["count"]:
+                model.keys[k] = m.Stored((v["start"], v["count"]), stored.expires, i, alg.name, stored.rate,
+                                         stored.booking)
+            else:
+                del model.keys[k]
+                written[k] = None
+        elif out:
             v, given = out
             model._write(k, i, alg, v, written, refund=alg is m.SlidingLog)
         replies.append((True, v, 0, -1))

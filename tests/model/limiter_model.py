@@ -153,17 +153,20 @@ class SlidingLog:
 
     @staticmethod
     def give(v, n):
-        """Takes back the newest live permits. A call taken back in part is
-        logged again, and sets the key's TTL again ("rearmed")."""
+        """Takes back the oldest live permits (taking the newest would move
+        others' admissions earlier). A call taken back in part keeps the
+        rest and sets the key's TTL again, to the newest call's end
+        ("rearmed")."""
         calls, live, rearmed = list(v["calls"]), list(v["live"]), None
+        first = len(calls) - len(live)  # live calls are the newest ones
         left = min(n, SlidingLog.count(v))
         while left > 0:
-            t, k = live.pop()
-            calls.pop()
+            t, k = live.pop(0)
+            del calls[first]
             if k > left:
-                live.append((t, k - left))
-                calls.append((t, k - left))
-                rearmed = t
+                live.insert(0, (t, k - left))
+                calls.insert(first, (t, k - left))
+                rearmed = calls[-1][0]
             left -= min(left, k)
         return dict(v, calls=calls, live=live, rearmed=rearmed)
 
@@ -464,6 +467,7 @@ class Stored:
     index: int      # the rate it belongs to
     algorithm: str
     rate: Rate      # the rate it was written under
+    booking: Any = None  # the lease whose id the state holds (a window's latest; a bucket's while on top)
 
 
 class Model:
@@ -608,9 +612,15 @@ class Model:
             written.pop(k, None)
             return
         ttl = alg.ttl(view)
-        if refund and alg is SlidingLog:  # the call taken back in part + period
+        booking = None  # a bucket's goes with any write; a window's stays while its window (period) does
+        old = self.keys.get(k)
+        if old is not None and old.booking is not None:
+            if (alg is FixedWindow and state[0] == old.state[0]) or \
+                    (alg is SlidingWindow and state[3] == old.state[3]):
+                booking = old.booking
+        if refund and alg is SlidingLog:  # a call taken back in part: the newest + period
             ttl = max(1, view["rearmed"] + view["rate"].period - view["now"])
-        self.keys[k] = Stored(state, view["now"] + ttl, index, alg.name, view["rate"])
+        self.keys[k] = Stored(state, view["now"] + ttl, index, alg.name, view["rate"], booking)
         written[k] = ttl
 
     @staticmethod

@@ -3,6 +3,7 @@ each "--@include <path>" line is replaced by that file, relative to lua/),
 and called directly with EVALSHA: for the script ops no binding sends yet
 (5 LEASE, 6 GIVE_BACK) and for checking the script against the model."""
 import hashlib
+import os
 import pathlib
 import re
 import struct
@@ -71,5 +72,12 @@ class Limit:
 
     def call(self, keys: Sequence[str], spec: m.Spec, op: str, permits: int, now_ms: int, max_wait_ms: int = 0,
              handles: Optional[List[str]] = None) -> list:
-        reply = self.r.evalsha(self.sha, len(keys), *keys, *self.args(spec, op, permits, now_ms, max_wait_ms, handles))
-        return [x.decode() if isinstance(x, bytes) else x for x in reply]
+        """The reply; a lease's without its last element, the server's time,
+        kept in server_ms. A lease sends a fresh booking id, as the core."""
+        args = self.args(spec, op, permits, now_ms, max_wait_ms, handles)
+        if op == "lease":
+            args.append(os.urandom(8).hex())
+        reply = [x.decode() if isinstance(x, bytes) else x for x in self.r.evalsha(self.sha, len(keys), *keys, *args)]
+        if op == "lease" and reply[0] == 1:
+            self.server_ms = reply.pop()
+        return reply

@@ -108,3 +108,85 @@ def test_others_cannot_spend_what_a_bucket_block_may_still_take(limit, algorithm
     assert r[6] == 5 and r[5] == 100
     assert limit.call(k, spec, "peek", 1, T0)[2] == 5 - 1  # and the refill of the block's 100 ms (1 permit)
     assert limit.call(k, spec, "peek", 1, T0 + 100)[2] == 5
+
+
+# ---- issue 32: a give-back finds its own booking or nothing (each of these over-admitted before) ----
+
+def admitted(limit, k, spec, now, permits):
+    """How many of `permits` single acquires at now pass."""
+    return sum(limit.call(k, spec, "acquire", 1, now)[0] for _ in range(permits))
+
+
+def test_a_fixed_window_give_back_under_an_older_spec_keeps_the_window(limit):
+    """A holds a lease under 100/3 s; the spec becomes 100/60 s and B fills
+    the window; A's give-back must not rewrite the period or end the window
+    at 3 s (which let 197 in within 3.3 s)."""
+    old, new = (m.Spec("fixed_window", (m.Rate(100, p, 0),)) for p in (3000, 60000))
+    k = keys(old)
+    r = limit.call(k, old, "lease", 40, T0, 1000)
+    assert r[6] == 40
+    assert limit.call(k, new, "acquire", 60, T0 + 10)[0] == 1
+    assert limit.call(k, old, "give_back", 40, T0 + 20, 0, r[8:])[6] == 40
+    assert limit.r.hget(k[0], "period") == b"60000"
+    assert limit.r.pttl(k[0]) > 50_000
+    assert admitted(limit, k, new, T0 + 3500, 41) == 40
+
+
+@pytest.mark.parametrize("algorithm", m.ALGORITHMS)
+def test_a_give_back_after_a_reset_and_a_look_alike_write_takes_nothing(limit, algorithm):
+    """The lease's booking is deleted by a reset; an acquire of the block's
+    size at the booking's time writes the very state the lease wrote (the
+    buckets' level and ts, gcra's TAT, the windows' start and count): the
+    give-back must see that it is not its own."""
+    spec = m.Spec(algorithm, (m.Rate(10, 1000, 0),))
+    k = keys(spec)
+    r = limit.call(k, spec, "lease", 5, T0, 1000)
+    block, valid = r[6], r[5]
+    assert block == 5
+    limit.r.delete(*k)
+    at = T0 if algorithm in ("fixed_window", "sliding_window") else T0 + valid
+    assert limit.call(k, spec, "acquire", block, at)[0] == 1
+    g = limit.call(k, spec, "give_back", block, at, 0, r[8:])
+    assert g[6] == 0, g
+    # the acquire's 5 stay counted: at most 5 more now (the lease's unused block never counted after the reset)
+    assert admitted(limit, k, spec, at, 10) == 5
+
+
+@pytest.mark.parametrize("algorithm", ["token_bucket", "leaky_bucket", "gcra"])
+def test_a_give_back_under_a_later_write_in_its_last_ms_takes_nothing(limit, algorithm):
+    """Any write in the booking's last ms stores its ts; a refund and an
+    acquire there can restore the level too. Only the booking's id tells."""
+    spec = m.Spec(algorithm, (m.Rate(10, 1000, 0),))
+    k = keys(spec)
+    r = limit.call(k, spec, "lease", 5, T0, 1000)
+    end = T0 + r[5]
+    assert limit.call(k, spec, "acquire", 1, end)[0] == 1
+    limit.call(k, spec, "refund", 1, end)
+    assert limit.call(k, spec, "give_back", 5, end, 0, r[8:])[6] == 0
+
+
+def test_a_sliding_log_refund_takes_the_oldest_permits(limit):
+    """X takes 25 and refunds them after Y took 75: taking back the newest
+    (Y's) left X's in the log, and 50 more passed once X's slid out: 125 in
+    one period. The oldest go: Y's 75 stay counted."""
+    spec = m.Spec("sliding_log", (m.Rate(100, 1000, 0),))
+    k = keys(spec)
+    assert limit.call(k, spec, "acquire", 25, T0)[0] == 1
+    assert limit.call(k, spec, "acquire", 75, T0 + 500)[0] == 1
+    assert limit.call(k, spec, "refund", 25, T0 + 600)[6] == 25
+    assert admitted(limit, k, spec, T0 + 1001, 30) == 25
+
+
+def test_a_sliding_log_refund_never_takes_a_lease_block_it_did_not_book(limit):
+    """L's block is logged ahead, so it was always the newest: X's refund of
+    25 removed it while L admitted all 25 from memory."""
+    spec = m.Spec("sliding_log", (m.Rate(100, 1000, 0),))
+    k = keys(spec)
+    assert limit.call(k, spec, "acquire", 50, T0)[0] == 1  # X
+    r = limit.call(k, spec, "lease", 25, T0 + 10, 400)  # L: logged at T0 + 410
+    assert r[6] == 25
+    limit.call(k, spec, "refund", 25, T0 + 20)  # X gives 25 of its 50 back
+    # L admits its 25 from memory until T0 + 410: its block must stay logged
+    assert admitted(limit, k, spec, T0 + 30, 60) == 100 - 25 - 25
+    # X's slid out; L's 25 and the 50 just taken still count in (T0 + 1, T0 + 1001]
+    assert admitted(limit, k, spec, T0 + 1001, 60) == 25

@@ -66,6 +66,8 @@ class ScriptCalls:
         else:
             args = self.limit.args(spec, step["op"], step["permits"], step["now_ms"], step.get("max_wait_ms", 0),
                                    step.get("handles"))
+            if step["op"] == "lease":
+                args.append(os.urandom(8).hex())  # the booking id, as the core sends
             p.evalsha(self.limit.sha, len(keys), *keys, *args)
         p.time()
         for k in every:
@@ -83,8 +85,9 @@ class ScriptCalls:
         if step["op"] == "reset":
             return None
         reply = [x.decode() if isinstance(x, bytes) else x for x in out[0]]
-        if step["op"] == "lease":
-            self.handles = reply[8:]
+        if step["op"] == "lease" and reply[0]:
+            self.handles, server_ms = reply[8:-1], reply[-1]
+            assert server_ms == step["now_ms"] if step["now_ms"] else abs(server_ms - self.after[0]) < 1000
         return dict(zip(harness.FIELDS, [bool(reply[0])] + reply[1:8]))
 
 
