@@ -11,22 +11,32 @@
 #        directory this script made before is removed first)
 # Log: DIR.log (everything, with timings; DIR.again.log for RL_BARE_AGAIN);
 # exit status: test.sh's.
-# Env: RL_BARE_MIRROR (default http://deb.debian.org/debian); RL_BARE_DEMO_ONLY=1
+# Env: RL_BARE_SUITE=noble: Ubuntu 24.04 instead (main and universe, as an
+# Ubuntu install has them; DIR default /var/tmp/rl-bare-noble);
+# RL_BARE_MIRROR (default http://deb.debian.org/debian, for noble
+# http://archive.ubuntu.com/ubuntu); RL_BARE_DEMO_ONLY=1
 # stops after demo.sh (a quick check of the root itself); RL_BARE_AGAIN=1
-# runs scripts/test.sh in DIR as a trial left it (REF unused): after a
-# demo-only trial that is the first run, after a full one the second, which
-# reuses what the first installed and cached.
+# runs scripts/test.sh in DIR as a trial left it (at REF when one is given,
+# as a user's git pull): after a demo-only trial that is the first run,
+# after a full one the second, which reuses what the first installed and
+# cached.
 #
 # The root shares the host's network (the tests bind loopback ports only)
 # and kernel; /proc, /sys and /dev are bound into it. Services are not
 # started inside it (policy-rc.d), as on a machine where redis-server's
 # package would start one on 6379 the host may be using.
 set -euo pipefail
+# in braces: bash reads it all before running, so a checkout changing under a long trial is harmless
+{
 cd "$(dirname "$0")/.."
 repo=$PWD
 ref=${1:-HEAD}
-dir=${2:-/var/tmp/rl-bare}
-mirror=${RL_BARE_MIRROR:-http://deb.debian.org/debian}
+suite=${RL_BARE_SUITE:-bookworm}
+case "$suite" in
+  bookworm) dir=${2:-/var/tmp/rl-bare}; mirror=${RL_BARE_MIRROR:-http://deb.debian.org/debian} ;;
+  noble) dir=${2:-/var/tmp/rl-bare-noble}; mirror=${RL_BARE_MIRROR:-http://archive.ubuntu.com/ubuntu} ;;
+  *) echo "bare-trial.sh: RL_BARE_SUITE is bookworm or noble" >&2; exit 2 ;;
+esac
 again=${RL_BARE_AGAIN:-0}
 log=$dir.log
 [ "$again" = 1 ] && log=$dir.again.log
@@ -78,7 +88,11 @@ in_root() {
     bash -c "cd /root/ratelimit && $1"
 }
 if [ "$again" = 1 ]; then
-  echo "bare trial, second run of $(git -C "$dir/root/ratelimit" rev-parse HEAD) in $dir, $(date -u '+%F %T') UTC"
+  if [ $# -ge 1 ]; then
+    git -C "$dir/root/ratelimit" fetch -q "$repo" "$ref"
+    git -C "$dir/root/ratelimit" checkout -q --detach "$commit"
+  fi
+  echo "bare trial, test.sh again at $(git -C "$dir/root/ratelimit" rev-parse HEAD) in $dir, $(date -u '+%F %T') UTC"
   mounts
   stamp "scripts/test.sh (again)"
   status=0
@@ -88,10 +102,33 @@ if [ "$again" = 1 ]; then
 fi
 echo "bare trial of $commit ($ref) in $dir, $(date -u '+%F %T') UTC"
 
-stamp "debootstrap bookworm + $packages"
+stamp "debootstrap $suite + $packages"
 mkdir -p "$dir"
 touch "$dir/$marker"
-debootstrap --include="$packages" bookworm "$dir" "$mirror"
+if [ "$suite" = noble ]; then
+  # Debian 12's debootstrap has no noble script (gutsy's serves every Ubuntu)
+  # and Debian no Ubuntu keyring: ubuntu-keyring's deb from the mirror, of
+  # which only the archive key whose fingerprint is written here is trusted
+  key=F6ECB3762474EDA9D21B7022871920D1991BC93C   # Ubuntu Archive Automatic Signing Key (2018)
+  kdir=$(mktemp -d)
+  deb=$(python3 - "$mirror" <<'PY'
+import gzip, re, sys, urllib.request
+m = sys.argv[1]
+idx = gzip.decompress(urllib.request.urlopen(m + "/dists/noble/main/binary-amd64/Packages.gz").read()).decode()
+print(m + "/" + re.search(r"^Package: ubuntu-keyring\n(?:.+\n)*?Filename: (\S+)", idx, re.M).group(1))
+PY
+  )
+  python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$deb" "$kdir/k.deb"
+  dpkg-deb -x "$kdir/k.deb" "$kdir/x"
+  gpg -q --homedir "$kdir" --no-default-keyring --keyring "$kdir/x/usr/share/keyrings/ubuntu-archive-keyring.gpg" \
+    --export "$key" >"$kdir/ubuntu.gpg"
+  [ -s "$kdir/ubuntu.gpg" ] || { echo "bare-trial.sh: no key $key in $deb" >&2; exit 1; }
+  debootstrap --keyring="$kdir/ubuntu.gpg" --components=main,universe --include="$packages" \
+    noble "$dir" "$mirror" /usr/share/debootstrap/scripts/gutsy
+  rm -rf "$kdir"
+else
+  debootstrap --include="$packages" bookworm "$dir" "$mirror"
+fi
 printf '#!/bin/sh\nexit 101\n' >"$dir/usr/sbin/policy-rc.d"
 chmod +x "$dir/usr/sbin/policy-rc.d"
 mounts
@@ -120,3 +157,4 @@ status=0
 in_root scripts/test.sh || status=$?
 stamp "done: scripts/test.sh exited $status"
 exit $status
+}

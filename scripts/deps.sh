@@ -40,6 +40,8 @@ else
   need redis-sentinel redis-sentinel
   need openssl openssl
   need make make
+  # Redis 8.0's build (scripts/servers.sh) compiles fast_float, C++
+  need g++ g++
   need dpkg-source dpkg-dev
   # tests/topology's checks look for its servers' processes
   need pgrep procps
@@ -48,10 +50,14 @@ else
 fi
 for w in "${want[@]}"; do
   case "$w" in
-    c) need clang clang; need valgrind valgrind
-       # libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
-       ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
-         add libclang-rt-14-dev ;;
+    c) need valgrind valgrind
+       # libFuzzer and the sanitizer runtimes (scripts/fuzz.sh) of the clang
+       # on PATH: a clang without them is a clang without its recommends
+       if ! command -v clang >/dev/null 2>&1; then
+         add clang; add libclang-rt-dev
+       elif [ -z "$(find "$(clang -print-resource-dir)" -name 'libclang_rt.fuzzer*.a' 2>/dev/null)" ]; then
+         add "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev"
+       fi ;;
     python) need python3 python3
        # pip comes from the venvs (ensurepip): no script runs the system's pip
        python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || add python3-venv
