@@ -195,10 +195,15 @@ class BuildExt(build_ext):
         subprocess.check_call([cmake, "-DLUA_DIR=" + os.path.join(ROOT, "lua"), "-DOUT_DIR=" + gen,
                                "-P", os.path.join(ROOT, "cmake", "embed_lua.cmake")])
         # only PyInit__ratelimit leaves the shared object: not the core's
-        # rl_* nor the static hiredis (which may clash with another copy)
-        version_script = os.path.join(gen, "exports.map")
-        with open(version_script, "w") as f:
-            f.write("{ global: PyInit__ratelimit; local: *; };\n")
+        # rl_* nor the static hiredis (which may clash with another copy);
+        # Apple's linker has no version scripts
+        if sys.platform == "darwin":
+            exports = "-Wl,-exported_symbol,_PyInit__ratelimit"
+        else:
+            version_script = os.path.join(gen, "exports.map")
+            with open(version_script, "w") as f:
+                f.write("{ global: PyInit__ratelimit; local: *; };\n")
+            exports = "-Wl,--version-script=" + version_script
         # build/python is reused between builds: a different hiredis or TLS
         # choice must rebuild the extension, not reuse the last one
         stamp = os.path.join(gen, "hiredis.txt")
@@ -218,7 +223,7 @@ class BuildExt(build_ext):
             ext.include_dirs[:0] = hiredis["include_dirs"]
             for key in ("library_dirs", "libraries", "extra_objects", "define_macros"):
                 getattr(ext, key).extend(hiredis[key])
-            ext.extra_link_args.append("-Wl,--version-script=" + version_script)
+            ext.extra_link_args.append(exports)
             ext.depends += [stamp] + hiredis["extra_objects"]
         super().build_extensions()
 
@@ -230,6 +235,7 @@ extension = Extension(
     "ratelimit._ratelimit",
     sources=sources,
     include_dirs=["core/include", "core/src"],
+    define_macros=[("RL_API", "")],  # the core's rl_ API stays inside (ratelimit.h)
     depends=glob.glob("core/include/*.h") + glob.glob("core/src/*.h") + glob.glob("bindings/python/src/*.h")
     + glob.glob("lua/**/*.lua", recursive=True),
     extra_compile_args=["-std=gnu11", "-fvisibility=hidden", "-pthread", "-Wall", "-Wno-unused-parameter",

@@ -4,8 +4,14 @@
 #     architecture, hiredis + hiredis_ssl + OpenSSL linked in (every wheel has TLS);
 #   - the sdist (builds from source where no wheel fits);
 #   - one jar with libratelimit_jni for linux-x86_64 and linux-aarch64, glibc 2.17,
-#     hiredis + OpenSSL inside.
+#     and darwin-aarch64 (macOS 11) and darwin-x86_64 (macOS 10.13), hiredis +
+#     OpenSSL inside;
+#   - the extension's sources (the sdist's) compiled and linked for both macOS
+#     architectures: checked, not shipped (docs/binaries.md: no macOS wheels).
+# Every macOS Mach-O is checked statically (it cannot run here): architecture,
+# minimum macOS, libSystem only, exports and undefined symbols.
 # Usage: scripts/dist.sh [x86_64] [aarch64]   (default: both)
+#   RL_DIST_MACOS="aarch64"     macOS architectures (default aarch64 x86_64; "" none)
 #   RL_DIST_PYTHONS="3.9 3.11"  only these CPython versions (default 3.9 ... 3.13)
 #   RL_DIST_JAVA_GOALS=verify   Maven goals for the jar (default package, no tests;
 #                               verify runs the Java suite on the very jar shipped)
@@ -21,8 +27,13 @@ root=$PWD
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(x86_64 aarch64)
 read -r -a pythons <<<"${RL_DIST_PYTHONS:-3.9 3.10 3.11 3.12 3.13}"
+read -r -a macs <<<"${RL_DIST_MACOS-aarch64 x86_64}"
 cache=${RL_DIST_CACHE:-$HOME/.cache/ratelimit-dist}
 glibc=2.17
+# the oldest macOS each architecture's natives run on: Apple silicon came
+# with 11; getentropy, the core's randomness, needs 10.12
+macos_min_aarch64=11.0
+macos_min_x86_64=10.13
 zig_version=0.17.1
 auditwheel_version=6.8.2
 # what pyproject.toml's build-system asks for (license as an SPDX string)
@@ -56,6 +67,8 @@ command -v make >/dev/null 2>&1 || pkgs+=(make)
 perl -MIPC::Cmd -e 1 >/dev/null 2>&1 || pkgs+=(perl)
 command -v readelf >/dev/null 2>&1 || pkgs+=(binutils)
 command -v unzip >/dev/null 2>&1 || pkgs+=(unzip)
+# the Mach-O checks
+command -v llvm-objdump >/dev/null 2>&1 && command -v llvm-nm >/dev/null 2>&1 || pkgs+=(llvm)
 command -v cmake >/dev/null 2>&1 || pkgs+=(cmake)
 command -v ninja >/dev/null 2>&1 || pkgs+=(ninja-build)
 command -v javac >/dev/null 2>&1 || pkgs+=(openjdk-17-jdk-headless)
@@ -83,6 +96,14 @@ fi
 for arch in x86_64 aarch64; do
   printf '#!/bin/sh\nexec "%s" -m ziglang cc -target %s-linux-gnu.%s "$@"\n' "$tools/bin/python" "$arch" "$glibc" \
     >"$cache/bin/$arch-cc"
+done
+# macOS: everything compiled hidden, so only what the sources mark default
+# (JNIEXPORT, PyMODINIT_FUNC) leaves a library: zig's Mach-O linker ignores
+# -exported_symbols_list
+for arch in "${macs[@]}"; do
+  min=macos_min_$arch
+  printf '#!/bin/sh\nexec "%s" -m ziglang cc -target %s-macos.%s -fvisibility=hidden "$@"\n' "$tools/bin/python" \
+    "$arch" "${!min}" >"$cache/bin/$arch-macos-cc"
 done
 printf '#!/bin/sh\nexec "%s" -m ziglang ar "$@"\n' "$tools/bin/python" >"$cache/bin/ar"
 printf '#!/bin/sh\nexec "%s" -m ziglang ranlib "$@"\n' "$tools/bin/python" >"$cache/bin/ranlib"
@@ -122,16 +143,23 @@ echo "OpenSSL $openssl_version, hiredis $hiredis_version"
 # unpacks a .dsc into a fresh directory (apt has verified the files)
 unpack() { rm -rf "$2"; dpkg-source -q --no-check -x "$1" "$2" >/dev/null; }
 
-build_openssl() { # arch -> $cache/openssl-<version>-<arch>
-  local arch=$1 out=$cache/openssl-$openssl_version-$arch work=$cache/work/openssl-$arch
+build_openssl() { # target (x86_64, aarch64, <arch>-macos) -> $cache/openssl-<version>-<target>
+  local arch=$1 out=$cache/openssl-$openssl_version-$1 work=$cache/work/openssl-$1 config
   [ -f "$out/lib/libssl.a" ] && return 0
+  # macOS: no assembly, whose global symbols no visibility flag hides (TLS
+  # to Redis moves little: C's AES-GCM is enough)
+  case "$arch" in
+    aarch64-macos) config=(darwin64-arm64-cc no-asm) ;;
+    x86_64-macos) config=(darwin64-x86_64-cc no-asm) ;;
+    *) config=("linux-$arch") ;;
+  esac
   echo "building OpenSSL $openssl_version for $arch (minutes; cached in $out)"
   unpack "$openssl_dsc" "$work"
   rm -rf "$out" "$out.stage"
   # static, position-independent, no apps, engines or loadable modules;
   # the trust store where Debian/Ubuntu keep it (SSL_CERT_FILE/SSL_CERT_DIR override)
   (cd "$work" &&
-    quietly ./Configure "linux-$arch" no-shared no-tests no-module no-dso no-engine no-legacy -fPIC \
+    quietly ./Configure "${config[@]}" no-shared no-tests no-module no-dso no-engine no-legacy -fPIC \
       --prefix="$out" --libdir=lib --openssldir=/etc/ssl \
       CC="$cache/bin/$arch-cc" AR="$cache/bin/ar" RANLIB="$cache/bin/ranlib" &&
     quietly make -j2 build_libs &&
@@ -140,19 +168,21 @@ build_openssl() { # arch -> $cache/openssl-<version>-<arch>
   rm -rf "$out.stage" "$work"
 }
 
-build_hiredis() { # arch -> $cache/hiredis-<version>-<arch>, against that arch's OpenSSL
-  local arch=$1 out=$cache/hiredis-$hiredis_version-$arch work=$cache/work/hiredis-$arch
+build_hiredis() { # target -> $cache/hiredis-<version>-<target>, against that target's OpenSSL
+  local arch=$1 out=$cache/hiredis-$hiredis_version-$1 work=$cache/work/hiredis-$1 os=()
   local openssl=$cache/openssl-$openssl_version-$arch
+  # its Makefile asks uname what it builds for
+  case "$arch" in *-macos) os=(uname_S=Darwin) ;; esac
   [ -f "$out/lib/libhiredis_ssl.a" ] && [ "$(cat "$out/openssl" 2>/dev/null)" = "$openssl_version" ] && return 0
   echo "building hiredis $hiredis_version for $arch (cached in $out)"
   unpack "$hiredis_dsc" "$work"
   rm -rf "$out" "$out.stage"
-  quietly make -C "$work" -j2 USE_SSL=1 OPENSSL_PREFIX="$openssl" PREFIX="$out" \
+  quietly make -C "$work" -j2 "${os[@]}" USE_SSL=1 OPENSSL_PREFIX="$openssl" PREFIX="$out" \
     CC="$cache/bin/$arch-cc" AR="$cache/bin/ar" libhiredis.a libhiredis_ssl.a hiredis.pc hiredis_ssl.pc
-  quietly make -C "$work" USE_SSL=1 OPENSSL_PREFIX="$openssl" PREFIX="$out" DESTDIR="$out.stage" \
+  quietly make -C "$work" "${os[@]}" USE_SSL=1 OPENSSL_PREFIX="$openssl" PREFIX="$out" DESTDIR="$out.stage" \
     CC="$cache/bin/$arch-cc" AR="$cache/bin/ar" install
   # static archives only (built -fPIC)
-  rm -f "$out.stage$out"/lib/*.so* && rm -rf "$out.stage$out/lib/cmake"
+  rm -f "$out.stage$out"/lib/*.so* "$out.stage$out"/lib/*.dylib* && rm -rf "$out.stage$out/lib/cmake"
   mv "$out.stage$out" "$out"
   rm -rf "$out.stage" "$work"
   echo "$openssl_version" >"$out/openssl"
@@ -180,6 +210,34 @@ check_native() { # file
     return 1
   fi
   echo "  $(basename "$file"): newest glibc symbol GLIBC_$newest, needs: $needed"
+}
+
+# A macOS Mach-O fit to ship (none can run here): the architecture and the
+# minimum macOS asked for, nothing linked but libSystem, nothing exported but
+# its entry points (and the two symbols zig's linker gives every dylib), and
+# nothing undefined but libSystem's, or, for the extension, Python's (found
+# in the interpreter when it loads it).
+check_macho() { # file arch entry...
+  local file=$1 arch=$2 min want got bad
+  shift 2
+  min=macos_min_${arch%-macos}
+  want=$([ "${arch%-macos}" = aarch64 ] && echo ARM64 || echo X86_64)
+  got=$(llvm-objdump --macho --private-header "$file" | awk '/MH_MAGIC/{print $2}')
+  [ "$got" = "$want" ] || { echo "dist.sh: $file is $got, not $want" >&2; return 1; }
+  # LC_BUILD_VERSION's minos, or an older LC_VERSION_MIN_MACOSX's version
+  got=$(llvm-objdump --macho --private-headers "$file" |
+    awk '$1 == "minos" {print $2} /LC_VERSION_MIN_MACOSX/ {v = 1} v && $1 == "version" {print $2; v = 0}')
+  [ "$got" = "${!min}" ] || { echo "dist.sh: $file needs macOS $got, not ${!min}" >&2; return 1; }
+  got=$(llvm-objdump --macho --private-headers "$file" |
+    awk '/cmd LC_(LOAD|LOAD_WEAK|REEXPORT|LAZY_LOAD)_DYLIB/ {l = 1} l && $1 == "name" {print $2; l = 0}' | tr '\n' ' ')
+  [ "$got" = "/usr/lib/libSystem.B.dylib " ] || { echo "dist.sh: $file links $got" >&2; return 1; }
+  bad=$(llvm-objdump --macho --exports-trie "$file" | awk '/^0x/ {print $2}' |
+    grep -Evx "$(printf '_%s|' "$@")__mh_dylib_header|___dso_handle" || true)
+  [ -z "$bad" ] || { echo "dist.sh: $file exports more than its entry points: $(echo $bad | head -c 300)" >&2; return 1; }
+  bad=$(llvm-nm -m -u "$file" | awk '!/\(from libSystem\)/ {print $NF}' |
+    { if [ "$*" = PyInit__ratelimit ]; then grep -Ev '^__?Py' || true; else cat; fi })
+  [ -z "$bad" ] || { echo "dist.sh: $file leaves undefined: $(echo $bad | head -c 300)" >&2; return 1; }
+  echo "  $(basename "$file") ($arch): macOS >= ${!min}, links libSystem only, exports $*"
 }
 
 rm -rf dist
@@ -259,7 +317,58 @@ for arch in "${targets[@]}"; do
   check_native "$native/libratelimit_jni.so"
 done
 
-step "jar: natives for ${targets[*]/#/linux-} (Maven ${RL_DIST_JAVA_GOALS:-package})"
+# the sdist's C sources, as a Mac's pip would compile them (setup.py's
+# flags; its pyconfig.h is this machine's, the only one here: the types agree)
+sdist_src=$work/sdist-src
+if [ ${#macs[@]} -gt 0 ]; then
+  rm -rf "$sdist_src" && mkdir -p "$sdist_src"
+  tar -xzf dist/ratelimit*.tar.gz -C "$sdist_src" --strip-components=1
+  cmake -DLUA_DIR="$sdist_src/lua" -DOUT_DIR="$sdist_src/generated" -P "$sdist_src/cmake/embed_lua.cmake"
+  py_inc=$work/include-macos
+  rm -rf "$py_inc" && cp -r "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" "$py_inc"
+  multiarch_config=/usr/include/$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("MULTIARCH") or "-")')/python$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')/pyconfig.h
+  [ ! -f "$multiarch_config" ] || cp "$multiarch_config" "$py_inc/pyconfig.h"
+  sed -i -e 's|^#define HAVE_GCC_ASM_FOR_X64 1|/* #undef HAVE_GCC_ASM_FOR_X64 */|' \
+    -e 's|^#define HAVE_GCC_ASM_FOR_X87 1|/* #undef HAVE_GCC_ASM_FOR_X87 */|' "$py_inc/pyconfig.h"
+fi
+for arch in "${macs[@]}"; do
+  target=$arch-macos
+  step "OpenSSL $openssl_version and hiredis $hiredis_version for $target"
+  build_openssl "$target"
+  build_hiredis "$target"
+  openssl=$cache/openssl-$openssl_version-$target
+  hiredis=$cache/hiredis-$hiredis_version-$target
+  cc=$cache/bin/$target-cc
+
+  step "JNI library, darwin-$arch (cross-built, checked, not run)"
+  native=$work/jni-natives/native/darwin-$arch
+  # the JDK's jni_md.h for Linux: macOS's declares the same types and macros
+  java_home=$(dirname "$(dirname "$(readlink -f "$(command -v javac)")")")
+  quietly cmake -S bindings/java/core/src/main/c -B "$work/jni-$target" -G Ninja -DCMAKE_SYSTEM_NAME=Darwin \
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_AR="$cache/bin/ar" -DCMAKE_RANLIB="$cache/bin/ranlib" \
+    -DCMAKE_BUILD_TYPE=Release -DRL_HIREDIS_PREFIX="$hiredis" \
+    -DOPENSSL_ROOT_DIR="$openssl" -DOPENSSL_USE_STATIC_LIBS=TRUE -DRLJ_OUTPUT_DIR="$native" \
+    -DJAVA_INCLUDE_PATH="$java_home/include" -DJAVA_INCLUDE_PATH2="$java_home/include/linux" \
+    -DJAVA_AWT_INCLUDE_PATH="$java_home/include" -DJAVA_JVM_LIBRARY="$java_home/lib/server/libjvm.so"
+  grep -q 'RL_HAVE_TLS' "$work/jni-$target/build.ninja" || { echo "dist.sh: JNI library for $target without TLS" >&2; exit 1; }
+  quietly cmake --build "$work/jni-$target" -j 2
+  check_macho "$native/libratelimit_jni.dylib" "$target" JNI_OnLoad JNI_OnUnload
+
+  step "the sdist's extension, macOS $arch (cross-built, checked, not shipped)"
+  objs=$work/ext-$target
+  rm -rf "$objs" && mkdir -p "$objs"
+  for f in "$sdist_src"/core/src/*.c "$sdist_src"/bindings/python/src/*.c "$sdist_src/generated/rl_scripts.c"; do
+    o=$objs/$(realpath --relative-to="$sdist_src" "$f" | tr / _).o
+    "$cc" -c -O2 -std=gnu11 -pthread -Wall -Wno-unused-parameter -Werror -DRL_API= -DRL_HAVE_TLS=1 \
+      -I"$sdist_src/core/include" -I"$sdist_src/core/src" -I"$sdist_src/generated" -I"$hiredis/include" \
+      -I"$openssl/include" -I"$py_inc" "$f" -o "$o"
+  done
+  "$cc" -shared -Wl,-undefined,dynamic_lookup -o "$objs/_ratelimit.so" "$objs"/*.o \
+    "$hiredis/lib/libhiredis_ssl.a" "$hiredis/lib/libhiredis.a" "$openssl/lib/libssl.a" "$openssl/lib/libcrypto.a"
+  check_macho "$objs/_ratelimit.so" "$target" PyInit__ratelimit
+done
+
+step "jar: natives for ${targets[*]/#/linux-} ${macs[*]/#/darwin-} (Maven ${RL_DIST_JAVA_GOALS:-package})"
 goals=${RL_DIST_JAVA_GOALS:-package}
 skip=()
 [ "$goals" = package ] && skip=(-DskipTests)

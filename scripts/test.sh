@@ -100,7 +100,7 @@ for v in 3.9 3.11 3.13 "$system_python"; do
 done
 [ -z "${missing[*]:-}" ] || echo "NOT TESTED here: the wheels for CPython ${missing[*]} (no interpreter; pyenv install <version>)"
 
-step "Binaries: scripts/dist.sh (manylinux2014 wheels, x86_64 and aarch64, CPython ${pythons[*]}; the sdist; the jar); the Java suite on the jar it ships"
+step "Binaries: scripts/dist.sh (manylinux2014 wheels, x86_64 and aarch64, CPython ${pythons[*]}; the sdist; the jar; macOS arm64 and x86_64: the jar's natives and the sdist's C sources cross-built, Mach-O checks); the Java suite on the jar it ships"
 # the Java tests run on the classes and zig-built natives the jar is made of,
 # JarStandaloneIT on the jar itself; the counts are surefire's summary lines
 RL_DIST_PYTHONS="${pythons[*]}" RL_DIST_JAVA_GOALS=install scripts/dist.sh x86_64 aarch64

@@ -150,7 +150,9 @@ RL_API int rl_has_tls(void);
 
 /* The OpenSSL this binary runs with, as OpenSSL_version(OPENSSL_VERSION)
  * says ("OpenSSL 3.0.20 7 Apr 2026"): whether an OpenSSL advisory concerns
- * it. NULL without TLS. */
+ * it. The wheels (Linux x86_64, aarch64) and the jar's natives (those and
+ * macOS arm64, x86_64) carry their own (docs/binaries.md); a source build
+ * the system's. NULL without TLS. */
 RL_API const char *rl_tls_version(void);
 
 typedef struct rl_client rl_client;

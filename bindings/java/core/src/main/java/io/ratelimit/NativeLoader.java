@@ -58,7 +58,8 @@ final class NativeLoader {
                 } catch (UnsatisfiedLinkError e) {
                     // e.g. on musl (Alpine): the jar's Linux libraries need glibc >= 2.17
                     throw new UnsatisfiedLinkError("ratelimit: the jar's " + platform + " native library does not "
-                            + "load here (the Linux ones need glibc >= 2.17): " + e.getMessage() + "; " + FROM_SOURCE);
+                            + "load here (the Linux ones need glibc >= 2.17, the macOS ones macOS 11 on arm64, "
+                            + "10.13 on x86_64): " + e.getMessage() + "; " + FROM_SOURCE);
                 }
                 loadedFrom = "jar:" + resource;
             } finally {
