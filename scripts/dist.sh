@@ -250,13 +250,28 @@ step "sdist"
 quietly "$tools/bin/python" setup.py -q sdist -d dist
 rm -rf bindings/python/ratelimit_core.egg-info ratelimit_core.egg-info
 
+deps_for() { # target: OpenSSL and hiredis built for it; sets openssl, hiredis, cc
+  step "OpenSSL $openssl_version and hiredis $hiredis_version for $1"
+  build_openssl "$1"
+  build_hiredis "$1"
+  openssl=$cache/openssl-$openssl_version-$1
+  hiredis=$cache/hiredis-$hiredis_version-$1
+  cc=$cache/bin/$1-cc
+}
+
+build_jni() { # target native-dir [cmake args]: the JNI library, with TLS
+  local target=$1 native=$2
+  shift 2
+  quietly cmake -S bindings/java/core/src/main/c -B "$work/jni-$target" -G Ninja "$@" \
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_AR="$cache/bin/ar" -DCMAKE_RANLIB="$cache/bin/ranlib" \
+    -DCMAKE_BUILD_TYPE=Release -DRL_HIREDIS_PREFIX="$hiredis" \
+    -DOPENSSL_ROOT_DIR="$openssl" -DOPENSSL_USE_STATIC_LIBS=TRUE -DRLJ_OUTPUT_DIR="$native"
+  grep -q 'RL_HAVE_TLS' "$work/jni-$target/build.ninja" || { echo "dist.sh: JNI library for $target without TLS" >&2; exit 1; }
+  quietly cmake --build "$work/jni-$target" -j 2
+}
+
 for arch in "${targets[@]}"; do
-  step "OpenSSL $openssl_version and hiredis $hiredis_version for $arch"
-  build_openssl "$arch"
-  build_hiredis "$arch"
-  openssl=$cache/openssl-$openssl_version-$arch
-  hiredis=$cache/hiredis-$hiredis_version-$arch
-  cc=$cache/bin/$arch-cc
+  deps_for "$arch"
 
   for pyver in "${pythons[@]}"; do
     step "wheel: CPython $pyver, manylinux2014 $arch"
@@ -308,12 +323,7 @@ for arch in "${targets[@]}"; do
 
   step "JNI library, linux-$arch"
   native=$work/jni-natives/native/linux-$arch
-  quietly cmake -S bindings/java/core/src/main/c -B "$work/jni-$arch" -G Ninja \
-    -DCMAKE_C_COMPILER="$cc" -DCMAKE_AR="$cache/bin/ar" -DCMAKE_RANLIB="$cache/bin/ranlib" \
-    -DCMAKE_BUILD_TYPE=Release -DRL_HIREDIS_PREFIX="$hiredis" \
-    -DOPENSSL_ROOT_DIR="$openssl" -DOPENSSL_USE_STATIC_LIBS=TRUE -DRLJ_OUTPUT_DIR="$native"
-  grep -q 'RL_HAVE_TLS' "$work/jni-$arch/build.ninja" || { echo "dist.sh: JNI library for $arch without TLS" >&2; exit 1; }
-  quietly cmake --build "$work/jni-$arch" -j 2
+  build_jni "$arch" "$native"
   check_native "$native/libratelimit_jni.so"
 done
 
@@ -333,25 +343,16 @@ if [ ${#macs[@]} -gt 0 ]; then
 fi
 for arch in "${macs[@]}"; do
   target=$arch-macos
-  step "OpenSSL $openssl_version and hiredis $hiredis_version for $target"
-  build_openssl "$target"
-  build_hiredis "$target"
-  openssl=$cache/openssl-$openssl_version-$target
-  hiredis=$cache/hiredis-$hiredis_version-$target
-  cc=$cache/bin/$target-cc
+  deps_for "$target"
 
   step "JNI library, darwin-$arch (cross-built, checked, not run)"
   native=$work/jni-natives/native/darwin-$arch
   # the JDK's jni_md.h for Linux: macOS's declares the same types and macros
+  # (FindJNI wants a libjvm too: found, never linked)
   java_home=$(dirname "$(dirname "$(readlink -f "$(command -v javac)")")")
-  quietly cmake -S bindings/java/core/src/main/c -B "$work/jni-$target" -G Ninja -DCMAKE_SYSTEM_NAME=Darwin \
-    -DCMAKE_C_COMPILER="$cc" -DCMAKE_AR="$cache/bin/ar" -DCMAKE_RANLIB="$cache/bin/ranlib" \
-    -DCMAKE_BUILD_TYPE=Release -DRL_HIREDIS_PREFIX="$hiredis" \
-    -DOPENSSL_ROOT_DIR="$openssl" -DOPENSSL_USE_STATIC_LIBS=TRUE -DRLJ_OUTPUT_DIR="$native" \
+  build_jni "$target" "$native" -DCMAKE_SYSTEM_NAME=Darwin \
     -DJAVA_INCLUDE_PATH="$java_home/include" -DJAVA_INCLUDE_PATH2="$java_home/include/linux" \
     -DJAVA_AWT_INCLUDE_PATH="$java_home/include" -DJAVA_JVM_LIBRARY="$java_home/lib/server/libjvm.so"
-  grep -q 'RL_HAVE_TLS' "$work/jni-$target/build.ninja" || { echo "dist.sh: JNI library for $target without TLS" >&2; exit 1; }
-  quietly cmake --build "$work/jni-$target" -j 2
   check_macho "$native/libratelimit_jni.dylib" "$target" JNI_OnLoad JNI_OnUnload
 
   step "the sdist's extension, macOS $arch (cross-built, checked, not shipped)"
