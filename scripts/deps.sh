@@ -43,6 +43,8 @@ else
   # Redis 8.0's build (scripts/servers.sh) compiles fast_float, C++
   need g++ g++
   need dpkg-source dpkg-dev
+  # dist.sh's checks of the macOS natives (Mach-O)
+  need llvm-objdump llvm
   # tests/topology's checks look for its servers' processes
   need pgrep procps
   [ -f /usr/include/openssl/ssl.h ] || add libssl-dev
