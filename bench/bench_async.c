@@ -9,7 +9,9 @@
  *        bench_async submit IN_FLIGHT [seconds] [max_batch]: decisions/s of
  *          rl_submit alone, and per decision (us) the client's CPU, Redis's
  *          CPU and Redis's time in scripts
- *          (bench_async.sh runs it against redis-benchmark, round by round) */
+ *          (bench_async.sh runs it against redis-benchmark, round by round)
+ *        bench_async blocking THREADS [seconds]: the same for rl_acquire
+ *          from THREADS threads on one client */
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -100,7 +102,7 @@ static void on_done(void *ctx, const rl_completion *c)
     if (rl_submit(client, &w->req, 0, &target) != RL_OK) exit(1);
 }
 
-static long last_done; /* decisions of the last run_async */
+static long last_done; /* decisions of the last run_async or run_blocking */
 
 static double run_async(int in_flight)
 {
@@ -136,6 +138,7 @@ static double run_blocking(int threads)
         pthread_join(t[i], NULL);
         total += w[i].ops;
     }
+    last_done = total;
     return total / (now_s() - start);
 }
 
@@ -259,7 +262,8 @@ int main(int argc, char **argv)
         if (getenv("REDIS_URL")) url = getenv("REDIS_URL");
         return count_calls(atol(argv[2]), atoi(argv[3]), atoi(argv[4]));
     }
-    if (argc > 2 && !strcmp(argv[1], "submit")) {
+    int blocking_only = argc > 2 && !strcmp(argv[1], "blocking");
+    if (argc > 2 && (!strcmp(argv[1], "submit") || blocking_only)) {
         if (getenv("REDIS_URL")) url = getenv("REDIS_URL");
         if (argc > 3) seconds = atof(argv[3]);
         rl_options o = RL_OPTIONS_INIT;
@@ -270,10 +274,10 @@ int main(int argc, char **argv)
         }
         double timed = seconds;
         seconds = 0.2;
-        run_async(1); /* connected, script loaded: not timed */
+        (blocking_only ? run_blocking : run_async)(1); /* connected, script loaded: not timed */
         seconds = timed;
         double server = redis_cpu(), script_us = redis_script_us();
-        double cpu = process_cpu(), rate = run_async(atoi(argv[2]));
+        double cpu = process_cpu(), rate = (blocking_only ? run_blocking : run_async)(atoi(argv[2]));
         cpu = process_cpu() - cpu;
         /* decisions/s, then per decision (us): this process's CPU, Redis's
          * CPU (INFO cpu) and its time in scripts (INFO commandstats) */

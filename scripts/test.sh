@@ -71,8 +71,8 @@ scripts/fuzz.sh 20
 
 step "C core under TSan (the async I/O thread, the pools)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DRL_SANITIZE=thread >/dev/null
-quietly cmake --build build-tsan -j $jobs --target test_async test_waits test_concurrency test_sync test_operations test_stats
-for t in async waits concurrency sync operations stats; do
+quietly cmake --build build-tsan -j $jobs --target test_async test_waits test_concurrency test_sync test_operations test_stats test_combine
+for t in async waits concurrency sync operations stats combine; do
   TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" build-tsan/core/tests/test_$t
 done
 

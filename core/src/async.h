@@ -78,6 +78,7 @@ typedef struct areq {
     char *reset_entity;   /* a reset's "name\0id": this client's leases on it are dropped again when it is done */
     int group;            /* sent as the first of a batch of group decisions: one reply for them all */
     int reordered;        /* sent ahead of decisions with earlier deadlines (a cluster's batches) */
+    int blocking;         /* a blocking caller's (combine.c): a server that is behind gets none, as the pool */
     int decided;          /* result (and decided_status) hold its decision already */
     int decided_status;
     rl_result result;

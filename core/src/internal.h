@@ -122,6 +122,7 @@ struct rl_client {
     int64_t refresh_due_ms; /* cluster: refresh the slot map at or after this (0 = not due) */
     int next_sentinel;      /* the sentinel that answered last is asked first */
     rl_async *async;        /* the I/O thread, started by the first rl_submit */
+    int blocking_calls;     /* rl_execute calls in flight (atomic): overlapping ones combine */
     struct rl_stats *stats; /* metrics (stats.c): made by the first counted decision */
     struct rl_config_cache *configs; /* stored specs (config.c) */
     struct rl_leases *leases; /* leases (lease.c); NULL: none taken (out of memory) */
@@ -334,6 +335,11 @@ int rl_validate_request(const rl_request *req);
 int rl_resolve_stored(rl_client *client, const rl_request *req, rl_request *out);
 void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *req);
 int rl_decode_result(const redisReply *r, rl_result *out);
+/* combine.c: one valid plain decision through the I/O thread, waited on
+ * until command_timeout_ms; RL_OK when *outcome (and *result) say what
+ * happened, else it was not sent (the server is behind, no memory, closing):
+ * send it directly */
+int rl_combine_decide(rl_client *c, const rl_request *req, rl_result *result, rl_outcome *outcome);
 /* DEL of every key of (name, id) under spec (NULL: the stored one, read
  * now if not cached) */
 int rl_build_reset(rl_cmd *cmd, rl_client *client, const char *name, const char *id, const rl_spec *spec);
