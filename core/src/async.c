@@ -149,11 +149,6 @@ aconn *rl_async_find_conn(rl_async *a, rl_node *node, int sub)
     return ac;
 }
 
-static aconn *conn_for(rl_async *a, rl_node *node)
-{
-    return rl_async_find_conn(a, node, 0);
-}
-
 /* Fails everything in flight on ac with status: it may have run, so none of
  * it is ever sent again. */
 void rl_async_conn_drop(rl_async *a, aconn *ac, int status)
@@ -255,45 +250,36 @@ void *rl_async_dialer(void *arg)
     return NULL;
 }
 
-/* The first n decisions staged on ac go into its output as batch calls of
- * up to max_batch (one call when alone), their replies due one per call. In
- * a cluster a call holds one slot's: each slot keeps its order, and a call
- * goes where its first decision was staged; a decision moved ahead of
+/* The first n decisions staged on ac go into its output as calls
+ * (rl_plan_calls), their replies due one per call; a decision sent ahead of
  * others (their deadlines earlier than its own) counts as resent, so the
  * timers look past it (expire). */
 static void flush_first(rl_async *a, aconn *ac, int n)
 {
-    int cap = a->client->options.max_batch;
-    int one_slot = a->client->url.mode == RL_MODE_CLUSTER;
-    areq **left = a->staging;
-    for (int k = 0; k < n; k++) left[k] = list_pop(&ac->staged);
+    enum { MOST = RL_STAGED_PER_BATCH * RL_MAX_BATCH };
+    areq *staged[MOST];
+    const rl_cmd *cmds[MOST], *batch[RL_MAX_BATCH];
+    size_t ord[MOST], len[MOST];
+    char placed[MOST];
+    for (int k = 0; k < n; k++) {
+        staged[k] = list_pop(&ac->staged);
+        cmds[k] = &staged[k]->cmd;
+    }
     ac->staged_count -= n;
-    for (int i = 0; i < n; i++) {
-        if (!left[i]) continue;
-        areq *first = left[i];
-        int m = 0, passed = 0;
-        for (int j = i; j < n && m < cap; j++) {
-            areq *r = left[j];
-            if (!r) continue;
-            if (one_slot && r->cmd.slot != first->cmd.slot) {
-                passed = 1;
-                continue;
-            }
-            left[j] = NULL;
+    size_t calls = rl_plan_calls(a->client, cmds, NULL, (size_t)n, ord, len, placed);
+    for (size_t k = 0, o = 0; k < calls; o += len[k++]) {
+        for (size_t j = 0; j < len[k]; j++) {
+            areq *r = staged[ord[o + j]];
             r->group = 0;
-            if (passed && !r->reordered) {
+            if (placed[ord[o + j]] == 2 && !r->reordered) {
                 r->reordered = 1;
                 ac->resent += r->redirects == 0;
             }
-            a->batch[m++] = &r->cmd;
+            batch[j] = cmds[ord[o + j]];
             list_push(&ac->inflight, r); /* counted when staged */
         }
-        if (m == 1) {
-            rl_append_command(ac->conn->ctx, first->cmd.argc, first->cmd.argv, first->cmd.lens);
-        } else {
-            first->group = m;
-            rl_append_batch(ac->conn->ctx, a->batch, (size_t)m);
-        }
+        if (len[k] > 1) staged[ord[o]]->group = (int)len[k];
+        rl_append_call(ac->conn->ctx, batch, len[k]);
     }
 }
 
@@ -431,7 +417,7 @@ void rl_async_dispatch(rl_async *a, areq *r)
             return;
         }
     }
-    aconn *ac = conn_for(a, node);
+    aconn *ac = rl_async_find_conn(a, node, 0);
     if (!ac) {
         rc = rl_fail(RL_ERR_NOMEM, "out of memory");
         goto fail;
@@ -500,10 +486,8 @@ static void dials_done(rl_async *a)
 
 /* ---- replies ------------------------------------------------------------------ */
 
-static void handle_reply(rl_async *a, aconn *ac, areq *r, redisReply *reply)
+static void handle_reply(rl_async *a, aconn *ac, areq *r, const redisReply *reply)
 {
-    char host[256];
-    int slot = -1, port = 0;
     if (r->kind > REQ_POP) {
         /* loaded (or not): a later NOSCRIPT (SCRIPT FLUSH) loads it again */
         if (r->kind == REQ_SCRIPT_LOAD) ac->loading &= ~(1u << r->cmd.script);
@@ -515,15 +499,15 @@ static void handle_reply(rl_async *a, aconn *ac, areq *r, redisReply *reply)
         rl_async_req_free(r);
         return;
     }
-    if (rl_reply_is_noscript(reply) && r->cmd.script >= 0 && r->redirects < 16) {
+    if (rl_reload_wanted(&r->cmd, reply, r->redirects)) {
         /* it did not run: load the script (one load queued per connection at
          * a time: replies come in order, so it runs before this resend) */
         unsigned bit = 1u << r->cmd.script;
         r->redirects++;
         if (!(ac->loading & bit)) {
-            const rl_script_def *def = &rl_scripts[r->cmd.script];
-            const char *argv[3] = {"SCRIPT", "LOAD", def->text};
-            size_t lens[3] = {6, 4, def->length};
+            const char *argv[3];
+            size_t lens[3];
+            rl_script_load_command(r->cmd.script, argv, lens);
             if (append_internal(a, ac, REQ_SCRIPT_LOAD, 3, argv, lens)) {
                 rl_async_finish(a, r, RL_ERR_NOMEM, NULL);
                 return;
@@ -534,7 +518,7 @@ static void handle_reply(rl_async *a, aconn *ac, areq *r, redisReply *reply)
         append(a, ac, r);
         return;
     }
-    reply_kind kind = rl_classify_reply(a->client, reply, &slot, host, sizeof host, &port);
+    reply_kind kind = rl_follow_reply(a->client, reply, ac->node, &r->ask);
     if (kind == REPLY_FINAL) {
         if (reply->type == REDIS_REPLY_ERROR) {
             rl_fail(RL_ERR_REDIS, "%s", reply->str);
@@ -549,15 +533,9 @@ static void handle_reply(rl_async *a, aconn *ac, areq *r, redisReply *reply)
         return;
     }
     snprintf(r->failure, sizeof r->failure, "%s", reply->str);
-    if (kind == REPLY_MOVED) {
-        rl_cluster_moved(a->client, slot, host[0] ? host : ac->node->host, port);
-    } else if (kind == REPLY_ASK) {
-        if (!(r->ask = rl_node_for(a->client, host[0] ? host : ac->node->host, port))) {
-            rl_async_finish(a, r, RL_ERR_NOMEM, NULL);
-            return;
-        }
-    } else if (kind == REPLY_READONLY) {
-        rl_topology_suspect(a->client, ac->node);
+    if (kind == REPLY_ASK && !r->ask) {
+        rl_async_finish(a, r, RL_ERR_NOMEM, NULL);
+        return;
     }
     /* at once, or on the timer (expire): the others on the connection go on */
     r->pause_ms = rl_retry_pause_ms(r->pause_ms, ++r->redirects, kind != REPLY_MOVED && kind != REPLY_ASK);
@@ -571,12 +549,11 @@ static void handle_reply(rl_async *a, aconn *ac, areq *r, redisReply *reply)
 }
 
 /* The reply to a batch of first->group decisions, the rest of them next
- * on ac->inflight: each gets its own element, or (an error for the whole
- * call: NOSCRIPT, MOVED, TRYAGAIN...) the whole reply, as if sent alone. */
+ * on ac->inflight: each gets its part (rl_batch_part). */
 static void handle_batch_reply(rl_async *a, aconn *ac, areq *first, redisReply *reply)
 {
     size_t n = (size_t)first->group;
-    int split = rl_batch_reply_ok(reply, n);
+    int ok = rl_batch_reply_ok(reply, n);
     areq *r = first;
     first->group = 0;
     for (size_t i = 0; i < n; i++) {
@@ -586,7 +563,7 @@ static void handle_batch_reply(rl_async *a, aconn *ac, areq *first, redisReply *
             ac->count--;
             if (r->redirects > 0 || r->reordered) ac->resent--;
         }
-        handle_reply(a, ac, r, split ? reply->element[i] : reply);
+        handle_reply(a, ac, r, rl_batch_part(reply, ok, i));
     }
 }
 

@@ -164,8 +164,6 @@ struct rl_async {
     pthread_t dialer;
     pthread_cond_t dial_wanted;
     dial *dial_jobs, *dial_done;
-    const rl_cmd **batch; /* max_batch entries: a batch being written */
-    areq **staging;       /* RL_STAGED_PER_BATCH * max_batch entries: a connection's staged, being grouped */
 };
 
 /* Decisions staged on one connection at most, per max_batch (a cluster's

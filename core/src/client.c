@@ -194,20 +194,6 @@ void rl_client_close(rl_client *client)
 
 /* ---- running commands ------------------------------------------------------- */
 
-/* Routes that changed while connecting failed, before a call gives up. */
-#define MAX_REROUTES 16
-
-int64_t rl_retry_pause_ms(int64_t previous_ms, int tries, int later)
-{
-    if (!later && tries <= RL_FREE_REDIRECTS) return 0;
-    return previous_ms <= 0 ? 5 : previous_ms < 50 ? previous_ms * 2 : 100;
-}
-
-int rl_reply_is_noscript(const redisReply *r)
-{
-    return r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8);
-}
-
 static void free_replies(redisReply **replies, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -216,57 +202,8 @@ static void free_replies(redisReply **replies, size_t n)
     }
 }
 
-/* The order cmds[idx[0..m)] are sent in, as calls: a run of plain
- * decisions (no ASKING) goes as batch calls of up to max_batch, in a
- * cluster one slot's each (slots are independent; a slot keeps its order,
- * and nothing overtakes a command that is not batched). ord gets the
- * order, len each call's length; returns the number of calls. */
-static size_t plan_calls(const rl_client *c, const rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
-                         size_t *ord, size_t *len, char *taken)
-{
-    size_t calls = 0, o = 0, cap = (size_t)c->options.max_batch;
-    int cluster = c->url.mode == RL_MODE_CLUSTER;
-    memset(taken, 0, m);
-    for (size_t k = 0; k < m; k++) {
-        if (taken[k]) continue;
-        const rl_cmd *cmd = &cmds[idx[k]];
-        size_t start = o;
-        ord[o++] = idx[k];
-        if (cmd->batchable && !asking[idx[k]]) {
-            for (size_t j = k + 1; j < m && o - start < cap; j++) {
-                const rl_cmd *next = &cmds[idx[j]];
-                if (!next->batchable || asking[idx[j]]) break;
-                if (taken[j] || (cluster && next->slot != cmd->slot)) continue;
-                ord[o++] = idx[j];
-                taken[j] = 1;
-            }
-        }
-        len[calls++] = o - start;
-    }
-    return calls;
-}
-
-/* Splits a batch call's reply among its decisions cmds ord[0..n): each gets
- * its element as a reply of its own; or, when the reply is not its
- * decisions' (an error for the whole call), a copy of the error, or an
- * empty array (a protocol error when decoded). */
-static int split_reply(redisReply *r, const size_t *ord, size_t n, redisReply **replies)
-{
-    int ok = rl_batch_reply_ok(r, n);
-    const redisReply empty = {.type = REDIS_REPLY_ARRAY};
-    for (size_t j = 0; j < n; j++) {
-        const redisReply *own = ok ? r->element[j] : r->type == REDIS_REPLY_ERROR ? r : &empty;
-        if (!(replies[ord[j]] = rl_reply_copy(own))) {
-            rl_reply_free(r);
-            return rl_fail(RL_ERR_NOMEM, "out of memory");
-        }
-    }
-    rl_reply_free(r);
-    return RL_OK;
-}
-
 /* Sends cmds[idx[0..m)] pipelined on conn (each one the ASKING redirect
- * asked for preceded by ASKING; plain decisions batched, plan_calls) and
+ * asked for preceded by ASKING; plain decisions batched, rl_plan_calls) and
  * reads their replies into replies[idx], each call's whole by *read_by
  * (rl_now_ms; 0: command_timeout_ms from now, once sent). Every
  * reply but the last moves *read_by to at least command_timeout_ms from its
@@ -274,37 +211,35 @@ static int split_reply(redisReply *r, const size_t *ord, size_t n, redisReply **
  * its timeout even if its reply trickles in byte by byte (the socket's
  * timeout bounds each read, not the reply). On an error the replies read
  * before it stay in replies. */
-static int send_and_read(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
+static int send_and_read(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, rl_node *const *ask,
                          int64_t *read_by, redisReply **replies)
 {
     const int timeout = c->options.command_timeout_ms;
     redisContext *ctx = conn->ctx;
     const char *asking_argv[1] = {"ASKING"};
-    size_t *ord = (size_t *)idx, *len = NULL, calls = m;
-    const rl_cmd **batch = NULL;
+    const rl_cmd *first = &cmds[idx[0]], **ptrs = &first, **batch = &first;
+    size_t zero = 0, *ord = &zero, *len = &m, calls = 1;
     int rc = RL_OK;
     void *scratch = NULL;
-    if (m > 1 && c->options.max_batch > 1) {
-        size_t cap = (size_t)c->options.max_batch;
-        if (!(scratch = malloc(m * 2 * sizeof(size_t) + cap * sizeof *batch + m)))
+    if (m > 1) {
+        if (!(scratch = malloc(m * (2 * sizeof *ptrs + 2 * sizeof *ord + 2))))
             return rl_fail(RL_ERR_NOMEM, "out of memory");
-        ord = scratch;
+        ptrs = scratch;
+        batch = ptrs + m;
+        ord = (size_t *)(batch + m);
         len = ord + m;
-        batch = (const rl_cmd **)(len + m);
-        calls = plan_calls(c, cmds, idx, m, asking, ord, len, (char *)(batch + cap));
-    }
-    for (size_t k = 0, o = 0, n; k < calls; k++, o += n) {
-        n = len ? len[k] : 1;
-        rl_cmd *cmd = &cmds[ord[o]];
-        int failed;
-        if (n > 1) {
-            for (size_t j = 0; j < n; j++) batch[j] = &cmds[ord[o + j]];
-            failed = rl_append_batch(ctx, batch, n) != REDIS_OK;
-        } else {
-            failed = (asking[ord[o]] && rl_append_command(ctx, 1, asking_argv, NULL) != REDIS_OK) ||
-                     rl_append_command(ctx, cmd->argc, cmd->argv, cmd->lens) != REDIS_OK;
+        char *asked = (char *)(len + m);
+        for (size_t k = 0; k < m; k++) {
+            ptrs[k] = &cmds[idx[k]];
+            asked[k] = ask[idx[k]] != NULL;
         }
-        if (failed) {
+        calls = rl_plan_calls(c, ptrs, asked, m, ord, len, asked + m);
+    }
+    for (size_t k = 0, o = 0; k < calls; o += len[k++]) {
+        for (size_t j = 0; j < len[k]; j++) batch[j] = ptrs[ord[o + j]];
+        /* only a command alone goes after ASKING (rl_plan_calls) */
+        if ((ask[idx[ord[o]]] && rl_append_command(ctx, 1, asking_argv, NULL) != REDIS_OK) ||
+            rl_append_call(ctx, batch, len[k]) != REDIS_OK) {
             /* half a pipeline sits in the output buffer: never reuse */
             if (!ctx->err) ctx->err = REDIS_ERR_OOM;
             rc = rl_conn_error(conn, "send command");
@@ -316,16 +251,21 @@ static int send_and_read(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t
         goto out;
     }
     if (!*read_by) *read_by = rl_now_ms() + timeout;
-    for (size_t k = 0, o = 0, n; k < calls; k++, o += n) {
-        n = len ? len[k] : 1;
+    for (size_t k = 0, o = 0; k < calls; o += len[k++]) {
         void *r = NULL;
-        if (n == 1 && asking[ord[o]]) {
+        if (ask[idx[ord[o]]]) {
             if (rl_conn_read_by(conn, &r, *read_by, timeout) != REDIS_OK) goto broken;
             rl_reply_free(r);
         }
         if (rl_conn_read_by(conn, &r, *read_by, timeout) != REDIS_OK) goto broken;
-        if (n == 1) replies[ord[o]] = r;
-        else if ((rc = split_reply(r, ord + o, n, replies))) goto broken;
+        int ok = rl_batch_reply_ok(r, len[k]);
+        for (size_t j = 0; j < len[k] && !rc; j++) {
+            redisReply **own = &replies[idx[ord[o + j]]];
+            if (len[k] == 1) *own = r;
+            else if (!(*own = rl_reply_copy(rl_batch_part(r, ok, j)))) rc = rl_fail(RL_ERR_NOMEM, "out of memory");
+        }
+        if (len[k] > 1) rl_reply_free(r);
+        if (rc) goto broken;
         if (k + 1 < calls) {
             int64_t more = rl_now_ms() + timeout;
             if (more > *read_by) *read_by = more;
@@ -344,17 +284,18 @@ out:
 
 /* NOSCRIPT means the script did not run: load it on this server and send
  * that call again. */
-static int reload_once(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
-                       int64_t *read_by, redisReply **replies)
+static int reload_once(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, rl_node *const *ask,
+                       int64_t *read_by, redisReply **replies, int round)
 {
     int loaded[RL_SCRIPT_COUNT] = {0};
     for (size_t k = 0; k < m; k++) {
         size_t i = idx[k];
-        if (!rl_reply_is_noscript(replies[i]) || cmds[i].script < 0 || loaded[cmds[i].script]) continue;
+        if (!rl_reload_wanted(&cmds[i], replies[i], round) || loaded[cmds[i].script]) continue;
         const rl_script_def *def = &rl_scripts[cmds[i].script];
-        const char *argv[3] = {"SCRIPT", "LOAD", def->text};
-        size_t lens[3] = {6, 4, def->length};
+        const char *argv[3];
+        size_t lens[3];
         void *reply = NULL;
+        rl_script_load_command(cmds[i].script, argv, lens);
         if (rl_append_command(conn->ctx, 3, argv, lens) != REDIS_OK || rl_conn_flush(conn) != REDIS_OK ||
             rl_conn_read_by(conn, &reply, *read_by, c->options.command_timeout_ms) != REDIS_OK)
             return rl_conn_error(conn, "SCRIPT LOAD");
@@ -369,58 +310,27 @@ static int reload_once(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *
     }
     for (size_t k = 0; k < m; k++) {
         size_t i = idx[k];
-        if (!rl_reply_is_noscript(replies[i]) || cmds[i].script < 0) continue;
+        if (!rl_reload_wanted(&cmds[i], replies[i], round)) continue;
         rl_reply_free(replies[i]);
         replies[i] = NULL;
-        int rc = send_and_read(c, conn, cmds, &i, 1, asking, read_by, replies);
+        int rc = send_and_read(c, conn, cmds, &i, 1, ask, read_by, replies);
         if (rc) return rc;
     }
     return RL_OK;
 }
 
 /* Again while a SCRIPT FLUSH between the load and the call takes the script
- * away (at most 16 times, as the I/O thread does), all by *read_by. */
-static int reload_scripts(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, const char *asking,
+ * away (RL_MAX_RESENDS times at most, as the I/O thread does), all by
+ * *read_by. */
+static int reload_scripts(rl_client *c, rl_conn *conn, rl_cmd *cmds, const size_t *idx, size_t m, rl_node *const *ask,
                           int64_t *read_by, redisReply **replies)
 {
-    for (int round = 0; round < 16; round++) {
-        int rc = reload_once(c, conn, cmds, idx, m, asking, read_by, replies), again = 0;
+    for (int round = 0;; round++) {
+        int rc = reload_once(c, conn, cmds, idx, m, ask, read_by, replies, round), again = 0;
         if (rc) return rc;
-        for (size_t k = 0; k < m; k++) again |= cmds[idx[k]].script >= 0 && rl_reply_is_noscript(replies[idx[k]]);
-        if (!again) break;
+        for (size_t k = 0; k < m; k++) again |= rl_reload_wanted(&cmds[idx[k]], replies[idx[k]], round + 1);
+        if (!again) return RL_OK;
     }
-    return RL_OK;
-}
-
-/* Replies that prove the command did not run may send it again; nothing
- * else ever is (a timeout or a broken connection may have consumed). */
-reply_kind rl_classify_reply(const rl_client *c, const redisReply *r, int *slot, char *host, size_t host_size,
-                             int *port)
-{
-    if (!r || r->type != REDIS_REPLY_ERROR) return REPLY_FINAL;
-    int moved = !strncmp(r->str, "MOVED ", 6), ask = !strncmp(r->str, "ASK ", 4);
-    if ((moved || ask) && c->url.mode == RL_MODE_CLUSTER) {
-        /* MOVED 3999 127.0.0.1:6381 ; an empty host means the same server */
-        const char *p = r->str + (moved ? 6 : 4);
-        char *end;
-        long s = strtol(p, &end, 10);
-        const char *colon = strrchr(end, ':');
-        if (end == p || *end != ' ' || !colon || s < 0 || s >= RL_CLUSTER_SLOTS) return REPLY_FINAL;
-        size_t len = (size_t)(colon - end - 1);
-        if (len >= host_size) return REPLY_FINAL;
-        memcpy(host, end + 1, len);
-        host[len] = '\0';
-        *slot = (int)s;
-        long n = strtol(colon + 1, NULL, 10); /* not atoi: it wraps 4294967297 to 1 */
-        if (n <= 0 || n > 65535) return REPLY_FINAL;
-        *port = (int)n;
-        return moved ? REPLY_MOVED : REPLY_ASK;
-    }
-    if (!strncmp(r->str, "TRYAGAIN", 8) || !strncmp(r->str, "CLUSTERDOWN", 11) || !strncmp(r->str, "LOADING", 7) ||
-        !strncmp(r->str, "MASTERDOWN", 10))
-        return REPLY_LATER;
-    if (!strncmp(r->str, "READONLY", 8) && c->url.mode == RL_MODE_SENTINEL) return REPLY_READONLY;
-    return REPLY_FINAL;
 }
 
 /* Command i of a batch has its outcome: an error, nothing more to send. */
@@ -436,13 +346,10 @@ static void settle(rl_outcome *outcomes, char *done, size_t *pending, size_t i, 
 int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_outcome *outcomes)
 {
     enum { SMALL = 8 };
-    size_t small_idx[SMALL];
-    char small_asking[SMALL], small_done[2 * SMALL];
-    rl_node *small_ask[SMALL];
-    size_t *idx = small_idx;
-    char *asking = small_asking, *done = small_done, *sent;
-    rl_node **ask = small_ask;
-    size_t pending = n;
+    /* per command: its place in a round, where an ASK sends it, done, and
+     * sent at least once (it may be redirected back) */
+    size_t small[3 * SMALL], pending = n;
+    void *scratch = n > SMALL ? calloc(n, sizeof(size_t) + sizeof(rl_node *) + 2) : memset(small, 0, sizeof small);
     int rc = RL_OK, redirects = 0, redirected_rounds = 0, reroutes = 0;
     /* read_by: every reply of this call, from its first send on (send_and_read) */
     int64_t start, deadline, read_by = 0, pause_ms = 0;
@@ -450,29 +357,15 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
 
     for (size_t i = 0; i < n; i++) {
         replies[i] = NULL;
-        outcomes[i].status = RL_OK;
-        outcomes[i].error[0] = '\0';
+        outcomes[i].status = scratch ? RL_OK : RL_ERR_NOMEM;
+        snprintf(outcomes[i].error, sizeof outcomes[i].error, "%s", scratch ? "" : "out of memory");
     }
-    if (n > SMALL) {
-        idx = malloc(n * sizeof *idx);
-        asking = malloc(n);
-        done = malloc(2 * n);
-        ask = malloc(n * sizeof *ask);
-        if (!idx || !asking || !done || !ask) {
-            for (size_t i = 0; i < n; i++) {
-                outcomes[i].status = RL_ERR_NOMEM;
-                snprintf(outcomes[i].error, sizeof outcomes[i].error, "out of memory");
-            }
-            goto out;
-        }
-    }
-    memset(asking, 0, n);
-    memset(done, 0, 2 * n);
-    sent = done + n; /* sent at least once (it may be redirected back) */
-    for (size_t i = 0; i < n; i++) {
-        ask[i] = NULL;
+    if (!scratch) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    size_t *idx = scratch;
+    rl_node **ask = (rl_node **)(idx + n);
+    char *done = (char *)(ask + n), *sent = done + n;
+    for (size_t i = 0; i < n; i++)
         if (cmds[i].failed) settle(outcomes, done, &pending, i, RL_ERR_NOMEM, "out of memory building a command");
-    }
     start = rl_now_ms();
     deadline = start + c->options.command_timeout_ms;
 
@@ -491,7 +384,6 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
             }
             if (!target) target = node;
             if (node != target) continue;
-            asking[i] = ask[i] != NULL;
             idx[m++] = i;
         }
         if (m == 0) continue; /* none could be routed: all settled */
@@ -503,7 +395,7 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
                 snprintf(msg, sizeof msg, "%s", rl_errmsg());
                 rl_topology_suspect(c, target);
                 if (!ask[idx[0]] && rl_now_ms() < deadline && rl_route(c, cmds[idx[0]].slot, &again) == RL_OK &&
-                    again != target && ++reroutes <= MAX_REROUTES)
+                    again != target && ++reroutes <= RL_MAX_RESENDS)
                     continue;
                 rl_fail(rc, "%s", msg);
             }
@@ -512,8 +404,8 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
             continue;
         }
         for (size_t k = 0; k < m; k++) sent[idx[k]] = 1;
-        rc = send_and_read(c, conn, cmds, idx, m, asking, &read_by, replies);
-        if (rc == RL_OK) rc = reload_scripts(c, conn, cmds, idx, m, asking, &read_by, replies);
+        rc = send_and_read(c, conn, cmds, idx, m, ask, &read_by, replies);
+        if (rc == RL_OK) rc = reload_scripts(c, conn, cmds, idx, m, ask, &read_by, replies);
         rl_conn_put(c, conn);
         if (rc == RL_OK || rc == RL_ERR_TIMEOUT) rl_node_answered(target, rc == RL_OK);
         if (rc) {
@@ -535,11 +427,8 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
         }
         for (size_t k = 0; k < m; k++) {
             size_t i = idx[k];
-            char host[256];
-            int slot = -1, port = 0;
             if (done[i]) continue;
-            reply_kind kind = rl_classify_reply(c, replies[i], &slot, host, sizeof host, &port);
-            ask[i] = NULL;
+            reply_kind kind = rl_follow_reply(c, replies[i], target, &ask[i]);
             if (kind == REPLY_FINAL) {
                 done[i] = 1;
                 pending--;
@@ -550,15 +439,8 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
             replies[i] = NULL;
             redirects++;
             redirected = 1;
-            if (kind == REPLY_MOVED) {
-                rl_cluster_moved(c, slot, host[0] ? host : target->host, port);
-            } else if (kind == REPLY_ASK) {
-                if (!(ask[i] = rl_node_for(c, host[0] ? host : target->host, port)))
-                    settle(outcomes, done, &pending, i, RL_ERR_NOMEM, "out of memory");
-            } else {
-                if (kind == REPLY_READONLY) rl_topology_suspect(c, target);
-                later = 1;
-            }
+            if (kind == REPLY_ASK && !ask[i]) settle(outcomes, done, &pending, i, RL_ERR_NOMEM, "out of memory");
+            later |= kind == REPLY_LATER || kind == REPLY_READONLY;
         }
         if (pending == 0) break;
         int64_t left = deadline - rl_now_ms();
@@ -586,13 +468,7 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
             replies[i] = NULL;
         }
     }
-out:
-    if (n > SMALL) {
-        free(idx);
-        free(asking);
-        free(done);
-        free(ask);
-    }
+    if (n > SMALL) free(scratch);
     /* one command: rl_errmsg() already holds its whole message */
     if (n == 1) return outcomes[0].status;
     for (size_t i = 0; i < n; i++)

@@ -316,11 +316,34 @@ int rl_run_each(rl_client *client, rl_cmd *cmds, size_t n, redisReply **replies,
  * cluster so a wake-up reaches only the entity's shard. */
 const char *rl_publish_command(const rl_client *client);
 
+/* ---- the request protocol (protocol.c): one policy for both engines ---- */
+
+/* Sends of one command after replies that prove it did not run and are
+ * cured at once (NOSCRIPT), and a blocking call's reroutes around a server
+ * it cannot connect; redirects and "not now" end at the command timeout. */
+#define RL_MAX_RESENDS 16
+/* Plans cmds[0..m) as calls: runs of batchable ones (not alone[k]: after
+ * ASKING) as batch calls of up to max_batch, in a cluster one slot's each
+ * (nothing overtakes what is not batched). ord: positions in sending order,
+ * len: each call's length, placed[k]: 2 if k went ahead of an earlier one. */
+size_t rl_plan_calls(const rl_client *c, const rl_cmd *const *cmds, const char *alone, size_t m, size_t *ord,
+                     size_t *len, char *placed);
+int rl_append_call(redisContext *ctx, const rl_cmd *const *cmds, size_t n); /* n >= 2: a batch call */
+/* Decision i's part of a batch call's reply (ok: rl_batch_reply_ok): its
+ * element, an error for the whole call, else an empty array (a protocol
+ * error when decoded). */
+const redisReply *rl_batch_part(const redisReply *reply, int ok, size_t i);
 /* Replies that prove a command did not run (it may be sent again). */
 typedef enum { REPLY_FINAL, REPLY_MOVED, REPLY_ASK, REPLY_LATER, REPLY_READONLY } reply_kind;
 reply_kind rl_classify_reply(const rl_client *c, const redisReply *r, int *slot, char *host, size_t host_size,
                              int *port);
+/* classified and acted on (MOVED: the slot map, READONLY: suspect from);
+ * ASK sets *ask, the node to send to next (NULL: out of memory) */
+reply_kind rl_follow_reply(rl_client *c, const redisReply *r, rl_node *from, rl_node **ask);
 int rl_reply_is_noscript(const redisReply *r);
+/* NOSCRIPT for cmd, sent again tries times: load its script, send it again */
+int rl_reload_wanted(const rl_cmd *cmd, const redisReply *r, int tries);
+void rl_script_load_command(int script, const char *argv[3], size_t lens[3]);
 /* The pause before sending again a command redirected (MOVED, ASK) or told
  * "not now" (later: TRYAGAIN, CLUSTERDOWN, LOADING...) for the tries-th time,
  * previous_ms being the last pause: redirects are followed at once

@@ -16,11 +16,9 @@ static int async_start(rl_client *c)
     pthread_mutex_init(&a->mutex, NULL);
     pthread_cond_init(&a->dial_wanted, NULL);
     a->wake_fds[0] = a->wake_fds[1] = -1;
-    a->batch = malloc((size_t)c->options.max_batch * sizeof *a->batch);
-    a->staging = malloc((size_t)c->options.max_batch * RL_STAGED_PER_BATCH * sizeof *a->staging);
     a->polls = malloc(sizeof *a->polls); /* the wake pipe's; connections add theirs */
     int dialer_started = 0;
-    if (!a->batch || !a->staging || !a->polls || rl_pipe(a->wake_fds) < 0 ||
+    if (!a->polls || rl_pipe(a->wake_fds) < 0 ||
         !(dialer_started = pthread_create(&a->dialer, NULL, rl_async_dialer, a) == 0) ||
         pthread_create(&a->thread, NULL, rl_async_io_thread, a) != 0) {
         int err = errno;
@@ -33,8 +31,6 @@ static int async_start(rl_client *c)
         }
         if (a->wake_fds[0] >= 0) close(a->wake_fds[0]);
         if (a->wake_fds[1] >= 0) close(a->wake_fds[1]);
-        free(a->batch);
-        free(a->staging);
         free(a->polls);
         pthread_cond_destroy(&a->dial_wanted);
         pthread_mutex_destroy(&a->mutex);
@@ -59,8 +55,6 @@ static void free_conns(rl_async *a)
     }
     free(a->conns);
     free(a->cancels);
-    free(a->batch);
-    free(a->staging);
     free(a->polls);
 }
 
