@@ -197,7 +197,7 @@ static void check_classify(const redisReply *r)
                 FUZZ_CHECK(starts(r, "TRYAGAIN") || starts(r, "CLUSTERDOWN") || starts(r, "LOADING") ||
                            starts(r, "MASTERDOWN"));
             } else if (kind == REPLY_READONLY) {
-                FUZZ_CHECK(c->url.mode == RL_MODE_SENTINEL && starts(r, "READONLY"));
+                FUZZ_CHECK(c->url.mode == RL_MODE_SENTINEL && (starts(r, "READONLY") || starts(r, "ERR READONLY")));
             }
             free(host);
         }

@@ -100,7 +100,10 @@ reply_kind rl_classify_reply(const rl_client *c, const redisReply *r, int *slot,
     if (!strncmp(r->str, "TRYAGAIN", 8) || !strncmp(r->str, "CLUSTERDOWN", 11) || !strncmp(r->str, "LOADING", 7) ||
         !strncmp(r->str, "MASTERDOWN", 10))
         return REPLY_LATER;
-    if (!strncmp(r->str, "READONLY", 8) && c->url.mode == RL_MODE_SENTINEL) return REPLY_READONLY;
+    /* a replica refused the script's write: in a batch call, limit.lua's
+     * pcall reports it as "ERR " and Redis's message (nothing was written) */
+    if ((!strncmp(r->str, "READONLY", 8) || !strncmp(r->str, "ERR READONLY", 12)) && c->url.mode == RL_MODE_SENTINEL)
+        return REPLY_READONLY;
     return REPLY_FINAL;
 }
 
