@@ -219,6 +219,19 @@ typedef struct {
 /* The most rates one limiter enforces together ("10/second;1000/hour"). */
 #define RL_MAX_RATES 8
 
+/* The documented limits, for bindings that check or say them. Every call
+ * checks its own; these are the numbers it checks against. */
+#define RL_MAX_EXACT ((int64_t)1 << 53) /* Lua numbers are doubles: integers exact below it */
+/* a period, and rl_acquire_wait's timeout: 100 years */
+#define RL_MAX_PERIOD_MS ((int64_t)100 * 365 * 24 * 3600 * 1000)
+/* rl_request.lease_ms */
+#define RL_LEASE_MAX_MS 3600000
+/* a semaphore's or lock's lease, a wait on one, a message's delay: four of
+ * them still add up exactly in the scripts' doubles */
+#define RL_MAX_WAIT_MS (RL_MAX_EXACT / 1000 / 4)
+/* requests in one rl_execute / rl_execute_each */
+#define RL_EXECUTE_MAX 100000
+
 typedef enum {
     RL_SCOPE_OVERALL = 0,   /* one quota per (name, id), shared by every client */
     RL_SCOPE_PER_CLIENT = 1 /* one quota per (name, id) for each client: rl_client_id() */
@@ -597,6 +610,96 @@ RL_API int rl_script_info(size_t index, const char **name, const char **sha1);
  * the full length (like snprintf), or a negative status. */
 RL_API int rl_key(const rl_client *client, const char *name, const char *id,
                   rl_algorithm algorithm, char *buf, size_t size);
+/* The same for any key an entity's state has: rate (0 = the first, below
+ * RL_MAX_RATES) of a limiter with that algorithm and scope (a per-client
+ * quota's key names rl_client_id). rl_key is rate 0, RL_SCOPE_OVERALL. */
+RL_API int rl_key_build(const rl_client *client, const char *name, const char *id, rl_algorithm algorithm,
+                        rl_scope scope, int rate, char *buf, size_t size);
+
+/* What a key of the library holds (the command line tool reads keys back). */
+typedef enum {
+    RL_KEY_STATE = 0,  /* an entity's state: name, id, algorithm, rate (client_id when per client) */
+    RL_KEY_CONFIG = 1, /* a stored spec: name */
+    RL_KEY_OTHER = 2   /* a semaphore's, lock's, queue's...: name, and what in suffix */
+} rl_key_kind;
+
+typedef struct {
+    rl_key_kind kind;
+    char *name;       /* unescaped (the bytes the caller named it with) */
+    char *id;         /* unescaped; a long id hashed into the key stays "%H" and its SHA-256; else NULL */
+    char *client_id;  /* RL_SCOPE_PER_CLIENT: the quota's client; else NULL */
+    rl_algorithm algorithm;
+    int rate;         /* 0 = the first */
+    char *suffix;     /* RL_KEY_OTHER: what follows the tag ("semaphore", "lock:owner"...); else NULL */
+} rl_key_parts;
+
+/* Reads key (len bytes) back into out: 1 when it is one of the library's
+ * under prefix, 0 when not (out zeroed), or a negative status. Free the
+ * parts with rl_key_parts_free (also after 0). */
+RL_API int rl_key_parse(const char *prefix, const char *key, size_t len, rl_key_parts *out);
+RL_API void rl_key_parts_free(rl_key_parts *parts);
+
+/* The Redis Cluster slot of a key (its hash tag's), 0..16383. */
+RL_API int rl_key_slot(const char *key, size_t len);
+
+/* ---- for bindings and tools ---------------------------------------------- */
+
+/* Checks requests as rl_execute does before sending anything (at most
+ * RL_EXECUTE_MAX; a request with stored_spec: its name, id and permits, the
+ * spec being known only when it is resolved): RL_ERR_INVALID and rl_errmsg()
+ * ("request <i>: ...") for the first bad one, so an asynchronous batch can
+ * be refused whole before any of it is submitted. */
+RL_API int rl_requests_validate(const rl_request *requests, size_t n);
+
+/* The spec a limiter stored in Redis under name uses now: the client's
+ * cached copy, read again at most every config_refresh_ms. RL_ERR_INVALID
+ * when none is stored. */
+RL_API int rl_config_resolve(rl_client *client, const char *name, rl_spec *out);
+
+/* spec's rates, the first first (burst 0 where it is the limit); returns
+ * how many (1..RL_MAX_RATES). */
+RL_API size_t rl_spec_rates(const rl_spec *spec, rl_rate *out);
+
+/* One raw Redis command, for tools (the command line tool's SCAN, TYPE,
+ * PTTL...): argv[0..argc) with their lengths, at most RL_COMMAND_MAX_ARGS,
+ * sent to the server of cluster slot (rl_key_slot of a key the command
+ * reads; -1: any server) under the command timeout, redirects followed.
+ * *out (RL_OK only) is the reply, to free with rl_reply_free; an error
+ * reply is RL_ERR_REDIS, its text in rl_errmsg() (an array's elements may
+ * still be errors: RL_REPLY_ERROR). */
+#define RL_COMMAND_MAX_ARGS 48
+
+typedef struct rl_reply rl_reply;
+
+typedef enum {
+    RL_REPLY_STRING = 1, /* also RESP3's verbatim strings */
+    RL_REPLY_ARRAY = 2,  /* also sets, maps (keys and values in turn) and pushes */
+    RL_REPLY_INTEGER = 3,
+    RL_REPLY_NIL = 4,
+    RL_REPLY_STATUS = 5,
+    RL_REPLY_ERROR = 6,
+    RL_REPLY_DOUBLE = 7,
+    RL_REPLY_BOOL = 8
+} rl_reply_type;
+
+RL_API int rl_command_run(rl_client *client, int slot, int argc, const char **argv, const size_t *lens,
+                          rl_reply **out);
+RL_API rl_reply_type rl_reply_kind(const rl_reply *reply);
+/* STRING, STATUS, ERROR: the bytes (*len set); else NULL */
+RL_API const char *rl_reply_str(const rl_reply *reply, size_t *len);
+/* INTEGER, BOOL (0 / 1) */
+RL_API int64_t rl_reply_integer(const rl_reply *reply);
+RL_API double rl_reply_double(const rl_reply *reply);
+/* ARRAY: its length and elements (owned by the reply); else 0 */
+RL_API size_t rl_reply_count(const rl_reply *reply);
+RL_API const rl_reply *rl_reply_at(const rl_reply *reply, size_t index);
+/* A reply of rl_command_run and everything in it; NULL is a no-op. */
+RL_API void rl_reply_free(void *reply);
+
+/* One slot of each master of a cluster (its lowest), to run a command on
+ * every master (SCAN); outside a cluster one -1 ("the server"). Returns how
+ * many there are (at most max written), or a negative status. */
+RL_API int rl_client_masters(rl_client *client, int *slots, int max);
 
 /* ---- metrics ------------------------------------------------------------ */
 

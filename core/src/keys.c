@@ -141,3 +141,125 @@ char *rl_entity_tag(const char *name, const char *id, const char *owner)
     tag[total] = '\0';
     return tag;
 }
+
+/* ---- keys as bindings and tools see them (ratelimit.h) ----------------- */
+
+int rl_key_build(const rl_client *client, const char *name, const char *id, rl_algorithm algorithm,
+                 rl_scope scope, int rate, char *buf, size_t size)
+{
+    const char *alg = rl_algorithm_name(algorithm);
+    int rc, n;
+    if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
+    if ((rc = rl_check_name("name", name)) || (rc = rl_check_id(id))) return rc;
+    if (!alg) return rl_fail(RL_ERR_INVALID, "unknown algorithm %d", (int)algorithm);
+    if (scope != RL_SCOPE_OVERALL && scope != RL_SCOPE_PER_CLIENT)
+        return rl_fail(RL_ERR_INVALID, "unknown scope %d", (int)scope);
+    if ((rc = rl_check_range("rate", rate, 0, RL_MAX_RATES - 1))) return rc;
+    char *tag = rl_entity_tag(name, id, scope == RL_SCOPE_PER_CLIENT ? client->id : NULL);
+    if (!tag) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    /* the suffix of rate i > 0 is ":<i + 1>", as the decisions write it */
+    if (rate) n = snprintf(buf, size, "%s:{%s}:%s:%d", client->prefix, tag, alg, rate + 1);
+    else n = snprintf(buf, size, "%s:{%s}:%s", client->prefix, tag, alg);
+    free(tag);
+    return n;
+}
+
+static int hex_value(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* s[0..len) with its %XX escapes undone, malloc'd; "%H" and "%P" are no
+ * escapes and stay */
+static char *unescape(const char *s, size_t len)
+{
+    char *out = malloc(len + 1), *p = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < len; i++) {
+        int hi = i + 2 < len && s[i] == '%' ? hex_value(s[i + 1]) : -1, lo = hi < 0 ? -1 : hex_value(s[i + 2]);
+        if (lo >= 0) {
+            *p++ = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            *p++ = s[i];
+        }
+    }
+    *p = '\0';
+    return out;
+}
+
+static char *copy(const char *s, size_t len)
+{
+    char *out = malloc(len + 1);
+    if (out) memcpy(out, s, len), out[len] = '\0';
+    return out;
+}
+
+static const char *find(const char *s, const char *end, const char *what)
+{
+    size_t n = strlen(what);
+    for (; s + n <= end; s++)
+        if (!memcmp(s, what, n)) return s;
+    return NULL;
+}
+
+/* An entity's tag and what follows it: "{" name [":" id ["%P" client]] "}:" suffix */
+static int parse_entity(const char *s, const char *end, rl_key_parts *out)
+{
+    const char *close = find(s, end, "}:");
+    if (*s != '{' || !close) return 0;
+    const char *suffix = close + 2, *colon = memchr(s + 1, ':', (size_t)(close - s - 1));
+    const char *name_end = colon ? colon : close, *owner = colon ? find(colon, close, "%P") : NULL;
+    const char *rate_at = memchr(suffix, ':', (size_t)(end - suffix));
+    char alg[32];
+    size_t alg_len = (size_t)((rate_at ? rate_at : end) - suffix);
+    int known = 0;
+    if (alg_len < sizeof alg) {
+        memcpy(alg, suffix, alg_len);
+        alg[alg_len] = '\0';
+        known = colon && colon + 1 < (owner ? owner : close) && rl_algorithm_parse(alg, &out->algorithm) == RL_OK;
+    }
+    if (!(out->name = unescape(s + 1, (size_t)(name_end - s - 1)))) return RL_ERR_NOMEM;
+    if (!known) {
+        out->kind = RL_KEY_OTHER;
+        return (out->suffix = copy(suffix, (size_t)(end - suffix))) ? 1 : RL_ERR_NOMEM;
+    }
+    out->kind = RL_KEY_STATE;
+    if (rate_at) {
+        long rate = strtol(rate_at + 1, NULL, 10);
+        out->rate = rate >= 2 && rate <= RL_MAX_RATES ? (int)rate - 1 : 0;
+    }
+    const char *id = colon + 1, *id_end = owner ? owner : close;
+    int hashed = id_end - id >= 2 && !memcmp(id, "%H", 2);
+    if (!(out->id = hashed ? copy(id, (size_t)(id_end - id)) : unescape(id, (size_t)(id_end - id)))) return RL_ERR_NOMEM;
+    if (owner && !(out->client_id = copy(owner + 2, (size_t)(close - owner - 2)))) return RL_ERR_NOMEM;
+    return 1;
+}
+
+int rl_key_parse(const char *prefix, const char *key, size_t len, rl_key_parts *out)
+{
+    size_t prefix_len = prefix ? strlen(prefix) : 0;
+    const char *end = key + len, *rest = key + prefix_len + 1;
+    int rc = 0;
+    if (!out || !key || !prefix) return rl_fail(RL_ERR_INVALID, "prefix, key and out must not be NULL");
+    memset(out, 0, sizeof *out);
+    if (len <= prefix_len || memcmp(key, prefix, prefix_len) || key[prefix_len] != ':') return 0;
+    if ((size_t)(end - rest) >= 7 && !memcmp(rest, "config:", 7)) {
+        out->kind = RL_KEY_CONFIG;
+        rc = (out->name = unescape(rest + 7, (size_t)(end - rest - 7))) ? 1 : RL_ERR_NOMEM;
+    } else if (rest < end) {
+        rc = parse_entity(rest, end, out);
+    }
+    if (rc == RL_ERR_NOMEM) return rl_fail(rc, "out of memory");
+    return rc;
+}
+
+void rl_key_parts_free(rl_key_parts *parts)
+{
+    if (!parts) return;
+    free(parts->name);
+    free(parts->id);
+    free(parts->client_id);
+    free(parts->suffix);
+    memset(parts, 0, sizeof *parts);
+}

@@ -57,48 +57,18 @@ class _Parser(argparse.ArgumentParser):
 # ---- keys ---------------------------------------------------------------------------
 
 
-def _unescape(text: str) -> str:
-    """%XX escapes of the key layout back to the bytes they stand for."""
-    if "%" not in text:
-        return text
-    out = bytearray()
-    raw = text.encode("utf-8", "surrogateescape")
-    i = 0
-    while i < len(raw):
-        pair = raw[i + 1:i + 3]
-        if raw[i] == 0x25 and len(pair) == 2 and all(c in b"0123456789ABCDEF" for c in pair):
-            out.append(int(raw[i + 1:i + 3], 16))
-            i += 3
-        else:
-            out.append(raw[i])
-            i += 1
-    return out.decode("utf-8", "backslashreplace")
-
-
 def parse_key(key: str, prefix: str) -> Optional[Dict[str, Any]]:
-    """What a key of the library holds: {"kind": "config", "name"} or
-    {"kind": "state", "name", "id", "client", "algorithm", "rate"} or
-    {"kind": <primitive>, "name"}; None for a key of someone else's."""
-    head = prefix + ":"
-    if not key.startswith(head):
+    """What a key of the library holds, as the core reads it back:
+    {"kind": "config", "name"} or {"kind": "state", "name", "id", "client",
+    "algorithm", "rate"} or {"kind": <primitive>, "name"}; None for a key of
+    someone else's."""
+    parts = ratelimit._ratelimit._parse_key(key, prefix)
+    if parts is None:
         return None
-    rest = key[len(head):]
-    if rest.startswith("config:"):
-        return {"kind": "config", "name": _unescape(rest[len("config:"):])}
-    if not rest.startswith("{") or "}:" not in rest:
-        return None
-    tag, suffix = rest[1:].split("}:", 1)
-    escaped_name, _, escaped_id = tag.partition(":")
-    owner = None
-    if "%P" in escaped_id:  # a per-client quota ("%P" is never an escape)
-        escaped_id, owner = escaped_id.rsplit("%P", 1)
-    parts = suffix.split(":")
-    if parts[0] in ALGORITHMS and escaped_id:
-        rate = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 1
-        ident = escaped_id if escaped_id.startswith("%H") else _unescape(escaped_id)  # %H: a hashed long id
-        return {"kind": "state", "name": _unescape(escaped_name), "id": ident, "client": owner,
-                "algorithm": parts[0], "rate": rate}
-    return {"kind": parts[0], "name": _unescape(escaped_name)}
+    kind, name, ident, owner, algorithm, rate, suffix = parts
+    if kind == "state":
+        return {"kind": kind, "name": name, "id": ident, "client": owner, "algorithm": algorithm, "rate": rate}
+    return {"kind": suffix.split(":")[0] if kind == "other" else kind, "name": name}
 
 
 def scan(client: ratelimit.Client, match: str) -> Iterator[str]:
@@ -202,18 +172,12 @@ def _spec_args(p: argparse.ArgumentParser, required: bool = False) -> None:
 
 def _state_keys(client: ratelimit.Client, args: argparse.Namespace,
                 stored: Optional[ratelimit.LimiterConfig]) -> Dict[str, List[str]]:
-    """The entity's state keys that exist, by algorithm, in rate order. The
-    core names the entity's hash tag (a limiter's first key); every key an
-    entity can have is that tag with ":<algorithm>[:<rate>]", so nothing is
-    scanned."""
-    if stored is not None:
-        probe = client.limiter(args.name)
-    else:
-        probe = client.limiter(args.name, "1/second", per_client=args.per_client)
-    first = probe.keys(args.id)[0]
-    tag = first[:-len(":" + probe.config.algorithm)]
-    candidates = {alg: [tag + ":" + alg] + ["%s:%s:%d" % (tag, alg, n) for n in range(2, ratelimit._ratelimit.MAX_RATES + 1)]
-                  for alg in ratelimit.ALGORITHMS}
+    """The entity's state keys that exist, by algorithm, in rate order: the
+    core names every key the entity can have, so nothing is scanned."""
+    per_client = stored.per_client if stored is not None else args.per_client
+    candidates = {alg: [client._key(args.name, args.id, alg, rate, per_client)
+                        for rate in range(ratelimit._ratelimit.MAX_RATES)] for alg in ratelimit.ALGORITHMS}
+    first = candidates["gcra"][0]  # every key of the entity has its hash tag
     found = {}
     for alg, keys in candidates.items():
         if client._command(["EXISTS"] + keys, key=first):  # one round trip per algorithm without state

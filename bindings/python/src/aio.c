@@ -18,7 +18,6 @@
  * until nothing is pending in that queue any more. close() frees the core's
  * queue at once when no client holds it, else when the last one lets go. */
 #include "module.h"
-#include "internal.h" /* rl_validate_request: a batch is checked as the core checks it */
 
 typedef struct {
     PyObject_HEAD
@@ -258,21 +257,6 @@ static PyObject *completions_submit_now(CompletionsObject *self, PyObject *const
     return submit_decision(self, args, nargs, 1);
 }
 
-/* What rl_execute would refuse in a batch of acquires, so that nothing of a
- * bad batch is submitted: its own validation of each request (a stored spec
- * is known only once rl_submit resolves it: its names and permits then). */
-static int batch_suspect(const rl_request *reqs, Py_ssize_t n)
-{
-    if (n > 100000) return 1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const rl_request *r = &reqs[i];
-        int bad = r->stored_spec ? rl_check_name("name", r->name) || rl_check_id(r->id) || r->permits < 1
-                                 : rl_validate_request(r) != RL_OK;
-        if (bad) return 1;
-    }
-    return 0;
-}
-
 PyDoc_STRVAR(completions_submit_many_doc,
 "submit_many(tag, limiter, requests, now)\n--\n\n"
 "Queue limiter.acquire_many(requests, now=now): request i completes under\n"
@@ -297,9 +281,9 @@ static PyObject *completions_submit_many(CompletionsObject *self, PyObject *cons
     if (n == 0) return PyLong_FromLong(0);
     rl_client *rl = client_enter(st, client);
     if (!rl) goto done;
-    if (batch_suspect(reqs, n)) {
-        /* rl_execute validates the whole batch before sending anything: its
-         * refusal is the exact error acquire_many raises */
+    if (rl_requests_validate(reqs, (size_t)n) != RL_OK) {
+        /* nothing of a bad batch is submitted; rl_execute's refusal is the
+         * exact error acquire_many raises */
         rl_result *results = PyMem_Calloc((size_t)n, sizeof *results);
         rl_outcome *outcomes = PyMem_Calloc((size_t)n, sizeof *outcomes);
         int rc;

@@ -3,7 +3,6 @@
 #include <strings.h>
 
 #include "module.h"
-#include "internal.h" /* rl_cmd, rl_run, rl_master_slots: Client._command for the CLI */
 
 /* ---- Client ------------------------------------------------------------------- */
 
@@ -501,38 +500,27 @@ static PyObject *client_get_client_id(ClientObject *self, void *c)
 
 /* A reply as Python data: bytes, int, None, list, float, bool; an error
  * reply is an exception (RedisError), raised. */
-static PyObject *reply_to_python(rl_state *st, const redisReply *r)
+static PyObject *reply_to_python(rl_state *st, const rl_reply *r)
 {
-    switch (r->type) {
-    case REDIS_REPLY_STRING:
-#ifdef REDIS_REPLY_VERB
-    case REDIS_REPLY_VERB:
-#endif
-        return PyBytes_FromStringAndSize(r->str, (Py_ssize_t)r->len);
-    case REDIS_REPLY_STATUS:
-        return PyUnicode_DecodeUTF8(r->str, (Py_ssize_t)r->len, "replace");
-    case REDIS_REPLY_INTEGER:
-        return PyLong_FromLongLong(r->integer);
-    case REDIS_REPLY_NIL:
-        Py_RETURN_NONE;
-    case REDIS_REPLY_ERROR:
-        return raise_fmt(st, RL_ERR_REDIS, "%.*s", (int)(r->len < 400 ? r->len : 400), r->str);
-#ifdef REDIS_REPLY_DOUBLE
-    case REDIS_REPLY_DOUBLE:
-        return PyFloat_FromDouble(r->dval);
-    case REDIS_REPLY_BOOL:
-        return PyBool_FromLong(r->integer);
-#endif
-    default: { /* arrays, sets, maps (as a flat list), pushes */
-        PyObject *out = PyList_New((Py_ssize_t)r->elements);
-        for (size_t i = 0; out && i < r->elements; i++) {
-            PyObject *item = reply_to_python(st, r->element[i]);
-            if (!item) Py_CLEAR(out);
-            else PyList_SET_ITEM(out, (Py_ssize_t)i, item);
-        }
-        return out;
+    size_t len = 0;
+    const char *str = rl_reply_str(r, &len);
+    switch (rl_reply_kind(r)) {
+    case RL_REPLY_STRING: return PyBytes_FromStringAndSize(str, (Py_ssize_t)len);
+    case RL_REPLY_STATUS: return PyUnicode_DecodeUTF8(str, (Py_ssize_t)len, "replace");
+    case RL_REPLY_INTEGER: return PyLong_FromLongLong(rl_reply_integer(r));
+    case RL_REPLY_NIL: Py_RETURN_NONE;
+    case RL_REPLY_ERROR: return raise_fmt(st, RL_ERR_REDIS, "%.*s", (int)(len < 400 ? len : 400), str);
+    case RL_REPLY_DOUBLE: return PyFloat_FromDouble(rl_reply_double(r));
+    case RL_REPLY_BOOL: return PyBool_FromLong((long)rl_reply_integer(r));
+    case RL_REPLY_ARRAY: break;
     }
+    PyObject *out = PyList_New((Py_ssize_t)rl_reply_count(r));
+    for (size_t i = 0; out && i < rl_reply_count(r); i++) {
+        PyObject *item = reply_to_python(st, rl_reply_at(r, i));
+        if (!item) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, (Py_ssize_t)i, item);
     }
+    return out;
 }
 
 PyDoc_STRVAR(client_command_doc,
@@ -541,72 +529,82 @@ PyDoc_STRVAR(client_command_doc,
 "server that holds key (bytes or str; Cluster routing), or on the master\n"
 "of slot node (an entry of _masters()), else on any server. Returns the\n"
 "reply as bytes, str (status), int, None or lists; an error reply raises\n"
-"RedisError. At most 40 arguments.");
+"RedisError. At most 48 arguments.");
+
+/* a command's argument (str, bytes or int) as bytes; NULL with an exception */
+static PyObject *command_arg(PyObject *a, Py_ssize_t i)
+{
+    if (PyLong_Check(a) && !PyBool_Check(a)) {
+        PyObject *text = PyObject_Str(a), *b = text ? PyUnicode_AsUTF8String(text) : NULL;
+        Py_XDECREF(text);
+        return b;
+    }
+    if (PyUnicode_Check(a)) return PyUnicode_AsEncodedString(a, "utf-8", "surrogateescape");
+    if (PyBytes_Check(a)) {
+        Py_INCREF(a);
+        return a;
+    }
+    return PyErr_Format(PyExc_TypeError, "args[%zd] must be str, bytes or int, not %.100s", i, Py_TYPE(a)->tp_name);
+}
+
+/* the slot a command goes to: key's, node's (a slot from _masters()), or -1 */
+static int command_slot(rl_state *st, PyObject *key, PyObject *node, int *slot)
+{
+    *slot = -1;
+    if (key != Py_None) {
+        if (!PyUnicode_Check(key) && !PyBytes_Check(key)) {
+            PyErr_Format(PyExc_TypeError, "key must be str or bytes, not %.100s", Py_TYPE(key)->tp_name);
+            return -1;
+        }
+        PyObject *k = PyUnicode_Check(key) ? PyUnicode_AsEncodedString(key, "utf-8", "surrogateescape") : NULL;
+        if (PyUnicode_Check(key) && !k) return -1;
+        *slot = rl_key_slot(PyBytes_AS_STRING(k ? k : key), (size_t)PyBytes_GET_SIZE(k ? k : key));
+        Py_XDECREF(k);
+    } else if (node != Py_None) {
+        long n = PyLong_AsLong(node);
+        if (n == -1 && PyErr_Occurred()) return -1;
+        if (n < -1 || n > 16383) {
+            raise_fmt(st, RL_ERR_INVALID, "node must be a slot from _masters() (got %ld)", n);
+            return -1;
+        }
+        *slot = (int)n;
+    }
+    return 0;
+}
 
 static PyObject *client_command(ClientObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"args", "key", "node", NULL};
     PyObject *items, *key = Py_None, *node = Py_None, *seq, *keeps = NULL, *out = NULL;
     rl_state *st = STATE(self);
-    redisReply *reply = NULL;
+    rl_reply *reply = NULL;
+    const char *argv[RL_COMMAND_MAX_ARGS];
+    size_t lens[RL_COMMAND_MAX_ARGS];
     char err[ERRBUF];
-    rl_cmd cmd;
-    int rc;
+    int rc, slot;
 
     if (!st || !PyArg_ParseTupleAndKeywords(args, kw, "O|OO:_command", kwlist, &items, &key, &node)) return NULL;
     if (!(seq = PySequence_Fast(items, "args must be a list of str, bytes or int"))) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    if (n < 1 || n > RL_CMD_MAX_ARGS - 1) {
+    if (n < 1 || n > RL_COMMAND_MAX_ARGS) {
         Py_DECREF(seq);
-        return raise_fmt(st, RL_ERR_INVALID, "a command has 1..%d arguments (got %zd)", RL_CMD_MAX_ARGS - 1, n);
+        return raise_fmt(st, RL_ERR_INVALID, "a command has 1..%d arguments (got %zd)", RL_COMMAND_MAX_ARGS, n);
     }
-    rl_cmd_init(&cmd);
-    if (!(keeps = PyList_New(0))) goto done;
+    if (!(keeps = PyList_New(0)) || command_slot(st, key, node, &slot) < 0) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *a = PySequence_Fast_GET_ITEM(seq, i), *b;
-        if (PyLong_Check(a) && !PyBool_Check(a)) {
-            PyObject *text = PyObject_Str(a);
-            b = text ? PyUnicode_AsUTF8String(text) : NULL;
-            Py_XDECREF(text);
-        } else if (PyUnicode_Check(a)) {
-            b = PyUnicode_AsEncodedString(a, "utf-8", "surrogateescape");
-        } else if (PyBytes_Check(a)) {
-            b = a;
-            Py_INCREF(b);
-        } else {
-            PyErr_Format(PyExc_TypeError, "args[%zd] must be str, bytes or int, not %.100s", i, Py_TYPE(a)->tp_name);
-            goto done;
-        }
+        PyObject *b = command_arg(PySequence_Fast_GET_ITEM(seq, i), i);
         if (!b || PyList_Append(keeps, b) < 0) {
             Py_XDECREF(b);
             goto done;
         }
         Py_DECREF(b);
-        rl_cmd_str(&cmd, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
-    }
-    if (key != Py_None) {
-        PyObject *k = PyUnicode_Check(key) ? PyUnicode_AsEncodedString(key, "utf-8", "surrogateescape") : NULL;
-        if (!k && !PyBytes_Check(key)) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_TypeError, "key must be str or bytes, not %.100s", Py_TYPE(key)->tp_name);
-            goto done;
-        }
-        const char *data = PyBytes_AS_STRING(k ? k : key);
-        cmd.slot = rl_key_slot(data, (size_t)PyBytes_GET_SIZE(k ? k : key));
-        Py_XDECREF(k);
-    } else if (node != Py_None) {
-        long slot = PyLong_AsLong(node);
-        if (slot == -1 && PyErr_Occurred()) goto done;
-        if (slot < -1 || slot >= RL_CLUSTER_SLOTS) {
-            raise_fmt(st, RL_ERR_INVALID, "node must be a slot from _masters() (got %ld)", slot);
-            goto done;
-        }
-        cmd.slot = (int)slot;
+        argv[i] = PyBytes_AS_STRING(b);
+        lens[i] = (size_t)PyBytes_GET_SIZE(b);
     }
     rl_client *rl = client_enter(st, self);
     if (!rl) goto done;
     Py_BEGIN_ALLOW_THREADS
-    rc = rl_run(rl, &cmd, 1, &reply);
+    rc = rl_command_run(rl, slot, (int)n, argv, lens, &reply);
     if (rc) save_errmsg(err, rc);
     Py_END_ALLOW_THREADS
     client_leave(self);
@@ -617,10 +615,34 @@ static PyObject *client_command(ClientObject *self, PyObject *args, PyObject *kw
     out = reply_to_python(st, reply);
     rl_reply_free(reply);
 done:
-    rl_cmd_free(&cmd);
     Py_XDECREF(keeps);
     Py_DECREF(seq);
     return out;
+}
+
+PyDoc_STRVAR(client_key_doc,
+"_key(name, id, algorithm, rate=0, per_client=False)\n--\n\n"
+"Low level, for tools: the key of rate (0: the first) of id's state under a\n"
+"limiter named name with that algorithm and scope, as the core names it.");
+
+static PyObject *client_key(ClientObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"name", "id", "algorithm", "rate", "per_client", NULL};
+    rl_state *st = STATE(self);
+    const char *name, *id, *alg_name;
+    int rate = 0, per_client = 0;
+    rl_algorithm alg;
+    char buf[1024];
+    if (!st || !PyArg_ParseTupleAndKeywords(args, kw, "sss|ip:_key", kwlist, &name, &id, &alg_name, &rate, &per_client))
+        return NULL;
+    if (rl_algorithm_parse(alg_name, &alg)) return raise_code(st, RL_ERR_INVALID, rl_errmsg());
+    rl_client *rl = client_enter(st, self);
+    if (!rl) return NULL;
+    int n = rl_key_build(rl, name, id, alg, per_client ? RL_SCOPE_PER_CLIENT : RL_SCOPE_OVERALL, rate, buf, sizeof buf);
+    client_leave(self);
+    if (n < 0) return raise_code(st, n, rl_errmsg());
+    if (n >= (int)sizeof buf) return raise_fmt(st, RL_ERR_INVALID, "key too long for _key (%d bytes)", n);
+    return PyUnicode_FromFormat("%s", buf);
 }
 
 PyDoc_STRVAR(client_masters_doc,
@@ -637,7 +659,7 @@ static PyObject *client_masters(ClientObject *self, PyObject *unused)
     rl_client *rl = client_enter(st, self);
     if (!rl) return NULL;
     Py_BEGIN_ALLOW_THREADS
-    n = rl_master_slots(rl, slots, 1024);
+    n = rl_client_masters(rl, slots, 1024);
     if (n < 0) save_errmsg(err, n);
     Py_END_ALLOW_THREADS
     client_leave(self);
@@ -670,6 +692,7 @@ static PyMethodDef client_methods[] = {
     {"_config_delete", (PyCFunction)client_config_delete, METH_O, client_config_delete_doc},
     {"_command", (PyCFunction)(void (*)(void))client_command, METH_VARARGS | METH_KEYWORDS, client_command_doc},
     {"_masters", (PyCFunction)client_masters, METH_NOARGS, client_masters_doc},
+    {"_key", (PyCFunction)(void (*)(void))client_key, METH_VARARGS | METH_KEYWORDS, client_key_doc},
     {"_semaphore_acquire", (PyCFunction)(void (*)(void))client_semaphore_acquire, METH_VARARGS | METH_KEYWORDS,
      client_semaphore_acquire_doc},
     {"_semaphore_release", (PyCFunction)client_semaphore_release, METH_VARARGS,

@@ -1,6 +1,5 @@
 /* ratelimit.Limiter: a named rate limit applied per id. */
 #include "module.h"
-#include "internal.h" /* rl_config_resolve, rl_entity_tag: the stored spec, per-client keys */
 
 /* ---- Limiter ------------------------------------------------------------------ */
 
@@ -13,9 +12,6 @@ typedef struct {
     int stored; /* 1: every call uses the spec stored in Redis (spec is unused) */
     int64_t lease_ms; /* rl_request.lease_ms of every call: 0 off */
 } LimiterObject;
-
-/* rl_request.lease_ms's range (the core checks it again on every call) */
-#define LEASE_MAX_MS 3600000
 
 static PyObject *limiter_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 {
@@ -52,7 +48,7 @@ int conv_lease(rl_state *st, PyObject *o, int64_t *out_ms)
 {
     *out_ms = 0;
     if (o == Py_None) return 0;
-    if (conv_seconds(st, o, "lease", out_ms) == 0 && *out_ms >= 1 && *out_ms <= LEASE_MAX_MS) return 0;
+    if (conv_seconds(st, o, "lease", out_ms) == 0 && *out_ms >= 1 && *out_ms <= RL_LEASE_MAX_MS) return 0;
     if (PyErr_Occurred()) {
         if (!PyErr_ExceptionMatches(st->InvalidArgument)) return -1; /* a wrong type: TypeError */
         PyErr_Clear(); /* NaN, inf, negative: said below, as zero and too large are */
@@ -61,7 +57,7 @@ int conv_lease(rl_state *st, PyObject *o, int64_t *out_ms)
     const char *text = repr ? PyUnicode_AsUTF8(repr) : NULL;
     if (text)
         raise_fmt(st, RL_ERR_INVALID, "lease must be in 0.001..%d seconds (got %.50s; None: no lease)",
-                  LEASE_MAX_MS / 1000, text);
+                  RL_LEASE_MAX_MS / 1000, text);
     Py_XDECREF(repr);
     return -1;
 }
@@ -530,30 +526,22 @@ static PyObject *entity_keys(rl_state *st, LimiterObject *self, const rl_spec *s
 {
     PyObject *keep = NULL, *out = NULL;
     const char *id_s;
-    char one[1];
     if (conv_text(st, id, "id", 0, &keep, &id_s, NULL) < 0) return NULL;
     rl_client *rl = client_enter(st, self->client);
     if (!rl) goto done;
-    const char *name = PyBytes_AS_STRING(self->name), *alg = rl_algorithm_name(spec->algorithm);
-    /* rl_key checks the name and id as every call does */
-    int n = rl_key(rl, name, id_s, spec->algorithm, one, sizeof one);
-    char *tag = n < 0 ? NULL : rl_entity_tag(name, id_s, spec->scope == RL_SCOPE_PER_CLIENT ? rl_client_id(rl) : NULL);
-    if (n < 0) raise_code(st, n, rl_errmsg());
-    else if (!tag) PyErr_NoMemory();
-    else if ((out = PyList_New(0))) {
-        size_t rates = all ? spec->more_count + 1 : 1;
-        for (size_t i = 0; i < rates; i++) {
-            PyObject *k = i ? PyUnicode_FromFormat("%s:{%s}:%s:%zu", rl_client_prefix(rl), tag, alg, i + 1)
-                            : PyUnicode_FromFormat("%s:{%s}:%s", rl_client_prefix(rl), tag, alg);
-            if (!k || PyList_Append(out, k) < 0) {
-                Py_XDECREF(k);
-                Py_CLEAR(out);
-                break;
-            }
-            Py_DECREF(k);
-        }
+    int rates = all ? (int)spec->more_count + 1 : 1;
+    out = PyList_New(0);
+    for (int i = 0; out && i < rates; i++) {
+        char small[256], *buf = small;
+        int n = rl_key_build(rl, PyBytes_AS_STRING(self->name), id_s, spec->algorithm, spec->scope, i, small,
+                             sizeof small);
+        if (n >= (int)sizeof small && (buf = PyMem_Malloc((size_t)n + 1)))
+            rl_key_build(rl, PyBytes_AS_STRING(self->name), id_s, spec->algorithm, spec->scope, i, buf, (size_t)n + 1);
+        PyObject *k = n < 0 ? raise_code(st, n, rl_errmsg()) : buf ? PyUnicode_FromFormat("%s", buf) : PyErr_NoMemory();
+        if (buf != small) PyMem_Free(buf);
+        if (!k || PyList_Append(out, k) < 0) Py_CLEAR(out);
+        Py_XDECREF(k);
     }
-    free(tag);
     client_leave(self->client);
 done:
     Py_DECREF(keep);

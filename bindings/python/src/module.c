@@ -58,6 +58,45 @@ static PyObject *mod_parse_rate(PyObject *module, PyObject *text)
     return Py_BuildValue("(LN)", (long long)limit, ms_to_seconds(period_ms));
 }
 
+PyDoc_STRVAR(parse_key_doc,
+"_parse_key(key, prefix)\n--\n\n"
+"For tools: what a key of the library holds, as the core reads it back:\n"
+"(kind, name, id, client_id, algorithm, rate, suffix), kind 'state',\n"
+"'config' or 'other' (a primitive's: suffix says what); rate 1 for the\n"
+"first; None for a key of someone else's.");
+
+static PyObject *text_or_none(const char *s)
+{
+    if (!s) Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "backslashreplace");
+}
+
+static PyObject *mod_parse_key(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const char *const kinds[] = {"state", "config", "other"};
+    PyObject *key, *out = NULL;
+    const char *prefix;
+    rl_key_parts parts;
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyUnicode_Check(args[1]))
+        return PyErr_Format(PyExc_TypeError, "_parse_key(key, prefix) takes two str");
+    if (!(prefix = PyUnicode_AsUTF8(args[1]))) return NULL;
+    if (!(key = PyUnicode_AsEncodedString(args[0], "utf-8", "surrogateescape"))) return NULL;
+    int rc = rl_key_parse(prefix, PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key), &parts);
+    if (rc < 0) raise_code(get_state(module), rc, rl_errmsg());
+    else if (rc == 0) {
+        Py_INCREF(Py_None);
+        out = Py_None;
+    }
+    else
+        out = Py_BuildValue("(sNNNzis)", kinds[parts.kind], text_or_none(parts.name), text_or_none(parts.id),
+                            text_or_none(parts.client_id),
+                            parts.kind == RL_KEY_STATE ? rl_algorithm_name(parts.algorithm) : NULL, parts.rate + 1,
+                            parts.suffix ? parts.suffix : "");
+    rl_key_parts_free(&parts);
+    Py_DECREF(key);
+    return out;
+}
+
 PyDoc_STRVAR(scripts_doc,
 "scripts()\n--\n\n"
 "The embedded Lua scripts as a list of (name, sha1) pairs.");
@@ -150,6 +189,7 @@ static PyMethodDef module_methods[] = {
     {"has_tls", (PyCFunction)mod_has_tls, METH_NOARGS, has_tls_doc},
     {"tls_version", (PyCFunction)mod_tls_version, METH_NOARGS, tls_version_doc},
     {"parse_rate", (PyCFunction)mod_parse_rate, METH_O, parse_rate_doc},
+    {"_parse_key", (PyCFunction)(void (*)(void))mod_parse_key, METH_FASTCALL, parse_key_doc},
     {"redact_url", (PyCFunction)mod_redact_url, METH_O, redact_url_doc},
     {"scripts", (PyCFunction)mod_scripts, METH_NOARGS, scripts_doc},
     {"strerror", (PyCFunction)mod_strerror, METH_O, strerror_doc},

@@ -1,7 +1,6 @@
 /* Python's spelling of an rl_spec: rates as "10/second" or (limit, seconds),
  * bursts, initial tokens, scope; and back. */
 #include "module.h"
-#include "internal.h" /* rl_spec_rates: a spec back into Python's rates */
 
 /* One rate: "10/second" (the core parses it) or (limit, period_seconds). */
 static int conv_one_rate(rl_state *st, PyObject *o, int64_t *limit, int64_t *period_ms)

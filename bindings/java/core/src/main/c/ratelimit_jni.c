@@ -348,7 +348,18 @@ static jstring n_prefix(JNIEnv *env, jclass cls, jlong handle)
     return (*env)->NewStringUTF(env, rl_client_prefix(client_of(handle)));
 }
 
-static jbyteArray n_key(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jbyteArray id, jint algorithm)
+/* The core's documented limits Java checks before calling: {RL_MAX_PERIOD_MS, RL_LEASE_MAX_MS} */
+static jlongArray n_limits(JNIEnv *env, jclass cls)
+{
+    (void)cls;
+    const jlong limits[] = {RL_MAX_PERIOD_MS, RL_LEASE_MAX_MS};
+    jlongArray out = (*env)->NewLongArray(env, 2);
+    if (out) (*env)->SetLongArrayRegion(env, out, 0, 2, limits);
+    return out;
+}
+
+static jbyteArray n_key(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jbyteArray id, jint algorithm,
+                        jint scope)
 {
     (void)cls;
     char *cname, *cid, small[256], *buf = small;
@@ -358,13 +369,13 @@ static jbyteArray n_key(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, 
         free(cname);
         return NULL;
     }
-    int n = rl_key(client_of(handle), cname, cid, (rl_algorithm)algorithm, small, sizeof small);
+    int n = rl_key_build(client_of(handle), cname, cid, (rl_algorithm)algorithm, (rl_scope)scope, 0, small, sizeof small);
     if (n >= (int)sizeof small) {
         if (!(buf = malloc((size_t)n + 1))) {
             throw_oom(env);
             goto done;
         }
-        n = rl_key(client_of(handle), cname, cid, (rl_algorithm)algorithm, buf, (size_t)n + 1);
+        n = rl_key_build(client_of(handle), cname, cid, (rl_algorithm)algorithm, (rl_scope)scope, 0, buf, (size_t)n + 1);
     }
     if (n < 0) {
         throw_status(env, n);
@@ -526,7 +537,8 @@ static const JNINativeMethod methods[] = {
     {"open", "(" B B "JJII" B B B "IJJ" B "II)J", (void *)n_open},
     {"close", "(J)V", (void *)n_close},
     {"prefix", "(J)Ljava/lang/String;", (void *)n_prefix},
-    {"key", "(J" B B "I)[B", (void *)n_key},
+    {"key", "(J" B B "II)[B", (void *)n_key},
+    {"limits", "()[J", (void *)n_limits},
     {"asyncContext", "(Lio/ratelimit/AsyncCalls;)J", (void *)n_async_context},
     {"asyncContextFree", "(J)V", (void *)n_async_context_free},
 };

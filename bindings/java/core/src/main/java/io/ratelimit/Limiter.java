@@ -63,9 +63,6 @@ import java.util.function.Function;
  * </ul>
  */
 public final class Limiter implements AutoCloseable {
-    /** The longest wait the core accepts (its RL_MAX_PERIOD_MS, 100 years). */
-    private static final long MAX_WAIT_MS = 100L * 365 * 24 * 3600 * 1000;
-
     private final RateLimitClient client;
     private final String name;
     private final byte[] nameBytes;
@@ -249,7 +246,7 @@ public final class Limiter implements AutoCloseable {
         } catch (RateLimitException e) {
             return CompletableFuture.failedFuture(e);
         }
-        if (timeoutMs < 0 || timeoutMs > MAX_WAIT_MS) {
+        if (timeoutMs < 0 || timeoutMs > Native.MAX_PERIOD_MS) {
             // the core's own verdict and message: it refuses the timeout before any I/O
             try {
                 return CompletableFuture.completedFuture(tryAcquire(id, permits, timeout));
@@ -359,13 +356,15 @@ public final class Limiter implements AutoCloseable {
 
     /**
      * The Redis key holding the state of {@code id} for the first rate (with
-     * several rates, the others add ":2", ":3"...), as the core names it for
-     * the overall scope. For a stored spec, its algorithm is read from Redis.
+     * several rates, the others add ":2", ":3"...), as the core names it: a
+     * per-client limiter's key names this client. For a stored spec, its
+     * algorithm and scope are read from Redis.
      */
     public String key(String id) {
         byte[] idBytes = Native.name("id", id);
-        Algorithm a = config != null ? config.algorithm() : client.storedConfig(name).algorithm();
-        return Native.string(client.call(ptr -> Native.key(ptr, nameBytes, idBytes, a.code())));
+        LimiterConfig c = config != null ? config : client.storedConfig(name);
+        int scope = c.isPerClient() ? 1 : 0; // the core's rl_scope
+        return Native.string(client.call(ptr -> Native.key(ptr, nameBytes, idBytes, c.algorithm().code(), scope)));
     }
 
     private Result decide(String id, long permits, Request.Op op, long maxWaitMs) {

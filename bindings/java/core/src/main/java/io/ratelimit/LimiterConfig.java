@@ -37,8 +37,6 @@ public final class LimiterConfig {
     private static final long EMPTY = -1;
     private static final int SCOPE_OVERALL = 0;
     private static final int SCOPE_PER_CLIENT = 1;
-    /** The core's longest lease (rl_request.lease_ms). */
-    private static final long MAX_LEASE_MS = 3_600_000;
 
     private final Algorithm algorithm;
     private final List<Rate> rates;
@@ -137,7 +135,7 @@ public final class LimiterConfig {
         } catch (ArithmeticException e) {
             ms = validity.isNegative() ? -1 : Long.MAX_VALUE;
         }
-        if (validity.isNegative() || ms < 1 || ms > MAX_LEASE_MS) {
+        if (validity.isNegative() || ms < 1 || ms > Native.MAX_LEASE_MS) {
             throw new InvalidArgumentException("lease must be between 1 ms and 1 hour (got " + validity + ")");
         }
         return ms;

@@ -26,6 +26,12 @@ final class Native {
 
     private Native() {}
 
+    private static final long[] LIMITS = limits();
+    /** The core's longest period, and rl_acquire_wait's longest timeout. */
+    static final long MAX_PERIOD_MS = LIMITS[0];
+    /** The core's longest lease (rl_request.lease_ms). */
+    static final long MAX_LEASE_MS = LIMITS[1];
+
     /** Forces loading (and the version check) now. */
     static void init() {}
 
@@ -126,7 +132,11 @@ final class Native {
 
     static native String clientId(long client);
 
-    static native byte[] key(long client, byte[] name, byte[] id, int algorithm);
+    /** rl_key_build of the first rate; scope: the core's rl_scope. */
+    static native byte[] key(long client, byte[] name, byte[] id, int algorithm, int scope);
+
+    /** {RL_MAX_PERIOD_MS, RL_LEASE_MAX_MS} */
+    private static native long[] limits();
 
     /** rl_url_redact: the URL with its password and secret options masked, UTF-8. */
     static native byte[] redactUrl(byte[] url);

@@ -200,6 +200,18 @@ class LimiterConfigTest extends RedisTestBase {
     }
 
     @Test
+    void perClientKeyIsTheKeyThisClientWrites() throws Exception {
+        try (RateLimitClient a = RateLimitClient.connect(redis.url(), ClientOptions.defaults().clientId("pod-a"))) {
+            Limiter la = a.limiter("pc-key", LimiterConfig.of(Algorithm.GCRA, "3/day").perClient());
+            assertTrue(la.acquire("u").allowed());
+            assertEquals("rl:{pc-key:u%Ppod-a}:gcra", la.key("u"));
+            assertEquals(List.of(la.key("u")), keysOf("pc-key"));
+            a.configure("pc-key-stored", LimiterConfig.of(Algorithm.GCRA, "3/day").perClient());
+            assertEquals("rl:{pc-key-stored:u%Ppod-a}:gcra", a.limiter("pc-key-stored").key("u"));
+        }
+    }
+
+    @Test
     void clientIdsAreCheckedAndDefaultToARandomOne() throws Exception {
         assertTrue(client.clientId().matches("[0-9a-f]{32}"), client.clientId());
         try (RateLimitClient other = RateLimitClient.connect(redis.url())) {
