@@ -56,6 +56,9 @@ from typing import (Any, Awaitable, Callable, Generator, Generic, Iterable, List
 
 import ratelimit as _sync
 from ratelimit import _ratelimit
+from ratelimit.errors import _exceeded
+from ratelimit.limiter import _key_function, _reserved
+from ratelimit.primitives import _FOREVER_SLICE
 from ratelimit import (  # noqa: F401  (re-exported for convenience)
     AcquireTimeout,
     Backlog,
@@ -95,6 +98,22 @@ GiveBack = Callable[[Any], None]
 # rl_cancel(client, tag) stops the client's waits with that tag, whichever
 # loop submitted them: each loop's tags start at its own multiple of this
 _TAGS_PER_LOOP = 1 << 40
+
+
+def _batch_outcomes(outcomes: List[Any], return_exceptions: bool) -> List[Any]:
+    """What an asyncio batch returns, as Limiter.acquire_many does: the list
+    of outcomes (a Result or that request's exception each), or the first
+    failure raised, naming its request, with the list as .results."""
+    if return_exceptions:
+        return outcomes
+    for i, outcome in enumerate(outcomes):
+        if isinstance(outcome, BaseException):
+            exc = type(outcome)("request %d: %s" % (i, outcome) if len(outcomes) > 1 else str(outcome))
+            if hasattr(outcome, "code"):
+                exc.code = outcome.code  # type: ignore[attr-defined]
+            exc.results = outcomes  # type: ignore[attr-defined]
+            raise exc
+    return outcomes
 
 
 class _LoopState:
@@ -325,7 +344,7 @@ class _Runner:
                     if future.done() and not future.cancelled():
                         future.exception()
                 raise
-        return _sync._batch_outcomes(outcomes, return_exceptions)
+        return _batch_outcomes(outcomes, return_exceptions)
 
     async def round_trip(self, submit: Callable[..., None], *args: Any) -> Any:
         """A primitive that does not wait (release, refresh, extend, push):
@@ -495,7 +514,7 @@ class AsyncLimiter:
         """See Limiter.reserve; returns the seconds to wait (await
         asyncio.sleep(it) before acting)."""
         result = await self._run.decide(self.sync, _RESERVE, id, permits, max_wait, now)
-        return _sync._reserved(self.sync.name, permits, max_wait, result)
+        return _reserved(self.sync.name, permits, max_wait, result)
 
     def key(self, id: Text) -> str:
         """The Redis key holding id's state (of the first rate)."""
@@ -512,14 +531,14 @@ class AsyncLimiter:
         raise RateLimitExceeded when denied (see Limiter.limit: a key callable
         gets the arguments it names, by name)."""
         def decorate(func: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-            identity = _sync._key_function(key, func)
+            identity = _key_function(key, func)
 
             @functools.wraps(func)
             async def wrapper(*args: Any, **kwargs: Any) -> T:
                 ident = identity(args, kwargs)
                 result = await self.acquire(ident, permits, timeout=timeout)
                 if not result.allowed:
-                    raise _sync._exceeded(result, "%s: rate limit exceeded for %r; retry after %.3f s"
+                    raise _exceeded(result, "%s: rate limit exceeded for %r; retry after %.3f s"
                                           % (self.name, ident, result.retry_after or 0.0), self)
                 return await func(*args, **kwargs)
             return wrapper
@@ -597,7 +616,7 @@ class AsyncSemaphore:
         place in the queue behind."""
         async def go() -> AsyncPermit:
             while True:
-                permit = await self._acquire(_sync._FOREVER_SLICE if timeout is None else timeout)
+                permit = await self._acquire(_FOREVER_SLICE if timeout is None else timeout)
                 if permit is not None:
                     return permit
                 if timeout is not None:
@@ -665,7 +684,7 @@ class AsyncLock:
         The wait holds no thread; cancelling it leaves the lock not held."""
         async def go() -> AsyncHeldLock:
             while True:
-                held = await self._acquire(_sync._FOREVER_SLICE if timeout is None else timeout)
+                held = await self._acquire(_FOREVER_SLICE if timeout is None else timeout)
                 if held is not None:
                     return held
                 if timeout is not None:
@@ -703,7 +722,7 @@ class AsyncDelayQueue:
         """See DelayQueue.pop. The wait holds no thread; cancelling it loses
         no message (what it took meanwhile is pushed back, due at once)."""
         while True:
-            got = await self._pop(max, _sync._FOREVER_SLICE if timeout is None else timeout)
+            got = await self._pop(max, _FOREVER_SLICE if timeout is None else timeout)
             if got or timeout is not None:
                 return self.sync._out(got)
 
