@@ -294,10 +294,7 @@ static PyObject *completions_submit_many(CompletionsObject *self, PyObject *cons
             PyErr_NoMemory();
             goto done;
         }
-        Py_BEGIN_ALLOW_THREADS
-        rc = rl_execute_each(rl, reqs, (size_t)n, results, outcomes);
-        if (rc) save_errmsg(err, rc);
-        Py_END_ALLOW_THREADS
+        CALL_WITHOUT_GIL(rc, err, rl_execute_each(rl, reqs, (size_t)n, results, outcomes));
         client_leave(client);
         out = batch_outcomes(st, rc, err, results, outcomes, n, 1);
         PyMem_Free(results);
@@ -666,10 +663,8 @@ static PyObject *completion_item(rl_state *st, CompletionsObject *self, rl_compl
         value = primitive_value(st, (int)PyLong_AsLong(PyTuple_GET_ITEM(entry, 0)), PyTuple_GET_ITEM(entry, 1), c,
                                 &status);
         Py_DECREF(entry);
-    } else if (status == RL_OK) {
-        value = result_new(st, &c->result);
     } else {
-        value = make_exception(st, status, c->error[0] ? c->error : rl_strerror(status));
+        value = outcome_new(st, status, c->error, &c->result);
     }
     return value ? Py_BuildValue("(KiN)", (unsigned long long)c->tag, status, value) : NULL;
 }

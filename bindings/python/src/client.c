@@ -29,9 +29,7 @@ void client_close_now(ClientObject *c)
     if (rl) {
         /* asynchronous requests complete (ClientClosed) into their queues
          * here, on the I/O thread, which needs no GIL */
-        Py_BEGIN_ALLOW_THREADS
-        rl_client_close(rl);
-        Py_END_ALLOW_THREADS
+        WITHOUT_GIL(rl_client_close(rl));
     }
     client_release_queues(c);
 }
@@ -236,10 +234,7 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
             goto done;
         }
     }
-    Py_BEGIN_ALLOW_THREADS
-    rc = rl_client_open(&rl, url_s, &opts);
-    if (rc) save_errmsg(err, rc);
-    Py_END_ALLOW_THREADS
+    CALL_WITHOUT_GIL(rc, err, rl_client_open(&rl, url_s, &opts));
     if (rc) {
         raise_code(st, rc, err);
         rc = -1;
@@ -293,9 +288,7 @@ void client_give_back(rl_state *st, ClientObject *c, const char *name)
         PyErr_Clear();
         return;
     }
-    Py_BEGIN_ALLOW_THREADS
-    rl_leases_give_back(rl, name); /* a failure leaves the permits booked until the lease ends: safe */
-    Py_END_ALLOW_THREADS
+    WITHOUT_GIL(rl_leases_give_back(rl, name)); /* a failure leaves the permits booked until the lease ends: safe */
     client_leave(c);
 }
 
@@ -435,10 +428,8 @@ static PyObject *client_config_set(ClientObject *self, PyObject *args)
     if (conv_spec(st, rate, algorithm, burst, initial, per_client, &spec) < 0) return NULL;
     rl_client *rl = enter_named(st, self, name, &keep, &name_s);
     if (!rl) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    rc = if_absent ? rl_config_set_if_absent(rl, name_s, &spec, &set) : rl_config_set(rl, name_s, &spec);
-    if (rc) save_errmsg(err, rc);
-    Py_END_ALLOW_THREADS
+    CALL_WITHOUT_GIL(rc, err,
+                     if_absent ? rl_config_set_if_absent(rl, name_s, &spec, &set) : rl_config_set(rl, name_s, &spec));
     return leave_named(st, self, keep, rc, err, set);
 }
 
@@ -459,10 +450,7 @@ static PyObject *client_config_get(ClientObject *self, PyObject *name)
 
     rl_client *rl = st ? enter_named(st, self, name, &keep, &name_s) : NULL;
     if (!rl) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    rc = rl_config_get(rl, name_s, &spec, &found);
-    if (rc) save_errmsg(err, rc);
-    Py_END_ALLOW_THREADS
+    CALL_WITHOUT_GIL(rc, err, rl_config_get(rl, name_s, &spec, &found));
     if (!(out = leave_named(st, self, keep, rc, err, found))) return NULL;
     Py_DECREF(out);
     if (!found) Py_RETURN_NONE;
@@ -483,10 +471,7 @@ static PyObject *client_config_delete(ClientObject *self, PyObject *name)
 
     rl_client *rl = st ? enter_named(st, self, name, &keep, &name_s) : NULL;
     if (!rl) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    rc = rl_config_delete(rl, name_s, &deleted);
-    if (rc) save_errmsg(err, rc);
-    Py_END_ALLOW_THREADS
+    CALL_WITHOUT_GIL(rc, err, rl_config_delete(rl, name_s, &deleted));
     return leave_named(st, self, keep, rc, err, deleted);
 }
 
@@ -603,10 +588,7 @@ static PyObject *client_command(ClientObject *self, PyObject *args, PyObject *kw
     }
     rl_client *rl = client_enter(st, self);
     if (!rl) goto done;
-    Py_BEGIN_ALLOW_THREADS
-    rc = rl_command_run(rl, slot, (int)n, argv, lens, &reply);
-    if (rc) save_errmsg(err, rc);
-    Py_END_ALLOW_THREADS
+    CALL_WITHOUT_GIL(rc, err, rl_command_run(rl, slot, (int)n, argv, lens, &reply));
     client_leave(self);
     if (rc) {
         raise_code(st, rc, err);
@@ -658,10 +640,7 @@ static PyObject *client_masters(ClientObject *self, PyObject *unused)
     char err[ERRBUF];
     rl_client *rl = client_enter(st, self);
     if (!rl) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    n = rl_client_masters(rl, slots, 1024);
-    if (n < 0) save_errmsg(err, n);
-    Py_END_ALLOW_THREADS
+    CALL_WITHOUT_GIL(n, err, rl_client_masters(rl, slots, 1024));
     client_leave(self);
     if (n < 0) return raise_code(st, n, err);
     if (n > 1024) n = 1024;

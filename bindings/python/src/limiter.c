@@ -30,10 +30,7 @@ static int check_config(rl_state *st, ClientObject *client, const char *name, co
         PyErr_Clear();
         return 0;
     }
-    Py_BEGIN_ALLOW_THREADS
-    rc = rl_config_check(rl, name, spec);
-    if (rc) save_errmsg(err, rc);
-    Py_END_ALLOW_THREADS
+    CALL_WITHOUT_GIL(rc, err, rl_config_check(rl, name, spec));
     client_leave(client);
     if (rc) {
         raise_code(st, rc, err);
@@ -276,10 +273,8 @@ static PyObject *limiter_run(LimiterObject *self, rl_state *st, rl_request *req,
     }
     cancel_ctx cc = {NULL, (cancel && cancel != Py_None) ? cancel : NULL};
     rl_wait wait = {timeout_ms, cancel_cb, &cc};
-    cc.ts = PyEval_SaveThread();
-    rc = timeout_ms > 0 ? rl_acquire_wait(rl, req, &wait, &res) : rl_execute(rl, req, 1, &res);
-    if (rc) save_errmsg(err, rc);
-    PyEval_RestoreThread(cc.ts);
+    CALL_CANCELLABLE(cc, rc, err,
+                     timeout_ms > 0 ? rl_acquire_wait(rl, req, &wait, &res) : rl_execute(rl, req, 1, &res));
     client_leave(self->client);
     Py_DECREF(keep);
     if (PyErr_Occurred()) return NULL;
@@ -414,10 +409,7 @@ static PyObject *limiter_reset(LimiterObject *self, PyObject *id)
     if (conv_text(st, id, "id", 0, &keep, &id_s, NULL) < 0) return NULL;
     rl_client *rl = client_enter(st, self->client);
     if (rl) {
-        Py_BEGIN_ALLOW_THREADS
-        rc = rl_reset(rl, PyBytes_AS_STRING(self->name), id_s, self->stored ? NULL : &self->spec);
-        if (rc) save_errmsg(err, rc);
-        Py_END_ALLOW_THREADS
+        CALL_WITHOUT_GIL(rc, err, rl_reset(rl, PyBytes_AS_STRING(self->name), id_s, self->stored ? NULL : &self->spec));
         client_leave(self->client);
     }
     Py_DECREF(keep);
@@ -466,10 +458,7 @@ static PyObject *limiter_acquire_many(LimiterObject *self, PyObject *args, PyObj
     }
     rl_client *rl = client_enter(st, self->client);
     if (!rl) goto done;
-    Py_BEGIN_ALLOW_THREADS
-    rc = rl_execute_each(rl, reqs, (size_t)n, results, outcomes);
-    if (rc) save_errmsg(err, rc);
-    Py_END_ALLOW_THREADS
+    CALL_WITHOUT_GIL(rc, err, rl_execute_each(rl, reqs, (size_t)n, results, outcomes));
     client_leave(self->client);
     out = batch_outcomes(st, rc, err, results, outcomes, n, return_exceptions);
 done:
@@ -509,10 +498,7 @@ static int current_spec(rl_state *st, LimiterObject *self, rl_spec *out)
     }
     rl_client *rl = client_enter(st, self->client);
     if (!rl) return -1;
-    Py_BEGIN_ALLOW_THREADS
-    rc = rl_config_resolve(rl, PyBytes_AS_STRING(self->name), out);
-    if (rc) save_errmsg(err, rc);
-    Py_END_ALLOW_THREADS
+    CALL_WITHOUT_GIL(rc, err, rl_config_resolve(rl, PyBytes_AS_STRING(self->name), out));
     client_leave(self->client);
     if (rc) {
         raise_code(st, rc, err);

@@ -58,6 +58,27 @@ int add_ref(PyObject *module, const char *name, PyObject *obj);
  * released region, right after the call. */
 void save_errmsg(char *buf, int rc);
 
+/* stmt with the GIL released, for a Redis round trip: it touches no Python
+ * object (another thread may run Python meanwhile) */
+#define WITHOUT_GIL(stmt)          \
+    do {                           \
+        Py_BEGIN_ALLOW_THREADS     \
+        stmt;                      \
+        Py_END_ALLOW_THREADS       \
+    } while (0)
+/* rc = call without the GIL; a failure's message kept in err for raise_code
+ * (rl_errmsg() is per thread: read it before the GIL is taken back) */
+#define CALL_WITHOUT_GIL(rc, err, call) WITHOUT_GIL((rc) = (call); if ((rc) < 0) save_errmsg((err), (rc)))
+/* the same for a wait that cancel_cb polls: it takes the GIL back through cc
+ * (a cancel_ctx) to check signals and the cancel callable */
+#define CALL_CANCELLABLE(cc, rc, err, call)                \
+    do {                                                   \
+        (cc).ts = PyEval_SaveThread();                     \
+        (rc) = (call);                                     \
+        if ((rc) < 0) save_errmsg((err), (rc));            \
+        PyEval_RestoreThread((cc).ts);                     \
+    } while (0)
+
 /* Raise the exception class for rc with message msg and .code = rc; NULL. */
 PyObject *raise_code(rl_state *st, int rc, const char *msg);
 /* The exception raise_code would raise, as a new instance (not raised). */
@@ -130,6 +151,9 @@ PyObject *client_queue_remove(ClientObject *self, PyObject *args);
 /* ---- Limiter (limiter.c), Result (result.c), specs (spec.c), for aio.c too ------------- */
 
 PyObject *result_new(rl_state *st, const rl_result *r);
+/* One decision's outcome, blocking (a batch's request) or asyncio (a
+ * completion): its Result, or its error as an exception instance (not raised). */
+PyObject *outcome_new(rl_state *st, int status, const char *error, const rl_result *r);
 /* Client.limiter's lease: None -> 0, seconds -> 1..3,600,000 ms (the range
  * of rl_request.lease_ms), else a TypeError or InvalidArgument. */
 int conv_lease(rl_state *st, PyObject *o, int64_t *out_ms);

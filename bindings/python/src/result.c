@@ -14,14 +14,18 @@ PyObject *result_new(rl_state *st, const rl_result *r)
     return (PyObject *)self;
 }
 
+PyObject *outcome_new(rl_state *st, int status, const char *error, const rl_result *r)
+{
+    return status == RL_OK ? result_new(st, r) : make_exception(st, status, error[0] ? error : rl_strerror(status));
+}
+
 /* A batch's outcomes (rl_execute_each), one per request: its Result, or its
  * error as an exception instance. */
 static PyObject *outcomes_list(rl_state *st, const rl_result *results, const rl_outcome *outcomes, Py_ssize_t n)
 {
     PyObject *out = PyList_New(n);
     for (Py_ssize_t i = 0; out && i < n; i++) {
-        PyObject *r = outcomes[i].status ? make_exception(st, outcomes[i].status, outcomes[i].error)
-                                         : result_new(st, &results[i]);
+        PyObject *r = outcome_new(st, outcomes[i].status, outcomes[i].error, &results[i]);
         if (!r) {
             Py_CLEAR(out);
             break;

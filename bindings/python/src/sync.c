@@ -47,11 +47,9 @@ static PyObject *sync_acquire(ClientObject *self, PyObject *args, PyObject *kw, 
     }
     cancel_ctx cc = {NULL, cancel == Py_None ? NULL : cancel};
     rl_wait wait = {timeout_ms, cancel_cb, &cc};
-    cc.ts = PyEval_SaveThread();
-    rc = lock ? rl_lock_acquire(rl, name_s, lease_ms, &wait, &permit)
-              : rl_semaphore_acquire(rl, name_s, max, lease_ms, &wait, &permit);
-    if (rc) save_errmsg(err, rc);
-    PyEval_RestoreThread(cc.ts);
+    CALL_CANCELLABLE(cc, rc, err,
+                     lock ? rl_lock_acquire(rl, name_s, lease_ms, &wait, &permit)
+                          : rl_semaphore_acquire(rl, name_s, max, lease_ms, &wait, &permit));
     client_leave(self);
     Py_DECREF(keep);
     if (PyErr_Occurred()) return NULL; /* KeyboardInterrupt or cancel() raised */
@@ -89,13 +87,10 @@ static PyObject *sync_simple(ClientObject *self, PyObject *args, int lock, int w
     }
     rl_client *rl = client_enter(st, self);
     if (rl) {
-        Py_BEGIN_ALLOW_THREADS
-        if (lock) rc = with_lease ? rl_lock_extend(rl, name_s, id_s, lease_ms, &done)
-                                  : rl_lock_release(rl, name_s, id_s, &done);
-        else rc = with_lease ? rl_semaphore_refresh(rl, name_s, id_s, lease_ms, &done)
-                             : rl_semaphore_release(rl, name_s, id_s, &done);
-        if (rc) save_errmsg(err, rc);
-        Py_END_ALLOW_THREADS
+        CALL_WITHOUT_GIL(rc, err, lock ? with_lease ? rl_lock_extend(rl, name_s, id_s, lease_ms, &done)
+                                                    : rl_lock_release(rl, name_s, id_s, &done)
+                                       : with_lease ? rl_semaphore_refresh(rl, name_s, id_s, lease_ms, &done)
+                                                    : rl_semaphore_release(rl, name_s, id_s, &done));
         client_leave(self);
     }
     Py_DECREF(keep_name);
@@ -138,10 +133,8 @@ static PyObject *sem_info(ClientObject *self, PyObject *args, int with_max)
     if (conv_text(st, name, "name", 0, &keep, &name_s, NULL) < 0) return NULL;
     rl_client *rl = client_enter(st, self);
     if (rl) {
-        Py_BEGIN_ALLOW_THREADS
-        rc = with_max ? rl_semaphore_available(rl, name_s, max, &value) : rl_semaphore_holders(rl, name_s, &value);
-        if (rc) save_errmsg(err, rc);
-        Py_END_ALLOW_THREADS
+        CALL_WITHOUT_GIL(rc, err,
+                         with_max ? rl_semaphore_available(rl, name_s, max, &value) : rl_semaphore_holders(rl, name_s, &value));
         client_leave(self);
     }
     Py_DECREF(keep);
@@ -181,10 +174,7 @@ PyObject *client_queue_push(ClientObject *self, PyObject *args)
     }
     rl_client *rl = client_enter(st, self);
     if (rl) {
-        Py_BEGIN_ALLOW_THREADS
-        rc = rl_queue_push(rl, q, m, (size_t)mlen, delay_ms, &added);
-        if (rc) save_errmsg(err, rc);
-        Py_END_ALLOW_THREADS
+        CALL_WITHOUT_GIL(rc, err, rl_queue_push(rl, q, m, (size_t)mlen, delay_ms, &added));
         client_leave(self);
     }
     Py_DECREF(keep_q);
@@ -240,10 +230,9 @@ static PyObject *queue_pop(ClientObject *self, PyObject *args, PyObject *kw, int
     memset(&msgs, 0, sizeof msgs);
     cancel_ctx cc = {NULL, cancel == Py_None ? NULL : cancel};
     rl_wait w = {timeout_ms, cancel_cb, &cc};
-    cc.ts = PyEval_SaveThread();
-    rc = wait ? rl_queue_pop_wait(rl, q, (size_t)max_n, &w, &msgs) : rl_queue_pop_ready(rl, q, (size_t)max_n, &msgs);
-    if (rc) save_errmsg(err, rc);
-    PyEval_RestoreThread(cc.ts);
+    CALL_CANCELLABLE(cc, rc, err,
+                     wait ? rl_queue_pop_wait(rl, q, (size_t)max_n, &w, &msgs)
+                          : rl_queue_pop_ready(rl, q, (size_t)max_n, &msgs));
     client_leave(self);
     Py_DECREF(keep);
     if (PyErr_Occurred()) { /* KeyboardInterrupt or cancel() raised while waiting */
@@ -279,10 +268,7 @@ PyObject *client_queue_size(ClientObject *self, PyObject *args)
     if (conv_text(st, queue, "queue", 0, &keep, &q, NULL) < 0) return NULL;
     rl_client *rl = client_enter(st, self);
     if (rl) {
-        Py_BEGIN_ALLOW_THREADS
-        rc = rl_queue_size(rl, q, &size);
-        if (rc) save_errmsg(err, rc);
-        Py_END_ALLOW_THREADS
+        CALL_WITHOUT_GIL(rc, err, rl_queue_size(rl, q, &size));
         client_leave(self);
     }
     Py_DECREF(keep);
@@ -309,10 +295,7 @@ PyObject *client_queue_remove(ClientObject *self, PyObject *args)
     }
     rl_client *rl = client_enter(st, self);
     if (rl) {
-        Py_BEGIN_ALLOW_THREADS
-        rc = rl_queue_remove(rl, q, m, (size_t)mlen, &removed);
-        if (rc) save_errmsg(err, rc);
-        Py_END_ALLOW_THREADS
+        CALL_WITHOUT_GIL(rc, err, rl_queue_remove(rl, q, m, (size_t)mlen, &removed));
         client_leave(self);
     }
     Py_DECREF(keep_q);
