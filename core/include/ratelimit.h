@@ -92,7 +92,7 @@ typedef enum {
     RL_TLS_VERIFY_NONE = 2      /* encrypt only: anyone in the middle can read along */
 } rl_tls_verify;
 
-/* Zero or NULL in any field means its default (as libgit2's options do), so
+/* Zero or NULL in any field means its default, so
  * `rl_options o = {0};` and RL_OPTIONS_INIT open the same client; set only
  * the fields you care about. Negative values are RL_ERR_INVALID. */
 typedef struct {

@@ -1,7 +1,7 @@
 /* Bounded server cost (docs/semantics.md, "Cost budget"): every script is
  * driven with the worst valid inputs (largest limits and permits, many calls
  * in a window, rate changes, 100,000 expired holders and crashed waiters, a
- * queue with 100,000 due messages, state in the old sliding_log layout) and
+ * queue with 100,000 due messages) and
  * Redis's own SLOWLOG (slowlog-log-slower-than 50000 us) must show no script
  * call that took 50 ms or more, while the results stay exact and every key
  * outlives its state. Runs against whatever redis-server is first on PATH
@@ -349,54 +349,6 @@ static void test_sliding_log_many_calls(void)
     free(res);
 }
 
-/* ---- sliding_log: state written by the old layout ----------------------- */
-
-static void test_sliding_log_old_layout(void)
-{
-    const int64_t period = 100000;
-    rl_spec s = {.algorithm = RL_SLIDING_LOG, .limit = 1000000, .period_ms = period, .burst = 0};
-    /* small: 3 permits in each of 100 ms, as the old script wrote them */
-    model m = {0};
-    for (int ms = 0; ms < 100; ms++) {
-        for (int n = 0; n < 3; n++) queue_cmd("ZADD rl:{cost:old}:sliding_log %lld %lld-%d", T0 + ms, T0 + ms, n);
-        model_add(&m, T0 + ms, 3);
-    }
-    flush_cmds();
-    slowlog_reset();
-    int64_t now = T0 + period + 50; /* the first 51 ms have slid out */
-    rl_result want = model_decide(&m, 1000000, period, 999999, RL_OP_PEEK, now);
-    CHECK(same(decide("old", s, 999999, RL_OP_PEEK, now), want));
-    CHECK(same(decide("old", s, 10, RL_OP_PEEK, now), model_decide(&m, 1000000, period, 10, RL_OP_PEEK, now)));
-    /* the first acquire migrates it: exact, one member per ms */
-    want = model_decide(&m, 1000000, period, 999999, RL_OP_ACQUIRE, now);
-    CHECK(same(decide("old", s, 999999, RL_OP_ACQUIRE, now), want));
-    want = model_decide(&m, 1000000, period, 999853, RL_OP_ACQUIRE, now);
-    CHECK(same(decide("old", s, 999853, RL_OP_ACQUIRE, now), want));
-    CHECK_EQ(redis_int(raw, "ZCARD rl:{cost:old}:sliding_log"), 49 + 1);
-    for (int i = 1; i < 60; i++) {
-        want = model_decide(&m, 1000000, period, 3, RL_OP_ACQUIRE, now + i);
-        CHECK(same(decide("old", s, 3, RL_OP_ACQUIRE, now + i), want));
-    }
-    free(m.e);
-
-    /* large: 30,000 permits in 1,500 ms: the newest 200 ms are migrated
-     * exactly, the older permits count as taken at the oldest of those */
-    for (int i = 0; i < 30000; i++)
-        queue_cmd("ZADD rl:{cost:oldbig}:sliding_log %lld %lld-%d", T0 + i / 20, T0 + i / 20, i % 20);
-    flush_cmds();
-    slowlog_reset();
-    now = T0 + 1500;
-    rl_spec big = {.algorithm = RL_SLIDING_LOG, .limit = 1000000, .period_ms = period, .burst = 0};
-    EXPECT(decide("oldbig", big, 970001, RL_OP_PEEK, now), 0, 970000, period - 1500, period - 1);
-    EXPECT(decide("oldbig", big, 970000, RL_OP_ACQUIRE, now), 1, 0, -1, period);
-    CHECK_EQ(redis_int(raw, "ZCARD rl:{cost:oldbig}:sliding_log"), 200 + 1);
-    /* 26,020 permits (ms 0..1300) now slide out with ms 1300: stricter, never looser */
-    EXPECT(decide("oldbig", big, 1, RL_OP_PEEK, now + 1), 0, 0, period - 201, period - 1);
-    EXPECT(decide("oldbig", big, 26020, RL_OP_PEEK, T0 + 1300 + period), 1, 26020, -1, 200);
-    EXPECT(decide("oldbig", big, 26021, RL_OP_PEEK, T0 + 1300 + period), 0, 26020, 1, 200);
-    check_slowlog("sliding_log state in the old layout");
-}
-
 /* ---- semaphore: 100,000 expired holders and crashed waiters -------------- */
 
 typedef struct {
@@ -583,7 +535,6 @@ int main(void)
     scenario("limiters", test_limiters_worst);
     scenario("sliding_log model", test_sliding_log_model);
     scenario("sliding_log many calls", test_sliding_log_many_calls);
-    scenario("sliding_log old layout", test_sliding_log_old_layout);
     scenario("semaphore", test_semaphore);
     scenario("delay queue", test_delay_queue);
     redisFree(raw);

@@ -16,8 +16,7 @@
 -- GIVE_BACK only while that booking is on top (its id: a TAT alone can
 -- recur, a reset and an acquire of the block in the right us rebuild it):
 -- the unused permits come off it.
--- State: string "<TAT us>:<interval us>[:<booking id>]" (a bare TAT, the old
--- layout, is read with the current interval)
+-- State: string "<TAT us>:<interval us>[:<booking id>]"
 local function gcra_store(key, t, now, interval, booking)
   if t <= now then return redis.call('DEL', key) end
   local value = booking and string.format('%d:%d:%s', t, interval, booking) or string.format('%d:%d', t, interval)
@@ -33,9 +32,9 @@ return function(key, now, limit, period, burst, permits, op, max_wait, initial, 
   local tat, stored_interval, booked
   if stored then
     local t, i, id = string.match(stored, '^(%d+):(%d+):?(%x*)$')
-    if t then tat, stored_interval, booked = t + 0, i + 0, id else tat = tonumber(stored) end
+    if t then tat, stored_interval, booked = t + 0, i + 0, id end
   end
-  if tat and stored_interval and stored_interval ~= interval and tat > now then
+  if tat and stored_interval ~= interval and tat > now then
     local booked = tat - now
     if booked * interval < 9007199254740992 then -- 2^53: the product is exact, so is the rounding up
       tat = now + ceil(booked * interval / stored_interval)

@@ -19,10 +19,6 @@
 -- A rate change keeps the log: the new period and limit apply to it at once.
 -- A refund takes back the oldest live permits (a member keeps its total
 -- and holds fewer: the count reads the oldest live member's own permits).
--- Old layout (one "<ms>-<n>" member per permit): peek reads it as it is;
--- the first acquire migrates it: exactly when its live permits span at most
--- MIGRATE_MAX distinct ms, else the older ones count as taken at the oldest
--- of the newest MIGRATE_MAX ms (stricter for at most one period).
 -- LEASE logs the block as ONE member at the end of its validity (at most
 -- half the period; later if the newest member is later), so it counts from
 -- before the grant until validity + period after it. Handle: that member,
@@ -33,12 +29,11 @@
 -- State: zset {"<ms>:<total>:<permits>:<edge>" -> ms}
 -- slid-out members this script call may still delete (one budget for a batch call's decisions)
 local sliding_log_purge = {left = 1000}
--- {ms, total, permits, edge, member} at rank; total nil: old layout
+-- {ms, total, permits, edge, member} at rank
 local function sliding_log_entry(key, rank)
   local m = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
   if m[1] == nil then return nil end
   local total, n, edge = string.match(m[1], '^%d+:(%d+):(%d+):(%-?%d+):?%x*$')
-  if not total then return {m[2] + 0, nil, 1, nil, m[1]} end
   return {m[2] + 0, total + 0, n + 0, edge + 0, m[1]}
 end
 local function sliding_log_member(ms, total, n, edge)
@@ -63,47 +58,12 @@ end
 return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit, handle)
   local PEEK, REFUND, LEASE, GIVE_BACK = 1, 4, 5, 6
   local WRAP = 2000000000000000 -- totals modulo 2 x 10^15 (limit <= 10^15)
-  local MIGRATE_MAX = 200
   local floor, max, min = math.floor, math.max, math.min
   local now = floor(now_us / 1000)
   local entry, member = sliding_log_entry, sliding_log_member
 
   local edge = now - period -- scored <= edge: slid out
   local newest = entry(key, -1)
-
-  if newest and not newest[2] then
-    -- the old layout: one member per permit
-    local expired = redis.call('ZCOUNT', key, '-inf', edge)
-    local count = redis.call('ZCARD', key) - expired
-    if op == PEEK then
-      local reset_after = 0
-      if count > 0 then reset_after = newest[1] + period - now end
-      if count + permits > limit then
-        local nth = entry(key, expired + max(0, count + permits - limit - 1))
-        return {0, limit, max(0, limit - count), nth[1] + period - now, reset_after, 0, 0, 0}
-      end
-      return {1, limit, limit - count, -1, reset_after, 0, permits, 0}
-    end
-    -- migrate: one member per distinct ms, newest first, MIGRATE_MAX at most
-    local groups, at, left = {}, '+inf', count
-    while left > 0 do
-      local g = redis.call('ZREVRANGEBYSCORE', key, at, '(' .. string.format('%d', edge), 'WITHSCORES', 'LIMIT', 0, 1)
-      local ms = g[2] + 0
-      local n = redis.call('ZCOUNT', key, ms, ms)
-      if #groups == MIGRATE_MAX - 1 then n = left end -- the rest, as if taken at ms
-      groups[#groups + 1] = {ms, n}
-      left = left - n
-      at = '(' .. string.format('%d', ms)
-    end
-    -- a large one is freed off the main thread
-    redis.call(redis.call('ZCARD', key) > 10000 and 'UNLINK' or 'DEL', key)
-    local total = 0
-    for i = #groups, 1, -1 do
-      total = total + groups[i][2]
-      redis.call('ZADD', key, groups[i][1], member(groups[i][1], total, groups[i][2], edge))
-    end
-    newest = entry(key, -1)
-  end
 
   -- live permits = newest total - the total just before the oldest live member's own permits (a refund
   -- takes them from that member without renumbering the rest)

@@ -154,6 +154,30 @@ rl_client *client_of(jlong handle)
     return (rl_client *)(intptr_t)handle;
 }
 
+/* Copies a byte[] into buf when it fits (no allocation on the hot path), else
+ * into a malloc'd buffer; *out is NULL for a null array. Returns 0, or -1 with
+ * an exception pending. Free *out with free_bytes. */
+int copy_bytes_small(JNIEnv *env, jbyteArray array, char *buf, size_t size, char **out)
+{
+    *out = NULL;
+    if (!array) return 0;
+    jsize n = (*env)->GetArrayLength(env, array);
+    char *dst = (size_t)n < size ? buf : malloc((size_t)n + 1);
+    if (!dst) {
+        throw_oom(env);
+        return -1;
+    }
+    (*env)->GetByteArrayRegion(env, array, 0, n, (jbyte *)dst);
+    dst[n] = '\0';
+    *out = dst;
+    return 0;
+}
+
+void free_bytes(char *p, char *buf)
+{
+    if (p != buf) free(p);
+}
+
 /* ---- cancellation -------------------------------------------------------- */
 
 /* Polled by the core while it waits, on the thread that called in, so env is
@@ -496,30 +520,6 @@ static void n_async_context_free(JNIEnv *env, jclass cls, jlong ref)
 {
     (void)cls;
     if (ref) (*env)->DeleteGlobalRef(env, (jobject)(intptr_t)ref);
-}
-
-/* Copies a byte[] into buf when it fits (no allocation on the hot path), else
- * into a malloc'd buffer; *out is NULL for a null array. Returns 0, or -1 with
- * an exception pending. Free *out with free_bytes. */
-int copy_bytes_small(JNIEnv *env, jbyteArray array, char *buf, size_t size, char **out)
-{
-    *out = NULL;
-    if (!array) return 0;
-    jsize n = (*env)->GetArrayLength(env, array);
-    char *dst = (size_t)n < size ? buf : malloc((size_t)n + 1);
-    if (!dst) {
-        throw_oom(env);
-        return -1;
-    }
-    (*env)->GetByteArrayRegion(env, array, 0, n, (jbyte *)dst);
-    dst[n] = '\0';
-    *out = dst;
-    return 0;
-}
-
-void free_bytes(char *p, char *buf)
-{
-    if (p != buf) free(p);
 }
 
 /* ---- registration ------------------------------------------------------------------------ */
