@@ -373,7 +373,7 @@ size_t rl_spec_rates(const rl_spec *spec, rl_rate *out);
 /* rate.c: "4/minute", "5/30 seconds", "3/500ms" (snprintf's return) */
 int rl_format_rate(char *buf, size_t size, int64_t limit, int64_t period_ms);
 
-/* ---- leases (lease.c) ---- */
+/* ---- leases (lease.c; the table and its decisions: lease_policy.c) ---- */
 
 typedef struct rl_leases rl_leases;
 rl_leases *rl_leases_new(void);

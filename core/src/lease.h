@@ -1,10 +1,11 @@
-/* Leases: what lease.c (the table, decisions, the blocking path, ending
- * leases) and lease_async.c (submissions parked on a fetch) share; not
- * installed. */
+/* Leases: the policy (lease_policy.c: the table and its decisions, no
+ * client, connection or thread) and what carries it (lease.c: commands,
+ * the blocking path, ending leases, the timer; lease_async.c: submissions
+ * parked on a fetch); not installed. */
 #ifndef RL_LEASE_H
 #define RL_LEASE_H
 
-#include "async.h"
+#include "internal.h"
 
 #define OP_LEASE 5
 #define OP_GIVE_BACK 6
@@ -96,20 +97,58 @@ typedef enum {
 /* How the fetcher's own request came out of its fetch. */
 typedef enum { GOT_RESULT, GOT_ERROR, GOT_PLAIN } got;
 
+/* ---- the policy (lease_policy.c); the caller holds the table's lock ---- */
+
+/* What the policy wants sent, handed to whoever carries it: a GIVE_BACK
+ * of unused permits of e's block (its handles still in e). */
+typedef struct {
+    void (*give_back)(void *ctx, const lease *e, int64_t unused);
+    void *ctx;
+} lease_carrier;
+
 /* The entry for req, made if new (create); NULL when the table is full or
- * memory out. The table's lock is held for all of these. */
+ * memory out. */
 lease *rl_lease_entry(rl_leases *t, const rl_request *req, int64_t now, int create);
+/* the bucket of an entity's entries (every spec of it) */
+int rl_lease_bucket(const char *name, const char *id);
+/* A write of ours that can free permits on e's entity (a give-back, a
+ * refund, a reset, a rate change): Redis may admit what its denials said no to. */
+void rl_lease_forget_denials(rl_leases *t, const lease *e);
+int rl_lease_worth_giving_back(const lease *e, int64_t now);
+/* Ends the block in hand (the next size adapts); carry (NULL: none) gets
+ * its GIVE_BACK if one is worth it. */
+void rl_lease_end_block(lease *e, int64_t now, const lease_carrier *carry);
 /* A decision from the block in hand or a remembered denial: 1 with out set,
  * else 0 and e untouched. */
 int rl_lease_decide_local(lease *e, rl_op op, int64_t permits, int64_t now, rl_result *out);
 /* One decision: a submission passes fetcher NULL; a blocking batch its own
- * token (a second request of the batch for a key it fetches goes PLAIN).
- * A block ended on the way adds its GIVE_BACK to *give_back (submissions). */
-step rl_lease_decide(rl_client *c, lease *e, rl_op op, int64_t permits, int64_t now, const void *fetcher,
-                     rl_result *out, int64_t *want, areq **give_back);
-/* The fetch of e ended (status, and on RL_OK its reply); sets the fetcher's
- * result; wakes the blocking waiters; *wake_timer: the I/O thread's timer
- * must look sooner. */
+ * token (a second request of the batch for a key it fetches goes PLAIN, and
+ * the block it ends is given back just before its LEASE: e->pending). */
+step rl_lease_decide(lease *e, rl_op op, int64_t permits, int64_t now, const void *fetcher, rl_result *out,
+                     int64_t *want, const lease_carrier *carry);
+/* The fetch of e (sent at sent_ms) ended at now with status, and on RL_OK
+ * its reply: sets the fetcher's result (op, permits) or says it needs a
+ * plain acquire; *wake_timer: the timer must look sooner; *stepped: Redis's
+ * clock for e->slot stepped forward (t->clocks; the other leases on that
+ * server must end). */
+got rl_lease_granted(rl_leases *t, lease *e, int status, const redisReply *reply, int64_t sent_ms, int64_t now,
+                     rl_op op, int64_t permits, rl_result *out, int *wake_timer, int *stepped);
+/* The timer: blocks past their validity end (carry gets their give-backs),
+ * idle entries are freed; returns the next time to look (0: none). */
+int64_t rl_leases_sweep(rl_leases *t, int64_t now, const lease_carrier *carry);
+
+/* ---- carrying it (lease.c, lease_async.c) ---- */
+
+struct areq;
+/* The GIVE_BACKs a policy call asks for, as silent requests (rl_lease_send_all). */
+typedef struct {
+    lease_carrier carrier;
+    rl_client *client;
+    struct areq *list;
+} give_backs;
+void rl_give_backs_init(give_backs *g, rl_client *c);
+/* rl_lease_granted for the fetch of e, read now: wakes the blocking waiters,
+ * ends the leases on a server whose clock stepped. */
 got rl_lease_fetched_locked(rl_client *c, lease *e, int status, const redisReply *reply, int64_t sent_ms,
                             rl_op op, int64_t permits, rl_result *out, int *wake_timer);
 void rl_lease_request(const lease *e, rl_request *req, rl_op op, int64_t permits, int64_t max_wait);
@@ -117,7 +156,7 @@ void rl_lease_build(rl_cmd *cmd, rl_client *c, const lease *e, int64_t want);
 
 /* Without the lock: */
 /* queues silent requests (GIVE_BACK) on the I/O thread, fire and forget */
-void rl_lease_send_all(rl_client *c, areq *list);
+void rl_lease_send_all(rl_client *c, struct areq *list);
 /* after a fetch of e ended: the submissions parked on it */
 void rl_lease_serve_parked(rl_client *c, lease *e, int wake_timer);
 /* the fetch of e ended with status before a reply */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "async.h"
 #include "lease.h"
 
 static void deliver(rl_client *c, const parked *p, int status, const char *error, rl_result *res)
@@ -68,9 +69,10 @@ void rl_lease_serve_parked(rl_client *c, lease *e, int wake_timer)
     char error[200];
     for (;;) {
         parked *done = NULL, *fetcher = NULL, *plain = NULL;
-        areq *give_back = NULL;
+        give_backs g;
         int64_t want = 0;
         size_t n = 0;
+        rl_give_backs_init(&g, c);
         pthread_mutex_lock(&t->mutex);
         int failure = e->fetching ? RL_OK : e->fetch_status;
         snprintf(error, sizeof error, "%s", e->fetch_error);
@@ -84,7 +86,7 @@ void rl_lease_serve_parked(rl_client *c, lease *e, int wake_timer)
             step s = STEP_BUSY;
             memset(&results[n], 0, sizeof results[n]);
             statuses[n] = failure;
-            if (!failure) s = rl_lease_decide(c, e, p->op, p->permits, now, NULL, &results[n], &want, &give_back);
+            if (!failure) s = rl_lease_decide(e, p->op, p->permits, now, NULL, &results[n], &want, &g.carrier);
             if (s == STEP_FETCH) {
                 fetcher = p;
             } else if (s == STEP_PLAIN) {
@@ -101,7 +103,7 @@ void rl_lease_serve_parked(rl_client *c, lease *e, int wake_timer)
         }
         *keep = list; /* the rest: the next round, or the fetch just started */
         pthread_mutex_unlock(&t->mutex);
-        rl_lease_send_all(c, give_back);
+        rl_lease_send_all(c, g.list);
         if (wake_timer) rl_async_poke(c);
         wake_timer = 0;
         for (parked *p = done, *next; p; p = next) {
@@ -182,7 +184,7 @@ int rl_lease_submit(rl_client *c, const rl_request *req, uint64_t tag, const rl_
 {
     rl_leases *t = c->leases;
     int64_t now = rl_now_ms(), want = 0;
-    areq *give_back = NULL;
+    give_backs g;
     rl_result res;
     parked p, *waiting = NULL;
     int rc;
@@ -194,9 +196,10 @@ int rl_lease_submit(rl_client *c, const rl_request *req, uint64_t tag, const rl_
     p.capacity = rl_spec_capacity(&req->spec);
     p.op = req->op;
     rl_stats_begin(c, req->name, &p.stats);
+    rl_give_backs_init(&g, c);
     pthread_mutex_lock(&t->mutex);
     lease *e = rl_lease_entry(t, req, now, 1);
-    step s = e ? rl_lease_decide(c, e, req->op, req->permits, now, NULL, &res, &want, &give_back) : STEP_PLAIN;
+    step s = e ? rl_lease_decide(e, req->op, req->permits, now, NULL, &res, &want, &g.carrier) : STEP_PLAIN;
     /* parked: in no particular order, each is its own decision */
     if (s == STEP_BUSY && (waiting = malloc(sizeof *waiting))) {
         *waiting = p;
@@ -204,7 +207,7 @@ int rl_lease_submit(rl_client *c, const rl_request *req, uint64_t tag, const rl_
         e->parked = waiting;
     }
     pthread_mutex_unlock(&t->mutex);
-    rl_lease_send_all(c, give_back);
+    rl_lease_send_all(c, g.list);
     switch (s) {
     case STEP_LOCAL:
         deliver(c, &p, RL_OK, "", &res);
