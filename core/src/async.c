@@ -1,9 +1,10 @@
-/* The asynchronous core's engine: one I/O thread per client with one
- * connection per server, requests pipelined as they come, and a dialer thread
- * for what may block (see rl_submit in ratelimit.h). */
+/* The asynchronous engine's I/O thread (see rl_submit in ratelimit.h): one
+ * connection per server, requests routed, staged into batch calls and
+ * pipelined as they come (protocol.c plans the calls and says what a reply
+ * means), replies handed out, timeouts kept. What may block is the dialer
+ * thread's (dialer.c); a request's completion is requests.c's. */
 #include <errno.h>
 #include <fcntl.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,108 +20,6 @@ void rl_async_wake(rl_async *a)
 {
     if (write(a->wake_fds[1], "", 1) < 0) {
         /* a full pipe: a wake-up is pending anyway */
-    }
-}
-
-/* ---- completing ------------------------------------------------------------- */
-
-areq *rl_async_req_new(req_kind kind)
-{
-    areq *r = malloc(sizeof *r);
-    if (!r) return NULL;
-    memset(r, 0, offsetof(areq, cmd));
-    rl_cmd_init(&r->cmd);
-    r->kind = kind;
-    return r;
-}
-
-void rl_async_req_free(areq *r)
-{
-    if (r->wait) {
-        free(r->wait->name);
-        free(r->wait->channel);
-        rl_messages_free(&r->wait->taken);
-        free(r->wait);
-    }
-    free(r->reset_entity);
-    rl_cmd_free(&r->cmd);
-    free(r);
-}
-
-static void complete(rl_async *a, areq *r, int status, const redisReply *reply)
-{
-    rl_completion c;
-    if (r->silent) return;
-    if (r->wait) rl_wait_ended(a, r, status);
-    if (r->lease) rl_lease_async_failed(a->client, r, status); /* its LEASE got no reply */
-    memset(&c, 0, sizeof c);
-    c.tag = r->tag;
-    c.status = status;
-    if (status == RL_OK) {
-        int granted = 0;
-        int64_t first_end;
-        switch (r->kind) {
-        case REQ_ACQUIRE:
-            c.status = rl_decode_sem_acquire(reply, &granted, &c.fencing_token, &first_end);
-            c.acquired = granted;
-            if (granted) memcpy(c.permit_id, r->permit_id, sizeof c.permit_id);
-            else c.fencing_token = 0;
-            break;
-        case REQ_DONE_FLAG:
-            c.status = rl_reply_int(reply, 0, &c.value);
-            break;
-        case REQ_PUSH:
-            c.status = rl_decode_integer(reply, "delay_queue push", &c.value);
-            break;
-        case REQ_COUNT:
-            c.status = rl_decode_integer(reply, "count", &c.value);
-            break;
-        case REQ_INFO: /* permits: the permits_max to count available permits out of, 0: holders */
-            c.status = rl_reply_int(reply, 0, &c.value);
-            if (!c.status && r->permits) c.value = r->permits > c.value ? r->permits - c.value : 0;
-            break;
-        case REQ_POP:
-            break;
-        default:
-            if (r->decided) {
-                c.status = r->decided_status;
-                c.result = r->result;
-            } else {
-                c.status = rl_decode_result(reply, &c.result);
-            }
-        }
-    }
-    if (r->kind == REQ_POP) { /* taken from Redis: handed over even with an error */
-        c.messages = r->wait->taken;
-        memset(&r->wait->taken, 0, sizeof r->wait->taken);
-    }
-    if (c.status != RL_OK && !c.error[0]) snprintf(c.error, sizeof c.error, "%s", rl_errmsg());
-    /* the on_error policy decides rate limits only, as in the blocking calls */
-    if (rl_unreachable(c.status) && r->kind == REQ_DECISION &&
-        a->client->options.on_error != RL_ON_ERROR_RAISE) {
-        rl_fallback_result(a->client, r->capacity, r->permits, &c.result);
-        c.status = RL_OK; /* the message still says what went wrong */
-    }
-    rl_stats_end(&r->stats, c.status, &c.result);
-    if (r->target.queue) rl_completions_push(r->target.queue, &c);
-    else r->target.fn(r->target.ctx, &c);
-}
-
-/* A decision is done: completed unless it already was (timed out). */
-void rl_async_finish(rl_async *a, areq *r, int status, const redisReply *reply)
-{
-    if (r->reset_entity) rl_lease_reset_done(a->client, r);
-    if (r->kind <= REQ_POP && !r->abandoned) complete(a, r, status, reply);
-    rl_async_req_free(r);
-}
-
-/* Finishes everything on l with status and message. */
-static void fail_list(rl_async *a, areq_list *l, int status, const char *message)
-{
-    areq *r;
-    while ((r = list_pop(l))) {
-        rl_fail(status, "%s", message);
-        rl_async_finish(a, r, status, NULL);
     }
 }
 
@@ -166,9 +65,9 @@ void rl_async_conn_drop(rl_async *a, aconn *ac, int status)
         rl_wait_sub_lost(a, ac);
         return;
     }
-    fail_list(a, &ac->inflight, status, msg);
-    fail_list(a, &ac->staged, status, msg);
-    fail_list(a, &ac->room, status, msg);
+    rl_async_fail_list(a, &ac->inflight, status, msg);
+    rl_async_fail_list(a, &ac->staged, status, msg);
+    rl_async_fail_list(a, &ac->room, status, msg);
     ac->staged_count = 0;
     ac->count = 0;
     if (status == RL_ERR_CONNECTION) rl_topology_suspect(a->client, ac->node);
@@ -183,71 +82,6 @@ static void conn_attach(aconn *ac, rl_conn *conn)
     fcntl(ctx->fd, F_SETFL, fcntl(ctx->fd, F_GETFL) | O_NONBLOCK);
     ac->conn = conn;
     ac->last_read_ms = rl_now_ms();
-}
-
-void rl_async_dial(rl_async *a, aconn *ac)
-{
-    dial *d = calloc(1, sizeof *d);
-    if (!d) return; /* its requests time out */
-    d->ac = ac;
-    pthread_mutex_lock(&a->mutex);
-    d->next = a->dial_jobs;
-    a->dial_jobs = d;
-    pthread_cond_signal(&a->dial_wanted);
-    pthread_mutex_unlock(&a->mutex);
-}
-
-void rl_async_want_discovery(rl_async *a)
-{
-    if (a->discovering || rl_now_ms() < a->discover_after_ms) return;
-    a->discovering = 1;
-    rl_async_dial(a, NULL);
-}
-
-void rl_async_free_dials(rl_async *a)
-{
-    for (dial *d = a->dial_done, *next; d; d = next) {
-        next = d->next;
-        rl_conn_close(d->conn);
-        free(d);
-    }
-    for (dial *d = a->dial_jobs, *next; d; d = next) {
-        next = d->next;
-        free(d);
-    }
-    a->dial_done = a->dial_jobs = NULL;
-}
-
-void *rl_async_dialer(void *arg)
-{
-    rl_async *a = arg;
-    rl_client *c = a->client;
-    pthread_mutex_lock(&a->mutex);
-    for (;;) {
-        while (!a->dial_jobs && !a->closing) pthread_cond_wait(&a->dial_wanted, &a->mutex);
-        if (a->closing) break;
-        dial *d = a->dial_jobs;
-        a->dial_jobs = d->next;
-        pthread_mutex_unlock(&a->mutex);
-        if (d->ac) {
-            rl_node *node = d->ac->node;
-            d->status = rl_conn_open_data(c, node, &d->conn);
-            pthread_mutex_lock(&node->mutex);
-            rl_backoff_record(&node->backoff, d->status, c->options.reconnect_max_ms);
-            pthread_mutex_unlock(&node->mutex);
-        } else {
-            rl_node *any;
-            d->status = rl_route(c, -1, &any);
-        }
-        if (d->status) snprintf(d->error, sizeof d->error, "%s", rl_errmsg());
-        pthread_mutex_lock(&a->mutex);
-        d->next = a->dial_done;
-        a->dial_done = d;
-        a->sleeping = 0;
-        rl_async_wake(a);
-    }
-    pthread_mutex_unlock(&a->mutex);
-    return NULL;
 }
 
 /* The first n decisions staged on ac go into its output as calls
@@ -460,7 +294,7 @@ static void dials_done(rl_async *a)
             a->discovering = 0;
             if (d->status) {
                 a->discover_after_ms = rl_now_ms() + 25;
-                fail_list(a, &parked, d->status, d->error);
+                rl_async_fail_list(a, &parked, d->status, d->error);
             }
             while ((r = list_pop(&parked))) rl_async_dispatch(a, r);
         } else {
@@ -472,7 +306,7 @@ static void dials_done(rl_async *a)
             if (rc) {
                 char msg[200];
                 snprintf(msg, sizeof msg, "%s", rl_errmsg());
-                fail_list(a, &ac->pending, rc, msg);
+                rl_async_fail_list(a, &ac->pending, rc, msg);
             }
             while ((r = list_pop(&ac->pending))) send_to(a, ac, r);
             if (!rc && ac->sub)
@@ -691,7 +525,7 @@ static int64_t expire(rl_async *a, int64_t now)
             if (r->kind > REQ_POP || r->abandoned) continue;
             if (r->deadline_ms <= now) {
                 rl_fail(RL_ERR_TIMEOUT, "no reply within %d ms", a->client->options.command_timeout_ms);
-                complete(a, r, RL_ERR_TIMEOUT, NULL);
+                rl_async_complete(a, r, RL_ERR_TIMEOUT, NULL);
                 r->abandoned = 1; /* its reply, when it comes, is dropped */
             } else {
                 NEXT(r->deadline_ms);
@@ -775,13 +609,13 @@ void *rl_async_io_thread(void *arg)
             rl_async_free_dials(a);
             const char *closed = "the client was closed";
             a->stopping = 1;
-            fail_list(a, &batch, RL_ERR_CLOSED, closed);
-            fail_list(a, &a->waiting, RL_ERR_CLOSED, closed);
-            fail_list(a, &a->sleepers, RL_ERR_CLOSED, closed);
-            fail_list(a, &a->unrouted, RL_ERR_CLOSED, closed);
+            rl_async_fail_list(a, &batch, RL_ERR_CLOSED, closed);
+            rl_async_fail_list(a, &a->waiting, RL_ERR_CLOSED, closed);
+            rl_async_fail_list(a, &a->sleepers, RL_ERR_CLOSED, closed);
+            rl_async_fail_list(a, &a->unrouted, RL_ERR_CLOSED, closed);
             for (int i = 0; i < a->nconns; i++) {
-                fail_list(a, &a->conns[i]->pending, RL_ERR_CLOSED, closed);
-                fail_list(a, &a->conns[i]->room, RL_ERR_CLOSED, closed);
+                rl_async_fail_list(a, &a->conns[i]->pending, RL_ERR_CLOSED, closed);
+                rl_async_fail_list(a, &a->conns[i]->room, RL_ERR_CLOSED, closed);
                 rl_fail(RL_ERR_CLOSED, "%s", closed);
                 rl_async_conn_drop(a, a->conns[i], RL_ERR_CLOSED);
             }

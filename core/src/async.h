@@ -1,5 +1,8 @@
-/* The asynchronous core's own types, shared by async.c (the I/O and dialer
- * threads) and submit.c (submitting, starting and stopping); not installed. */
+/* The asynchronous engine's own types and functions, shared by async.c (the
+ * I/O thread), dialer.c (the dialer thread), requests.c (a request's
+ * completion), submit.c (submitting, starting and stopping), waits.c (waits
+ * on the I/O thread), lease_async.c and lease.c (leases carried by it) and
+ * combine.c (blocking callers combined through it); not installed. */
 #ifndef RL_ASYNC_H
 #define RL_ASYNC_H
 
@@ -170,24 +173,34 @@ struct rl_async {
  * interleaved slots group into several calls). */
 #define RL_STAGED_PER_BATCH 4
 
-/* async.c */
+/* async.c: the I/O thread */
 void *rl_async_io_thread(void *arg);
-void *rl_async_dialer(void *arg);
 void rl_async_wake(rl_async *a);
+/* the command connection to node, or (sub) its subscriber connection; NULL: no memory */
+aconn *rl_async_find_conn(rl_async *a, rl_node *node, int sub);
+/* routes r and appends it to its server's output (or parks it) */
+void rl_async_dispatch(rl_async *a, areq *r);
+/* fails what is in flight on ac (it may have run: never sent again) */
+void rl_async_conn_drop(rl_async *a, aconn *ac, int status);
+
+/* dialer.c: the dialer thread */
+void *rl_async_dialer(void *arg);
+/* hands connecting ac (NULL: a topology discovery) to the dialer */
+void rl_async_dial(rl_async *a, aconn *ac);
+void rl_async_want_discovery(rl_async *a);
+/* dials nobody will use any more (closing) */
+void rl_async_free_dials(rl_async *a);
+
+/* requests.c: a request's life */
 /* zeroed, cmd empty; NULL: no memory */
 areq *rl_async_req_new(req_kind kind);
 void rl_async_req_free(areq *r);
-/* the command connection to node, or (sub) its subscriber connection; NULL: no memory */
-aconn *rl_async_find_conn(rl_async *a, rl_node *node, int sub);
-/* hands connecting ac to the dialer */
-void rl_async_dial(rl_async *a, aconn *ac);
-void rl_async_want_discovery(rl_async *a);
-/* routes r and appends it to its server's output (or parks it) */
-void rl_async_dispatch(rl_async *a, areq *r);
+/* tells r's caller (decoded reply, or status); r stays */
+void rl_async_complete(rl_async *a, areq *r, int status, const redisReply *reply);
 /* r is done: completed (unless it was already) and freed */
 void rl_async_finish(rl_async *a, areq *r, int status, const redisReply *reply);
-/* fails what is in flight on ac (it may have run: never sent again) */
-void rl_async_conn_drop(rl_async *a, aconn *ac, int status);
+/* finishes everything on l with status and message */
+void rl_async_fail_list(rl_async *a, areq_list *l, int status, const char *message);
 
 /* submit.c: hands r to the I/O thread (started if need be; its completion
  * room already reserved); on failure (closing) r is freed, its room kept */
@@ -195,7 +208,7 @@ int rl_async_send(rl_client *c, areq *r);
 /* starts the I/O thread if need be and has it look at its timers again */
 void rl_async_poke(rl_client *c);
 
-/* lease.c: the asynchronous side of leases */
+/* lease_async.c: the asynchronous side of leases (rl_leases_tick: lease.c) */
 /* RL_OK when submitted through a lease (decided, parked or fetching), an
  * error, or RL_LEASE_NOT_TAKEN: send it as without a lease */
 #define RL_LEASE_NOT_TAKEN 1
@@ -228,7 +241,5 @@ int64_t rl_wait_expire(rl_async *a, int64_t now);
 void rl_wait_read(rl_async *a, aconn *ac);
 void rl_wait_sub_send(rl_async *a, aconn *ac, achannel *ch, int on);
 void rl_wait_sub_lost(rl_async *a, aconn *ac);
-/* Dials nobody will use any more (closing). */
-void rl_async_free_dials(rl_async *a);
 
 #endif

@@ -1,6 +1,8 @@
-/* Client: opening and closing, and running commands on the right server
- * (redirects, retries that are safe, script loading); command.c builds
- * them. */
+/* Client: opening and closing, and the blocking engine: running commands
+ * on the right server, each caller on a pooled connection of its own
+ * (protocol.c decides batching, redirects, retries and script loading;
+ * command.c builds the commands; combine.c sends overlapping callers'
+ * decisions through the I/O thread). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -343,6 +345,61 @@ static void settle(rl_outcome *outcomes, char *done, size_t *pending, size_t i, 
     (*pending)--;
 }
 
+/* Connecting to target failed (rc), nothing sent: after a failover the
+ * route may differ now, so the round goes again (RL_MAX_RESENDS times at
+ * most, an ASK's target never). 0: its commands fail with rc. */
+static int route_changed(rl_client *c, rl_node *target, int rc, const rl_cmd *first, int asked, int64_t deadline,
+                         int *reroutes)
+{
+    rl_node *again;
+    char msg[200];
+    if ((rc != RL_ERR_CONNECTION && rc != RL_ERR_TIMEOUT) || c->url.mode == RL_MODE_STANDALONE) return 0;
+    snprintf(msg, sizeof msg, "%s", rl_errmsg());
+    rl_topology_suspect(c, target);
+    if (!asked && rl_now_ms() < deadline && rl_route(c, first->slot, &again) == RL_OK && again != target &&
+        ++*reroutes <= RL_MAX_RESENDS)
+        return 1;
+    rl_fail(rc, "%s", msg);
+    return 0;
+}
+
+/* Commands idx[0..m) were sent to target and the connection lost (rc):
+ * each may have run, so none is sent again; the replies read before are
+ * kept (a NOSCRIPT did not run, but its connection is gone). */
+static void settle_lost(rl_client *c, rl_node *target, rl_outcome *outcomes, char *done, size_t *pending,
+                        redisReply **replies, const size_t *idx, size_t m, int rc)
+{
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s", rl_errmsg());
+    if (rc == RL_ERR_CONNECTION) rl_topology_suspect(c, target);
+    for (size_t k = 0; k < m; k++) {
+        size_t i = idx[k];
+        if (replies[i] && !rl_reply_is_noscript(replies[i])) continue;
+        if (replies[i]) rl_reply_free(replies[i]);
+        replies[i] = NULL;
+        settle(outcomes, done, pending, i, rc, msg);
+    }
+}
+
+/* Redis's own error replies (WRONGTYPE, OOM, a script error) are their
+ * request's; returns the first failure (one command: its message is in
+ * rl_errmsg() already). */
+static int outcome_of(redisReply **replies, rl_outcome *outcomes, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (replies[i] && replies[i]->type == REDIS_REPLY_ERROR) {
+            outcomes[i].status = rl_fail(RL_ERR_REDIS, "%s", replies[i]->str);
+            snprintf(outcomes[i].error, sizeof outcomes[i].error, "%s", replies[i]->str);
+            rl_reply_free(replies[i]);
+            replies[i] = NULL;
+        }
+    }
+    if (n == 1) return outcomes[0].status;
+    for (size_t i = 0; i < n; i++)
+        if (outcomes[i].status) return rl_fail(outcomes[i].status, "%s", outcomes[i].error);
+    return RL_OK;
+}
+
 int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_outcome *outcomes)
 {
     enum { SMALL = 8 };
@@ -388,17 +445,7 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
         }
         if (m == 0) continue; /* none could be routed: all settled */
         if ((rc = rl_conn_get(c, target, &conn))) {
-            /* nothing was sent: after a failover the route may now differ */
-            if ((rc == RL_ERR_CONNECTION || rc == RL_ERR_TIMEOUT) && c->url.mode != RL_MODE_STANDALONE) {
-                rl_node *again;
-                char msg[200];
-                snprintf(msg, sizeof msg, "%s", rl_errmsg());
-                rl_topology_suspect(c, target);
-                if (!ask[idx[0]] && rl_now_ms() < deadline && rl_route(c, cmds[idx[0]].slot, &again) == RL_OK &&
-                    again != target && ++reroutes <= RL_MAX_RESENDS)
-                    continue;
-                rl_fail(rc, "%s", msg);
-            }
+            if (route_changed(c, target, rc, &cmds[idx[0]], ask[idx[0]] != NULL, deadline, &reroutes)) continue;
             /* this server's requests fail; the other servers' still run */
             for (size_t k = 0; k < m; k++) settle(outcomes, done, &pending, idx[k], rc, rl_errmsg());
             continue;
@@ -409,19 +456,7 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
         rl_conn_put(c, conn);
         if (rc == RL_OK || rc == RL_ERR_TIMEOUT) rl_node_answered(target, rc == RL_OK);
         if (rc) {
-            char msg[200];
-            snprintf(msg, sizeof msg, "%s", rl_errmsg());
-            if (rc == RL_ERR_CONNECTION) rl_topology_suspect(c, target);
-            /* sent and then lost: it may have run, so it is never sent again;
-             * the replies read before are kept (a NOSCRIPT did not run, but
-             * its connection is gone) */
-            for (size_t k = 0; k < m; k++) {
-                size_t i = idx[k];
-                if (replies[i] && !rl_reply_is_noscript(replies[i])) continue;
-                if (replies[i]) rl_reply_free(replies[i]);
-                replies[i] = NULL;
-                settle(outcomes, done, &pending, i, rc, msg);
-            }
+            settle_lost(c, target, outcomes, done, &pending, replies, idx, m, rc);
             /* the other servers' requests get a reply window of their own */
             read_by = 0;
         }
@@ -459,21 +494,8 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
             settle(outcomes, done, &pending, i, RL_ERR_TIMEOUT, rl_errmsg());
         }
     }
-    /* Redis's own error replies (WRONGTYPE, OOM, a script error) are their request's */
-    for (size_t i = 0; i < n; i++) {
-        if (replies[i] && replies[i]->type == REDIS_REPLY_ERROR) {
-            outcomes[i].status = rl_fail(RL_ERR_REDIS, "%s", replies[i]->str);
-            snprintf(outcomes[i].error, sizeof outcomes[i].error, "%s", replies[i]->str);
-            rl_reply_free(replies[i]);
-            replies[i] = NULL;
-        }
-    }
     if (n > SMALL) free(scratch);
-    /* one command: rl_errmsg() already holds its whole message */
-    if (n == 1) return outcomes[0].status;
-    for (size_t i = 0; i < n; i++)
-        if (outcomes[i].status) return rl_fail(outcomes[i].status, "%s", outcomes[i].error);
-    return RL_OK;
+    return outcome_of(replies, outcomes, n);
 }
 
 int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)

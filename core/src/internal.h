@@ -440,7 +440,7 @@ int rl_completions_reserve(rl_completions *q);
 void rl_completions_unreserve(rl_completions *q);
 void rl_completions_push(rl_completions *q, const rl_completion *c);
 
-/* async.c: completes what is in flight with RL_ERR_CLOSED and stops the I/O thread */
+/* submit.c: completes what is in flight with RL_ERR_CLOSED and stops the I/O thread */
 void rl_async_stop(rl_client *client);
 
 /* reply helpers */

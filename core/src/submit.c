@@ -1,5 +1,5 @@
 /* Submitting asynchronous requests, and starting and stopping the threads
- * that carry them (async.c). */
+ * that carry them (async.c, dialer.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
