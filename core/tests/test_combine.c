@@ -98,7 +98,8 @@ static void *call_once(void *arg)
 
 static void force_combining(int on)
 {
-    __atomic_fetch_add(&client->blocking_calls, on ? 1 : -1, __ATOMIC_RELAXED);
+    int pool = client->options.pool_size; /* combining starts once every pooled connection is taken */
+    __atomic_fetch_add(&client->blocking_calls, on ? pool : -pool, __ATOMIC_RELAXED);
 }
 
 /* The I/O thread held for 1200 ms: A (asked at 100 ms, deadline 2100 ms)
