@@ -12,8 +12,6 @@
 #include "rl_scripts.h"
 #include "platform.h"
 
-/* Largest integer every Lua number (a double) holds exactly. */
-#define RL_MAX_EXACT ((int64_t)1 << 53)
 /* Products the scripts form (limit * period, ...) stay below this. */
 #define RL_MAX_PRODUCT ((int64_t)1 << 51)
 
@@ -429,9 +427,6 @@ char *rl_wake_channel(const rl_client *client, const char *name, const char *kin
  * behind it. */
 #define RL_WAITER_TTL_MS 3000
 #define RL_QUEUE_POP_MAX 10000
-/* The longest lease, wait or delay, in ms: times four of them still add up
- * exactly in the scripts' doubles. */
-#define RL_MAX_WAIT_MS (RL_MAX_EXACT / 1000 / 4)
 
 /* completions.c: room for one completion, made when its request is
  * submitted (RL_ERR_NOMEM fails that request), taken back if it is not

@@ -5,15 +5,14 @@
 
 #include "internal.h"
 
-/* The longest period and explicit clock accepted; Lua doubles stay exact. */
-#define RL_MAX_PERIOD_MS ((int64_t)100 * 365 * 24 * 3600 * 1000)
+/* The longest explicit clock accepted (RL_MAX_PERIOD_MS and the other
+ * limits are public, ratelimit.h); Lua doubles stay exact. */
 #define RL_MAX_NOW_MS (RL_MAX_EXACT / 1000 / 4)
 /* sliding_log keeps running totals of permits modulo 2 x 10^15 (within a
  * millisecond they may carry up to limit past it): with limit <= 10^15 every
  * total stays below 2^53, where Lua's doubles are exact. Its cost does not
  * depend on limit or permits. */
 #define RL_SLIDING_LOG_MAX 1000000000000000LL
-#define RL_LEASE_MAX_MS 3600000
 
 static const char *const algorithm_names[RL_ALGORITHM_COUNT] = {
     "fixed_window", "sliding_log", "sliding_window", "token_bucket", "leaky_bucket", "gcra",
@@ -376,8 +375,8 @@ int rl_execute_each(rl_client *client, const rl_request *requests, size_t n, rl_
         outcomes[i].status = RL_OK;
         outcomes[i].error[0] = '\0';
     }
-    if (n > 100000) {
-        rc = rl_fail(RL_ERR_INVALID, "a batch holds at most 100000 requests (got %zu)", n);
+    if (n > RL_EXECUTE_MAX) {
+        rc = rl_fail(RL_ERR_INVALID, "a batch holds at most %d requests (got %zu)", RL_EXECUTE_MAX, n);
         for (size_t i = 0; i < n; i++) set_outcome(&outcomes[i], rc, rl_errmsg());
         return rc;
     }
