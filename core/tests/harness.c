@@ -230,3 +230,20 @@ size_t drain_completions(rl_completions *q, rl_completion *out, size_t want, int
     }
     return got;
 }
+
+/* An acquire of 1 with a lease (limit per period). */
+rl_request leased(const char *name, const char *id, rl_algorithm a, int64_t limit, int64_t period,
+                 int64_t lease_ms)
+{
+    rl_request req;
+    memset(&req, 0, sizeof req);
+    req.name = name;
+    req.id = id;
+    req.spec.algorithm = a;
+    req.spec.limit = limit;
+    req.spec.period_ms = period;
+    req.permits = 1;
+    req.op = RL_OP_ACQUIRE;
+    req.lease_ms = lease_ms;
+    return req;
+}

@@ -93,5 +93,7 @@ size_t drain_completions(rl_completions *q, rl_completion *out, size_t want, int
 
 int64_t now_ms(void);
 void sleep_ms(int64_t ms);
+/* an acquire of 1 on name/id with a lease of lease_ms (limit per period) */
+rl_request leased(const char *name, const char *id, rl_algorithm a, int64_t limit, int64_t period, int64_t lease_ms);
 
 #endif

@@ -33,21 +33,6 @@ static rl_limiter_stats stats_of(const rl_client *c, const char *name)
     return found;
 }
 
-static rl_request leased(const char *name, const char *id, rl_algorithm a, int64_t limit, int64_t period,
-                         int64_t lease_ms)
-{
-    rl_request req;
-    memset(&req, 0, sizeof req);
-    req.name = name;
-    req.id = id;
-    req.spec.algorithm = a;
-    req.spec.limit = limit;
-    req.spec.period_ms = period;
-    req.permits = 1;
-    req.op = RL_OP_ACQUIRE;
-    req.lease_ms = lease_ms;
-    return req;
-}
 
 static int64_t peek_remaining(rl_client *c, const rl_request *req)
 {

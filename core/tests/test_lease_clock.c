@@ -65,17 +65,7 @@ static void suspend(int64_t ms)
 
 static rl_request request(rl_algorithm a, const char *id, int64_t lease_ms)
 {
-    rl_request req;
-    memset(&req, 0, sizeof req);
-    req.name = "clock";
-    req.id = id;
-    req.spec.algorithm = a;
-    req.spec.limit = LIMIT;
-    req.spec.period_ms = PERIOD_MS;
-    req.permits = 1;
-    req.op = RL_OP_ACQUIRE;
-    req.lease_ms = lease_ms;
-    return req;
+    return leased("clock", id, a, LIMIT, PERIOD_MS, lease_ms);
 }
 
 static int admitted(rl_client *c, const rl_request *req, int tries)
