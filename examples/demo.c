@@ -73,7 +73,7 @@ static void show(rl_client *client, rl_algorithm algorithm, const char *rate, in
 {
     rl_spec spec = {.algorithm = algorithm, .limit = 0, .period_ms = 0, .burst = burst};
     rl_result r;
-    if (rl_parse_rate(rate, &spec.limit, &spec.period_ms)) {
+    if (rl_rate_parse(rate, &spec.limit, &spec.period_ms)) {
         fprintf(stderr, "%s\n", rl_errmsg());
         exit(1);
     }

@@ -1,4 +1,4 @@
-/* rl_parse_rate on arbitrary text. On success the rate is in range and its
+/* rl_rate_parse on arbitrary text. On success the rate is in range and its
  * canonical spellings parse to the same rate; on failure the outputs are
  * untouched and a message says why. */
 #include <inttypes.h>
@@ -12,7 +12,7 @@ static void reparse(const char *fmt, int64_t limit, int64_t n, int64_t period)
     char text[96];
     int64_t l = 0, p = 0;
     snprintf(text, sizeof text, fmt, limit, n);
-    FUZZ_CHECK(rl_parse_rate(text, &l, &p) == RL_OK);
+    FUZZ_CHECK(rl_rate_parse(text, &l, &p) == RL_OK);
     FUZZ_CHECK(l == limit && p == period);
 }
 
@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *text = fuzz_cstr(data, size);
     int64_t limit = -7, period = -7;
-    int rc = rl_parse_rate(text, &limit, &period);
+    int rc = rl_rate_parse(text, &limit, &period);
     if (rc != RL_OK) {
         FUZZ_CHECK(rc == RL_ERR_INVALID);
         FUZZ_CHECK(rl_errmsg()[0] != '\0');
@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         reparse(" %" PRId64 " PER %" PRId64 " milliseconds ", limit, period, period);
         if (period % 1000 == 0) reparse("%" PRId64 " per %" PRId64 " s", limit, period / 1000, period);
     }
-    FUZZ_CHECK(rl_parse_rate(text, NULL, &period) == RL_ERR_INVALID);
+    FUZZ_CHECK(rl_rate_parse(text, NULL, &period) == RL_ERR_INVALID);
     free(text);
     return 0;
 }

@@ -1,4 +1,4 @@
--- delay_queue: a ZSET of messages scored by due time (seed 001), popped
+-- delay_queue: a ZSET of messages scored by due time, popped
 -- atomically so no two consumers ever get the same message. A message is its
 -- own id: pushing one already queued changes nothing (producers may retry).
 -- Undelivered messages are kept 7 days past the latest due time.

@@ -35,8 +35,8 @@
 -- acquire of it would pass now, and is booked as taken at the end of its
 -- validity; a give back happens only where the state still holds that
 -- booking, by its id (a coincidence of counts or times proves nothing).
--- Cost (docs/benchmarks.md): what one decision of one rate runs is kept to
--- its algorithm's body. A closure costs an allocation per upvalue it
+-- Cost (docs/benchmarks.md, "Redis CPU per decision against the floor"):
+-- what one decision of one rate runs is kept to its algorithm's body. A closure costs an allocation per upvalue it
 -- captures, so the functions below capture none on that path; tonumber()
 -- converts a string twice (lua_isnumber, then lua_tonumber), arithmetic
 -- once: numbers are read as `s + 0` where they cannot be anything else

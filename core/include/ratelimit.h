@@ -146,7 +146,7 @@ RL_API void rl_options_init(rl_options *options);
 
 /* 1 when this build speaks TLS (rediss://): it was built with hiredis >= 1.0
  * and hiredis_ssl. Without it a rediss:// URL is RL_ERR_INVALID. */
-RL_API int rl_has_tls(void);
+RL_API int rl_tls_supported(void);
 
 /* The OpenSSL this binary runs with, as OpenSSL_version(OPENSSL_VERSION)
  * says ("OpenSSL 3.0.20 7 Apr 2026"): whether an OpenSSL advisory concerns
@@ -263,7 +263,7 @@ typedef struct {
  * "10/day", "2/week", "3/month" (30 days), "1/year" (360 days, as the limits
  * library), "3/500ms". On error returns RL_ERR_INVALID and rl_errmsg()
  * names the problem. */
-RL_API int rl_parse_rate(const char *text, int64_t *limit, int64_t *period_ms);
+RL_API int rl_rate_parse(const char *text, int64_t *limit, int64_t *period_ms);
 /* url as a log or message may show it: the password in the userinfo and the
  * values of secret-looking options (sentinel_password...) masked as "***",
  * everything after the scheme when a password's characters leave it unclear
@@ -274,7 +274,7 @@ RL_API int rl_url_redact(const char *url, char *buf, size_t size);
 /* Several rates, "10/second;1000/hour" (';', ',' or '|' between them, as
  * the limits library writes them), into spec's limit, period_ms and more;
  * bursts are left 0. At most RL_MAX_RATES. */
-RL_API int rl_parse_rates(const char *text, rl_spec *spec);
+RL_API int rl_rates_parse(const char *text, rl_spec *spec);
 
 /* Checks a spec as every call would (RL_ERR_INVALID and rl_errmsg() say
  * what is wrong), so bindings can refuse a bad limiter when it is created. */
@@ -749,6 +749,20 @@ typedef struct {
  * read while decisions run, the numbers of one name may be a few decisions
  * apart. Cheap: no lock, no allocation. Thread-safe. */
 RL_API int rl_client_stats(const rl_client *client, rl_limiter_stats *out, size_t max, size_t *count);
+
+/* ---- old names ------------------------------------------------------------ */
+
+/* Every other function is named noun first (rl_algorithm_parse,
+ * rl_spec_validate); these three were not. The old names still build (with
+ * a deprecation warning) and stay exported for binaries built against them. */
+#if defined(__GNUC__)
+#define RL_DEPRECATED(use) __attribute__((deprecated("use " use)))
+#else
+#define RL_DEPRECATED(use)
+#endif
+RL_API RL_DEPRECATED("rl_rate_parse") int rl_parse_rate(const char *text, int64_t *limit, int64_t *period_ms);
+RL_API RL_DEPRECATED("rl_rates_parse") int rl_parse_rates(const char *text, rl_spec *spec);
+RL_API RL_DEPRECATED("rl_tls_supported") int rl_has_tls(void);
 
 #ifdef __cplusplus
 }

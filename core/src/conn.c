@@ -22,13 +22,18 @@
 #include <openssl/x509v3.h>
 #endif
 
-int rl_has_tls(void)
+int rl_tls_supported(void)
 {
 #ifdef RL_HAVE_TLS
     return 1;
 #else
     return 0;
 #endif
+}
+
+int rl_has_tls(void)
+{
+    return rl_tls_supported();
 }
 
 const char *rl_tls_version(void)

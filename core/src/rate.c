@@ -40,7 +40,7 @@ static const char *read_count(const char *p, int64_t *out)
     return p;
 }
 
-int rl_parse_rate(const char *text, int64_t *limit, int64_t *period_ms)
+int rl_rate_parse(const char *text, int64_t *limit, int64_t *period_ms)
 {
     const char *p, *unit;
     int64_t count, multiplier = 1;
@@ -91,7 +91,7 @@ int rl_parse_rate(const char *text, int64_t *limit, int64_t *period_ms)
                    text, (int)unit_len, unit);
 }
 
-/* A rate as users write it and rl_parse_rate reads it back: "4/minute",
+/* A rate as users write it and rl_rate_parse reads it back: "4/minute",
  * "5/30 seconds", "3/500ms" (the largest unit up to a week that divides the
  * period; months and years print as days). */
 int rl_format_rate(char *buf, size_t size, int64_t limit, int64_t period_ms)
@@ -110,7 +110,7 @@ int rl_format_rate(char *buf, size_t size, int64_t limit, int64_t period_ms)
     return snprintf(buf, size, "%lld/%lldms", (long long)limit, (long long)period_ms);
 }
 
-int rl_parse_rates(const char *text, rl_spec *spec)
+int rl_rates_parse(const char *text, rl_spec *spec)
 {
     int64_t limits[RL_MAX_RATES], periods[RL_MAX_RATES];
     size_t n = 0;
@@ -125,7 +125,7 @@ int rl_parse_rates(const char *text, rl_spec *spec)
         memcpy(one, p, (size_t)(end - p));
         one[end - p] = '\0';
         if (n == RL_MAX_RATES) return rl_fail(RL_ERR_INVALID, "'%s': at most %d rates", text, RL_MAX_RATES);
-        if ((rc = rl_parse_rate(one, &limits[n], &periods[n]))) return rc;
+        if ((rc = rl_rate_parse(one, &limits[n], &periods[n]))) return rc;
         n++;
         if (!*end) break;
         p = end + 1;
@@ -139,4 +139,15 @@ int rl_parse_rates(const char *text, rl_spec *spec)
         spec->more[i - 1].burst = 0;
     }
     return RL_OK;
+}
+
+/* the old names (ratelimit.h, "old names") */
+int rl_parse_rate(const char *text, int64_t *limit, int64_t *period_ms)
+{
+    return rl_rate_parse(text, limit, period_ms);
+}
+
+int rl_parse_rates(const char *text, rl_spec *spec)
+{
+    return rl_rates_parse(text, spec);
 }

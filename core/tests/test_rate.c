@@ -6,7 +6,7 @@
 static void ok(const char *text, int64_t limit, int64_t period)
 {
     int64_t l = 0, p = 0;
-    CHECK_OK(rl_parse_rate(text, &l, &p));
+    CHECK_OK(rl_rate_parse(text, &l, &p));
     CHECK_EQ(l, limit);
     CHECK_EQ(p, period);
 }
@@ -14,7 +14,7 @@ static void ok(const char *text, int64_t limit, int64_t period)
 static void bad(const char *text, const char *mentions)
 {
     int64_t l = 0, p = 0;
-    CHECK_EQ(rl_parse_rate(text, &l, &p), RL_ERR_INVALID);
+    CHECK_EQ(rl_rate_parse(text, &l, &p), RL_ERR_INVALID);
     if (!strstr(rl_errmsg(), mentions)) {
         fprintf(stderr, "rate '%s': message '%s' does not mention '%s'\n", text, rl_errmsg(), mentions);
         test_failures++;
@@ -56,7 +56,7 @@ int main(void)
         rl_spec_format(&one, text, sizeof text);
         snprintf(want, sizeof want, "gcra 7/%s", texts[i]);
         CHECK(strcmp(text, want) == 0);
-        CHECK_OK(rl_parse_rate(text + strlen("gcra "), &limit, &period));
+        CHECK_OK(rl_rate_parse(text + strlen("gcra "), &limit, &period));
         CHECK_EQ(limit, 7);
         CHECK_EQ(period, periods[i]);
     }
@@ -74,10 +74,10 @@ int main(void)
     CHECK_EQ(rl_spec_validate(&huge_burst), RL_ERR_INVALID);
     CHECK(rl_errrange(&range) && strcmp(range.param, "burst") == 0 && strcmp(range.context, "for this rate") == 0);
     CHECK(strstr(rl_errmsg(), "burst is too large for this rate (max ") != NULL);
-    CHECK_EQ(rl_parse_rate("x", &zero_period.limit, &zero_period.period_ms), RL_ERR_INVALID);
+    CHECK_EQ(rl_rate_parse("x", &zero_period.limit, &zero_period.period_ms), RL_ERR_INVALID);
     CHECK(!rl_errrange(&range)); /* not a range error: no parts */
     bad("1.5/s", "'/' or 'per'");
-    CHECK_EQ(rl_parse_rate(NULL, NULL, NULL), RL_ERR_INVALID);
+    CHECK_EQ(rl_rate_parse(NULL, NULL, NULL), RL_ERR_INVALID);
 
     rl_algorithm a;
     CHECK_OK(rl_algorithm_parse("sliding_window", &a));
@@ -100,19 +100,30 @@ int main(void)
 
     /* several rates at once, as the limits library writes them */
     rl_spec spec = {.algorithm = RL_GCRA};
-    CHECK_OK(rl_parse_rates("10/second;1000/hour", &spec));
+    CHECK_OK(rl_rates_parse("10/second;1000/hour", &spec));
     CHECK_EQ(spec.limit, 10);
     CHECK_EQ(spec.period_ms, 1000);
     CHECK_EQ(spec.more_count, 1);
     CHECK_EQ(spec.more[0].limit, 1000);
     CHECK_EQ(spec.more[0].period_ms, 3600000);
-    CHECK_OK(rl_parse_rates("1/s, 5/minute | 100/day", &spec));
+    CHECK_OK(rl_rates_parse("1/s, 5/minute | 100/day", &spec));
     CHECK_EQ(spec.more_count, 2);
     CHECK_EQ(spec.more[1].period_ms, 86400000);
-    CHECK_OK(rl_parse_rates("7/hour", &spec));
+    CHECK_OK(rl_rates_parse("7/hour", &spec));
     CHECK_EQ(spec.more_count, 0);
-    CHECK_EQ(rl_parse_rates("10/second;", &spec), RL_ERR_INVALID);
-    CHECK_EQ(rl_parse_rates("1/s;1/s;1/s;1/s;1/s;1/s;1/s;1/s;1/s", &spec), RL_ERR_INVALID);
+    CHECK_EQ(rl_rates_parse("10/second;", &spec), RL_ERR_INVALID);
+    CHECK_EQ(rl_rates_parse("1/s;1/s;1/s;1/s;1/s;1/s;1/s;1/s;1/s", &spec), RL_ERR_INVALID);
     CHECK(strstr(rl_errmsg(), "at most 8") != NULL);
+
+    /* the old names, kept for callers written against them */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    int64_t limit = 0, period = 0;
+    CHECK_OK(rl_parse_rate("3/500ms", &limit, &period));
+    CHECK(limit == 3 && period == 500);
+    CHECK_OK(rl_parse_rates("7/hour", &spec));
+    CHECK_EQ(spec.limit, 7);
+    CHECK_EQ(rl_has_tls(), rl_tls_supported());
+#pragma GCC diagnostic pop
     return test_summary("rate");
 }

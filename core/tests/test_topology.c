@@ -944,7 +944,7 @@ int main(int argc, char **argv)
         test_cluster_source_first();
         return test_summary("topology");
     }
-    if (rl_has_tls()) {
+    if (rl_tls_supported()) {
         suite("tls", env("RL_TEST_TLS_URL"), NULL);
         test_tls_checks();
         test_tls_server_killed();

@@ -173,7 +173,7 @@ static void test_options(void)
     o = (rl_options)RL_OPTIONS_INIT;
     o.tls_verify = (rl_tls_verify)7;
     CHECK_EQ(rl_client_open(&c, "redis://127.0.0.1:1", &o), RL_ERR_INVALID);
-    if (rl_has_tls()) {
+    if (rl_tls_supported()) {
         o = (rl_options)RL_OPTIONS_INIT;
         o.tls_ca_file = "/nonexistent/ca.pem";
         CHECK_EQ(rl_client_open(&c, "rediss://127.0.0.1:1", &o), RL_ERR_INVALID);

@@ -1,5 +1,5 @@
 -- fixed_window: at most `limit` permits per window of `period` ms. A window
--- opens at the first permit taken after the previous one closed (seed 001's
+-- opens at the first permit taken after the previous one closed (a counter's
 -- INCR + EXPIRE, with the start stored so explicit clocks work too).
 -- State: hash {start = window start (ms), count = permits taken[, period]}.
 -- The TTL is the window's end. Under the server's clock, a write that finds

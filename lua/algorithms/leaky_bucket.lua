@@ -1,4 +1,4 @@
--- leaky_bucket: seed 000's funnel, atomic. A bucket of `capacity` (= limit)
+-- leaky_bucket: a funnel, atomic. A bucket of `capacity` (= limit)
 -- permits drains continuously and empties from full in `period` ms. A call
 -- pours `permits` in; it is admitted if they fit. Water is kept scaled by
 -- the period (1 permit = period units, leaks capacity units/ms): exact; the

@@ -1,5 +1,5 @@
 -- token_bucket: holds up to `burst` tokens, refilled continuously with
--- `limit` tokens per `period` ms, starts full (seed 004) or with
+-- `limit` tokens per `period` ms, starts full or with
 -- `initial` tokens (Bucket4j's initial tokens). Levels are kept scaled by
 -- the period (1 token = period units, refill = limit units/ms) so all
 -- arithmetic is exact integers; the period is stored beside them, and a

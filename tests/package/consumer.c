@@ -6,7 +6,7 @@ int main(void)
 {
     int64_t limit, period;
     if (rl_version_number() != RL_VERSION_NUMBER) return 1;
-    if (rl_parse_rate("5 per 30 seconds", &limit, &period) || limit != 5 || period != 30000) return 1;
+    if (rl_rate_parse("5 per 30 seconds", &limit, &period) || limit != 5 || period != 30000) return 1;
     puts("installed package works");
     return 0;
 }

@@ -47,7 +47,7 @@ static PyObject *mod_parse_rate(PyObject *module, PyObject *text)
         return NULL;
     }
     if (!(s = PyUnicode_AsUTF8(text))) return NULL;
-    if (rl_parse_rate(s, &limit, &period_ms)) return raise_code(st, RL_ERR_INVALID, rl_errmsg());
+    if (rl_rate_parse(s, &limit, &period_ms)) return raise_code(st, RL_ERR_INVALID, rl_errmsg());
     /* accept exactly what limiter(name, text) accepts (its default algorithm) */
     rl_spec spec;
     memset(&spec, 0, sizeof spec);
@@ -134,7 +134,7 @@ PyDoc_STRVAR(has_tls_doc,
 
 static PyObject *mod_has_tls(PyObject *module, PyObject *unused)
 {
-    return PyBool_FromLong(rl_has_tls());
+    return PyBool_FromLong(rl_tls_supported());
 }
 
 PyDoc_STRVAR(redact_url_doc,

@@ -8,7 +8,7 @@ static int conv_one_rate(rl_state *st, PyObject *o, int64_t *limit, int64_t *per
     if (PyUnicode_Check(o)) {
         const char *text = PyUnicode_AsUTF8(o);
         if (!text) return -1;
-        if (rl_parse_rate(text, limit, period_ms)) {
+        if (rl_rate_parse(text, limit, period_ms)) {
             raise_code(st, RL_ERR_INVALID, rl_errmsg());
             return -1;
         }
@@ -30,9 +30,9 @@ static int conv_rates(rl_state *st, PyObject *rate, rl_spec *spec)
     if (PyUnicode_Check(rate)) {
         const char *text = PyUnicode_AsUTF8(rate);
         if (!text) return -1;
-        /* one rate goes through rl_parse_rate, as ratelimit.parse_rate does */
+        /* one rate goes through rl_rate_parse, as ratelimit.parse_rate does */
         if (!strpbrk(text, ";,|")) return conv_one_rate(st, rate, &spec->limit, &spec->period_ms);
-        if (rl_parse_rates(text, spec)) {
+        if (rl_rates_parse(text, spec)) {
             raise_code(st, RL_ERR_INVALID, rl_errmsg());
             return -1;
         }

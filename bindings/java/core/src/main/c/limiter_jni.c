@@ -117,7 +117,7 @@ static jlongArray n_parse_rates(JNIEnv *env, jclass cls, jbyteArray text)
     rl_spec spec;
     memset(&spec, 0, sizeof spec);
     if (copy_bytes(env, text, &s, NULL)) return NULL;
-    int rc = rl_parse_rates(s, &spec);
+    int rc = rl_rates_parse(s, &spec);
     free(s);
     if (rc) {
         throw_status(env, rc);

@@ -233,7 +233,7 @@ static jlongArray n_parse_rate(JNIEnv *env, jclass cls, jbyteArray text)
     char *s;
     int64_t limit = 0, period = 0;
     if (copy_bytes(env, text, &s, NULL)) return NULL;
-    int rc = rl_parse_rate(s, &limit, &period);
+    int rc = rl_rate_parse(s, &limit, &period);
     free(s);
     if (rc) {
         throw_status(env, rc);
@@ -309,7 +309,7 @@ static jboolean n_has_tls(JNIEnv *env, jclass cls)
 {
     (void)env;
     (void)cls;
-    return rl_has_tls() ? JNI_TRUE : JNI_FALSE;
+    return rl_tls_supported() ? JNI_TRUE : JNI_FALSE;
 }
 
 static jstring n_tls_version(JNIEnv *env, jclass cls)

@@ -103,7 +103,7 @@ final class Native {
     /** Throws InvalidArgumentException naming what is wrong with the spec. */
     static native void validateSpec(long[] spec);
 
-    /** rl_parse_rates: "10/second;1000/hour" as {limit_1, period_ms_1, limit_2, ...}. */
+    /** rl_rates_parse: "10/second;1000/hour" as {limit_1, period_ms_1, limit_2, ...}. */
     static native long[] parseRates(byte[] text);
 
     /** rl_spec_format: "gcra 10/second;1000/hour burst 20 initial 5 per_client". */

@@ -22,7 +22,7 @@ public final class Rate {
         this.burst = burst;
     }
 
-    /** "10/s", "100/minute", "5 per 30 seconds", "3/500ms" (the core's rl_parse_rate). */
+    /** "10/s", "100/minute", "5 per 30 seconds", "3/500ms" (the core's rl_rate_parse). */
     public static Rate parse(String text) {
         long[] parsed = Native.parseRate(Native.name("rate", text));
         return new Rate(parsed[0], parsed[1], 0);
@@ -30,7 +30,7 @@ public final class Rate {
 
     /**
      * Several rates, {@code "10/second;1000/hour"} (';', ',' or '|' between
-     * them, as the limits library writes them; the core's rl_parse_rates), at
+     * them, as the limits library writes them; the core's rl_rates_parse), at
      * most 8; for a limiter that enforces them all together
      * ({@link LimiterConfig}).
      */
