@@ -179,11 +179,33 @@ typedef struct rl_client rl_client;
  * I/O thread starts again; nothing of the parent's is used or freed there. */
 RL_API int rl_client_open(rl_client **out, const char *url, const rl_options *options);
 
-/* Gives back every lease's unused permits (rl_leases_give_back), then
- * closes all connections. NULL is a no-op. No call may be in flight. */
+/* Closes client to new calls, as SQLite's sqlite3_close_v2: each one fails
+ * at once with RL_ERR_CLOSED ("client is closed"). Calls in flight run on
+ * (and the calls they make), and when the last returns (at once when none
+ * is) the client gives every lease's unused permits back (bounded by the
+ * command timeout), stops its I/O thread (asynchronous requests and waits
+ * complete with RL_ERR_CLOSED) and closes its connections. stop_waits:
+ * blocking waits in flight (rl_acquire_wait, the semaphore, lock and queue
+ * waits) return RL_ERR_CLOSED within about 100 ms instead of at their
+ * timeout. The memory stays valid until rl_client_close, so a binding calls
+ * this for its close() while other threads may still hold the pointer.
+ * Thread-safe and idempotent (a later call may still stop the waits); in a
+ * completion callback, the I/O thread stops once the callback returns. NULL
+ * is a no-op. */
+RL_API void rl_client_shutdown(rl_client *client, int stop_waits);
+
+/* rl_client_shutdown(client, 1), then waits for the calls in flight to
+ * return (each within the command timeout, the waits stopped), then frees
+ * the client. Safe while other threads' calls are in flight: they return or
+ * fail with RL_ERR_CLOSED, none touches freed memory; no call may start once
+ * it returned. Never from a completion callback or inside a call of this
+ * client (it would wait for itself): rl_client_shutdown there. A thread
+ * cancelled inside a call leaves it (the core builds with -fexceptions).
+ * NULL is a no-op. */
 RL_API void rl_client_close(rl_client *client);
 
-/* The key prefix in use (owned by the client). */
+/* The key prefix in use (owned by the client; valid until rl_client_close,
+ * as rl_client_id's, and usable after rl_client_shutdown, as rl_key). */
 RL_API const char *rl_client_prefix(const rl_client *client);
 
 /* This client's identity for RL_SCOPE_PER_CLIENT limiters: options.client_id,

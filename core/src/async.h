@@ -146,6 +146,7 @@ struct rl_async {
     pthread_mutex_t mutex; /* guards submitted, closing, sleeping */
     areq_list submitted;
     int closing;
+    int joined; /* the I/O thread was joined (rl_async_stop) */
     int sleeping; /* in poll: a submit must wake it */
     int io_submitted; /* its own callbacks submitted since (set and read on the I/O thread) */
     int wake_fds[2]; /* a pipe: rl_async_wake writes, the I/O thread polls */

@@ -37,8 +37,9 @@ const char *rl_publish_command(const rl_client *client)
 
 /* ---- open / close ------------------------------------------------------------ */
 
-static void free_client(rl_client *c)
+void rl_client_free(rl_client *c)
 {
+    rl_async_free(c);
     for (int i = 0; i < c->node_count; i++) rl_node_free(c->nodes[i]);
     free(c->nodes);
     free(c->slots);
@@ -137,36 +138,36 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
     c->configs = rl_config_cache_new();
     c->leases = rl_leases_new();
     if (!c->prefix || !c->configs || !c->leases) {
-        free_client(c);
+        rl_client_free(c);
         return rl_fail(RL_ERR_NOMEM, "out of memory");
     }
     if (options->client_id) {
         snprintf(c->id, sizeof c->id, "%s", options->client_id);
     } else if ((rc = rl_new_permit_id(c->id))) {
-        free_client(c);
+        rl_client_free(c);
         return rc;
     }
     if ((rc = rl_url_parse(url, &c->url)) || (rc = override(&c->url.tls_ca_file, options->tls_ca_file)) ||
         (rc = override(&c->url.tls_cert_file, options->tls_cert_file)) ||
         (rc = override(&c->url.tls_key_file, options->tls_key_file))) {
-        free_client(c);
+        rl_client_free(c);
         return rc;
     }
     if (options->tls_verify != RL_TLS_VERIFY_DEFAULT) c->url.tls_verify = options->tls_verify;
     if (!c->url.tls && (c->url.tls_ca_file || c->url.tls_cert_file || c->url.tls_key_file ||
                         c->url.tls_verify != RL_TLS_VERIFY_DEFAULT)) {
-        free_client(c);
+        rl_client_free(c);
         return rl_fail(RL_ERR_INVALID, "TLS options need a rediss:// URL");
     }
     if ((rc = rl_tls_setup(c))) {
-        free_client(c);
+        rl_client_free(c);
         return rc;
     }
     if (c->url.mode == RL_MODE_STANDALONE) {
         c->master = c->url.unix_path ? rl_node_for(c, c->url.unix_path, 0)
                                      : rl_node_for(c, c->url.addrs[0].host, c->url.addrs[0].port);
         if (!c->master) {
-            free_client(c);
+            rl_client_free(c);
             return RL_ERR_NOMEM;
         }
     }
@@ -176,22 +177,13 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
     rc = rl_topology_connect(c);
     if (rc && (options->on_error == RL_ON_ERROR_RAISE || !rl_unreachable(rc) ||
                c->certificate_refused)) {
-        free_client(c);
+        rl_client_free(c);
         return rc;
     }
     rl_fork_track_client(c);
     rl_clear_error();
     *out = c;
     return RL_OK;
-}
-
-void rl_client_close(rl_client *client)
-{
-    if (!client) return;
-    rl_leases_give_back(client, NULL); /* bounded by the command timeout */
-    rl_fork_untrack(&client->fork_hooks);
-    rl_async_stop(client);
-    free_client(client);
 }
 
 /* ---- running commands ------------------------------------------------------- */

@@ -271,16 +271,19 @@ static int store(rl_client *client, const char *name, const rl_spec *spec, int i
 
 int rl_config_set(rl_client *client, const char *name, const rl_spec *spec)
 {
+    RL_IN_FLIGHT(client);
     return store(client, name, spec, 0, NULL);
 }
 
 int rl_config_set_if_absent(rl_client *client, const char *name, const rl_spec *spec, int *set)
 {
+    RL_IN_FLIGHT(client);
     return store(client, name, spec, 1, set);
 }
 
 int rl_config_get(rl_client *client, const char *name, rl_spec *out, int *found)
 {
+    RL_IN_FLIGHT(client);
     int rc;
     rl_clear_error();
     if (!client || !out || !found) return rl_fail(RL_ERR_INVALID, "client, out and found must not be NULL");
@@ -290,6 +293,7 @@ int rl_config_get(rl_client *client, const char *name, rl_spec *out, int *found)
 
 int rl_config_delete(rl_client *client, const char *name, int *deleted)
 {
+    RL_IN_FLIGHT(client);
     rl_cmd cmd;
     redisReply *reply;
     int64_t n;
@@ -327,6 +331,7 @@ static int lookup(rl_client *client, const char *name, int *found, rl_spec *spec
 /* The stored spec for name; a stale one serves while Redis cannot be read. */
 int rl_config_resolve(rl_client *client, const char *name, rl_spec *out)
 {
+    RL_IN_FLIGHT(client);
     int found, rc;
     if ((rc = lookup(client, name, &found, out))) {
         if (rl_unreachable(rc) && cache_get(client->configs, name, -1, &found, out) && found) return RL_OK;
@@ -351,6 +356,7 @@ static int same_spec(const rl_spec *a, const rl_spec *b)
 
 int rl_config_check(rl_client *client, const char *name, const rl_spec *spec)
 {
+    RL_IN_FLIGHT(client);
     rl_spec stored;
     int found, rc;
     rl_clear_error();

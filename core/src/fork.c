@@ -112,6 +112,7 @@ static void client_start_afresh(rl_fork_hooks *h)
         node->backoff.probing = 0;
     }
     rl_async_abandon(c);
+    rl_calls_start_afresh(c);
     rl_leases_abandon(c);
     rl_stats_free(c->stats);
     c->stats = NULL;

@@ -125,7 +125,42 @@ struct rl_client {
     struct rl_config_cache *configs; /* stored specs (config.c) */
     struct rl_leases *leases; /* leases (lease.c); NULL: none taken (out of memory) */
     char id[65];            /* rl_client_id: per-client quotas */
+    int64_t calls;          /* calls in flight and the closing state (closing.c; atomic) */
+    int stop_waits;         /* rl_client_shutdown's: blocking waits return RL_ERR_CLOSED (atomic) */
+    int shut_down;          /* the work after the last call is done (atomic) */
 };
+
+/* ---- calls in flight and closing (closing.c) ---- */
+
+/* The rest of the scope is a call in flight on client (rl_client_close
+ * waits for it); after rl_client_shutdown the function returns
+ * RL_ERR_CLOSED instead. At the top of every public function that takes a
+ * client, but the accessors (prefix, id, keys). The core builds with
+ * -fexceptions, so a thread cancelled inside a call leaves it too. */
+#define RL_IN_FLIGHT(client) RL_IN_FLIGHT_ELSE(client, (void)0)
+/* the same, with what to do before returning RL_ERR_CLOSED */
+#define RL_IN_FLIGHT_ELSE(client, ...)                                                                    \
+    rl_client *rl_in_flight_ __attribute__((cleanup(rl_call_scope_end))) = (rl_client *)(client);        \
+    if (rl_in_flight_ && rl_call_begin(rl_in_flight_)) {                                                  \
+        rl_in_flight_ = NULL;                                                                             \
+        __VA_ARGS__;                                                                                      \
+        return RL_ERR_CLOSED;                                                                             \
+    }
+int rl_call_begin(rl_client *client);
+void rl_call_end(rl_client *client);
+void rl_call_scope_end(rl_client **client);
+/* In a forked child: the parent's calls in flight did not come along. */
+void rl_calls_start_afresh(rl_client *client);
+/* Blocking waits poll this: RL_ERR_CLOSED once rl_client_shutdown stopped
+ * them; rl_client_sleep is rl_sleep that stops so too. */
+int rl_waits_stopped(const rl_client *client);
+int rl_client_sleep(rl_client *client, int64_t ms, const rl_wait *wait);
+/* Frees what rl_client_open made (client.c). submit.c: rl_async_stop
+ * completes what is in flight with RL_ERR_CLOSED and stops the I/O thread;
+ * rl_async_free joins it (if it stopped itself: called on it) and frees. */
+void rl_client_free(rl_client *client);
+void rl_async_stop(rl_client *client);
+void rl_async_free(rl_client *client);
 
 /* ---- stored specs (config.c) ---- */
 
@@ -434,9 +469,6 @@ char *rl_wake_channel(const rl_client *client, const char *name, const char *kin
 int rl_completions_reserve(rl_completions *q);
 void rl_completions_unreserve(rl_completions *q);
 void rl_completions_push(rl_completions *q, const rl_completion *c);
-
-/* submit.c: completes what is in flight with RL_ERR_CLOSED and stops the I/O thread */
-void rl_async_stop(rl_client *client);
 
 /* reply helpers */
 int rl_reply_int(const redisReply *r, size_t index, int64_t *out);

@@ -311,6 +311,7 @@ void rl_leases_end(rl_client *c, const char *name, const char *id, int how)
 
 int rl_leases_give_back(rl_client *c, const char *name)
 {
+    RL_IN_FLIGHT(c);
     rl_clear_error();
     if (!c) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
     if (name && rl_check_name("name", name)) return RL_ERR_INVALID;

@@ -381,6 +381,7 @@ int rl_execute_each(rl_client *client, const rl_request *requests, size_t n, rl_
         return rc;
     }
     if (n == 0) return RL_OK;
+    RL_IN_FLIGHT_ELSE(client, for (size_t i = 0; i < n; i++) set_outcome(&outcomes[i], RL_ERR_CLOSED, rl_errmsg()));
     int64_t started = rl_stats_start(client);
     if ((rc = resolve_all(client, requests, n, &one, &resolved, &copy, outcomes))) {
         for (size_t i = 0; i < n; i++) set_outcome(&outcomes[i], rc, rl_errmsg());
@@ -552,6 +553,7 @@ int rl_build_reset(rl_cmd *cmd, rl_client *client, const char *name, const char 
 
 int rl_reset(rl_client *client, const char *name, const char *id, const rl_spec *spec)
 {
+    RL_IN_FLIGHT(client);
     rl_cmd cmd;
     redisReply *reply;
     int rc;
@@ -573,6 +575,7 @@ int rl_reset(rl_client *client, const char *name, const char *id, const rl_spec 
 
 int rl_acquire_wait(rl_client *client, const rl_request *request, const rl_wait *wait, rl_result *out)
 {
+    RL_IN_FLIGHT(client);
     int64_t timeout = wait ? wait->timeout_ms : 0;
     int64_t deadline;
     int rc;
@@ -587,6 +590,6 @@ int rl_acquire_wait(rl_client *client, const rl_request *request, const rl_wait 
         /* the limiter says when it can pass; if that is past the deadline,
          * waiting cannot help */
         if (out->retry_after_ms > left) return RL_OK;
-        if ((rc = rl_sleep(out->retry_after_ms > 0 ? out->retry_after_ms : 1, wait))) return rc;
+        if ((rc = rl_client_sleep(client, out->retry_after_ms > 0 ? out->retry_after_ms : 1, wait))) return rc;
     }
 }

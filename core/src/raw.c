@@ -29,6 +29,7 @@ int rl_requests_validate(const rl_request *requests, size_t n)
 
 int rl_command_run(rl_client *client, int slot, int argc, const char **argv, const size_t *lens, rl_reply **out)
 {
+    RL_IN_FLIGHT(client);
     redisReply *reply = NULL;
     rl_cmd cmd;
     int rc;
@@ -98,6 +99,7 @@ const rl_reply *rl_reply_at(const rl_reply *reply, size_t index)
 
 int rl_client_masters(rl_client *client, int *slots, int max)
 {
+    RL_IN_FLIGHT(client);
     if (!client || (max > 0 && !slots)) return rl_fail(RL_ERR_INVALID, "client and slots must not be NULL");
     return rl_master_slots(client, slots, max);
 }

@@ -179,6 +179,7 @@ static void copy_entry(const rl_stats_entry *e, rl_limiter_stats *out)
 
 int rl_client_stats(const rl_client *client, rl_limiter_stats *out, size_t max, size_t *count)
 {
+    RL_IN_FLIGHT(client);
     rl_clear_error();
     if (!client || !count) return rl_fail(RL_ERR_INVALID, "client and count must not be NULL");
     if (max && !out) return rl_fail(RL_ERR_INVALID, "out must not be NULL when max > 0");

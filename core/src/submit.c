@@ -73,15 +73,26 @@ void rl_async_abandon(rl_client *c)
     c->async = NULL;
 }
 
+/* Called on the I/O thread (a completion callback shut the client down),
+ * the thread stops once the callback returns: rl_async_free joins it. */
 void rl_async_stop(rl_client *c)
 {
-    rl_async *a = c->async;
-    if (!a) return;
+    rl_async *a = __atomic_load_n(&c->async, __ATOMIC_ACQUIRE);
+    if (!a || a->joined) return;
     pthread_mutex_lock(&a->mutex);
     a->closing = 1;
     pthread_mutex_unlock(&a->mutex);
     rl_async_wake(a);
+    if (pthread_equal(pthread_self(), a->thread)) return;
     pthread_join(a->thread, NULL);
+    a->joined = 1;
+}
+
+void rl_async_free(rl_client *c)
+{
+    rl_async *a = c->async;
+    if (!a) return;
+    rl_async_stop(c);
     free_conns(a);
     close(a->wake_fds[0]);
     close(a->wake_fds[1]);
@@ -166,6 +177,7 @@ static int queue_request(rl_client *c, areq *r, int build_rc)
 
 int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_target *target)
 {
+    RL_IN_FLIGHT(c);
     areq *r;
     int rc;
     rl_clear_error();
@@ -200,6 +212,7 @@ int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_ta
 
 int rl_decide_from_lease(rl_client *c, const rl_request *request, rl_result *out, int *decided)
 {
+    RL_IN_FLIGHT(c);
     int rc;
     rl_clear_error();
     if (!decided) return rl_fail(RL_ERR_INVALID, "decided must not be NULL");
@@ -262,41 +275,48 @@ static int submit_flag(rl_client *c, const char *kind, const char *name, const c
 int rl_submit_semaphore_acquire(rl_client *c, const char *name, int64_t permits_max, int64_t lease_ms,
                                 int64_t timeout_ms, uint64_t tag, const rl_target *target)
 {
+    RL_IN_FLIGHT(c);
     return submit_acquire(c, "semaphore", name, permits_max, lease_ms, timeout_ms, tag, target);
 }
 
 int rl_submit_semaphore_release(rl_client *c, const char *name, const char *permit_id, uint64_t tag,
                                 const rl_target *target)
 {
+    RL_IN_FLIGHT(c);
     return submit_flag(c, "semaphore", name, "release", permit_id, 0, tag, target);
 }
 
 int rl_submit_semaphore_refresh(rl_client *c, const char *name, const char *permit_id, int64_t lease_ms,
                                 uint64_t tag, const rl_target *target)
 {
+    RL_IN_FLIGHT(c);
     return submit_flag(c, "semaphore", name, "refresh", permit_id, lease_ms, tag, target);
 }
 
 int rl_submit_lock_acquire(rl_client *c, const char *name, int64_t lease_ms, int64_t timeout_ms, uint64_t tag,
                            const rl_target *target)
 {
+    RL_IN_FLIGHT(c);
     return submit_acquire(c, "lock", name, 1, lease_ms, timeout_ms, tag, target);
 }
 
 int rl_submit_lock_release(rl_client *c, const char *name, const char *token, uint64_t tag, const rl_target *target)
 {
+    RL_IN_FLIGHT(c);
     return submit_flag(c, "lock", name, "release", token, 0, tag, target);
 }
 
 int rl_submit_lock_extend(rl_client *c, const char *name, const char *token, int64_t lease_ms, uint64_t tag,
                           const rl_target *target)
 {
+    RL_IN_FLIGHT(c);
     return submit_flag(c, "lock", name, "refresh", token, lease_ms, tag, target);
 }
 
 int rl_submit_queue_push(rl_client *c, const char *queue, const char *message, size_t message_len, int64_t delay_ms,
                          uint64_t tag, const rl_target *target)
 {
+    RL_IN_FLIGHT(c);
     areq *r;
     int rc;
     rl_clear_error();
@@ -309,6 +329,7 @@ int rl_submit_queue_push(rl_client *c, const char *queue, const char *message, s
 int rl_submit_queue_pop(rl_client *c, const char *queue, size_t max, int64_t timeout_ms, uint64_t tag,
                         const rl_target *target)
 {
+    RL_IN_FLIGHT(c);
     areq *r;
     int rc;
     rl_clear_error();
@@ -320,6 +341,7 @@ int rl_submit_queue_pop(rl_client *c, const char *queue, size_t max, int64_t tim
 
 int rl_cancel(rl_client *c, uint64_t tag)
 {
+    RL_IN_FLIGHT(c);
     rl_clear_error();
     if (!c) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
     rl_async *a = __atomic_load_n(&c->async, __ATOMIC_ACQUIRE);
@@ -361,6 +383,7 @@ static areq *count_request(rl_client *c, req_kind kind, uint64_t tag, const rl_t
 int rl_submit_reset(rl_client *c, const char *name, const char *id, const rl_spec *spec, uint64_t tag,
                     const rl_target *target)
 {
+    RL_IN_FLIGHT(c);
     int rc;
     areq *r = count_request(c, REQ_COUNT, tag, target, &rc);
     if (!r) return rc;
@@ -371,6 +394,7 @@ int rl_submit_reset(rl_client *c, const char *name, const char *id, const rl_spe
 int rl_submit_semaphore_info(rl_client *c, const char *name, int64_t permits_max, uint64_t tag,
                              const rl_target *target)
 {
+    RL_IN_FLIGHT(c);
     int rc;
     areq *r = count_request(c, REQ_INFO, tag, target, &rc);
     if (!r) return rc;
@@ -384,6 +408,7 @@ int rl_submit_semaphore_info(rl_client *c, const char *name, int64_t permits_max
 
 int rl_submit_queue_size(rl_client *c, const char *queue, uint64_t tag, const rl_target *target)
 {
+    RL_IN_FLIGHT(c);
     int rc;
     areq *r = count_request(c, REQ_COUNT, tag, target, &rc);
     return r ? queue_request(c, r, rl_build_queue_call(&r->cmd, c, queue, NULL, 0)) : rc;
@@ -392,6 +417,7 @@ int rl_submit_queue_size(rl_client *c, const char *queue, uint64_t tag, const rl
 int rl_submit_queue_remove(rl_client *c, const char *queue, const char *message, size_t message_len, uint64_t tag,
                            const rl_target *target)
 {
+    RL_IN_FLIGHT(c);
     int rc;
     areq *r = count_request(c, REQ_COUNT, tag, target, &rc);
     if (r && !message) {

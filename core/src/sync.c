@@ -33,12 +33,13 @@ int rl_new_permit_id(char *out)
 
 /* Waits up to ms for a message on a subscribed connection. Returns 1 when one
  * arrived, 0 on timeout, or a negative status. */
-static int wait_message(rl_conn *sub, int64_t ms, const rl_wait *wait)
+static int wait_message(rl_client *client, rl_conn *sub, int64_t ms, const rl_wait *wait)
 {
     int64_t end = rl_now_ms() + ms;
     for (;;) {
         if (wait && wait->cancel && wait->cancel(wait->cancel_ctx))
             return rl_fail(RL_ERR_CANCELLED, "wait cancelled");
+        if (rl_waits_stopped(client)) return RL_ERR_CLOSED;
         int64_t left = end - rl_now_ms();
         if (left <= 0) return 0;
         struct pollfd pfd = {sub->ctx->fd, POLLIN, 0};
@@ -58,15 +59,15 @@ static int wait_message(rl_conn *sub, int64_t ms, const rl_wait *wait)
  * subscription broke: a failover, a slot that moved). Sleeping is still
  * correct, as every waiter tries again at least every nap; it is only
  * slower to notice a release. */
-static int nap(rl_conn **sub, int64_t ms, const rl_wait *wait)
+static int nap(rl_client *client, rl_conn **sub, int64_t ms, const rl_wait *wait)
 {
     if (*sub) {
-        int rc = wait_message(*sub, ms, wait);
+        int rc = wait_message(client, *sub, ms, wait);
         if (rc != RL_ERR_CONNECTION && rc != RL_ERR_TIMEOUT && rc != RL_ERR_PROTOCOL) return rc < 0 ? rc : RL_OK;
         rl_conn_close(*sub);
         *sub = NULL;
     }
-    return rl_sleep(ms < 1000 ? ms : 1000, wait);
+    return rl_client_sleep(client, ms < 1000 ? ms : 1000, wait);
 }
 
 /* A connection of its own subscribed to channel, on the server that owns
@@ -224,7 +225,7 @@ static int sem_acquire(rl_client *client, const char *kind, const char *name, in
         int64_t pause = RL_WAITER_TTL_MS / 3;
         if (reply.first_lease_end >= 0 && reply.first_lease_end + 1 < pause) pause = reply.first_lease_end + 1;
         if (left < pause) pause = left;
-        if ((rc = nap(&sub, pause, wait))) break;
+        if ((rc = nap(client, &sub, pause, wait))) break;
     }
     if (!reply.granted) {
         /* leave the queue so those behind us move up; keep the first error */
@@ -266,11 +267,13 @@ int rl_check_permit_call(rl_client *client, const char *name, const char *id)
 int rl_semaphore_acquire(rl_client *client, const char *name, int64_t permits_max, int64_t lease_ms,
                          const rl_wait *wait, rl_permit *out)
 {
+    RL_IN_FLIGHT(client);
     return sem_acquire(client, "semaphore", name, permits_max, lease_ms, wait, out);
 }
 
 int rl_semaphore_release(rl_client *client, const char *name, const char *permit_id, int *released)
 {
+    RL_IN_FLIGHT(client);
     int rc = rl_check_permit_call(client, name, permit_id);
     return rc ? rc : sem_simple(client, "semaphore", name, "release", permit_id, 0, released);
 }
@@ -278,6 +281,7 @@ int rl_semaphore_release(rl_client *client, const char *name, const char *permit
 int rl_semaphore_refresh(rl_client *client, const char *name, const char *permit_id, int64_t lease_ms,
                          int *refreshed)
 {
+    RL_IN_FLIGHT(client);
     int rc = rl_check_permit_call(client, name, permit_id);
     if (!rc) rc = rl_check_range("lease_ms", lease_ms, 1, RL_MAX_WAIT_MS);
     return rc ? rc : sem_simple(client, "semaphore", name, "refresh", permit_id, lease_ms, refreshed);
@@ -297,6 +301,7 @@ static int sem_info(rl_client *client, const char *name, int64_t *holders, int64
 
 int rl_semaphore_available(rl_client *client, const char *name, int64_t permits_max, int64_t *available)
 {
+    RL_IN_FLIGHT(client);
     int64_t holders, waiters;
     int rc = rl_check_range("permits", permits_max, 1, RL_MAX_PERMITS);
     if (!rc && !available) rc = rl_fail(RL_ERR_INVALID, "available must not be NULL");
@@ -307,6 +312,7 @@ int rl_semaphore_available(rl_client *client, const char *name, int64_t permits_
 
 int rl_semaphore_holders(rl_client *client, const char *name, int64_t *holders)
 {
+    RL_IN_FLIGHT(client);
     int64_t waiters;
     if (!holders) return rl_fail(RL_ERR_INVALID, "holders must not be NULL");
     return sem_info(client, name, holders, &waiters);
@@ -314,17 +320,20 @@ int rl_semaphore_holders(rl_client *client, const char *name, int64_t *holders)
 
 int rl_lock_acquire(rl_client *client, const char *name, int64_t lease_ms, const rl_wait *wait, rl_permit *out)
 {
+    RL_IN_FLIGHT(client);
     return sem_acquire(client, "lock", name, 1, lease_ms, wait, out);
 }
 
 int rl_lock_release(rl_client *client, const char *name, const char *token, int *released)
 {
+    RL_IN_FLIGHT(client);
     int rc = rl_check_permit_call(client, name, token);
     return rc ? rc : sem_simple(client, "lock", name, "release", token, 0, released);
 }
 
 int rl_lock_extend(rl_client *client, const char *name, const char *token, int64_t lease_ms, int *extended)
 {
+    RL_IN_FLIGHT(client);
     int rc = rl_check_permit_call(client, name, token);
     if (!rc) rc = rl_check_range("lease_ms", lease_ms, 1, RL_MAX_WAIT_MS);
     return rc ? rc : sem_simple(client, "lock", name, "refresh", token, lease_ms, extended);
@@ -398,6 +407,7 @@ int rl_build_queue_push(rl_cmd *cmd, rl_client *client, const char *queue, const
 int rl_queue_push(rl_client *client, const char *queue, const char *message, size_t message_len,
                   int64_t delay_ms, int *added)
 {
+    RL_IN_FLIGHT(client);
     rl_cmd cmd;
     redisReply *r;
     int64_t v = 0;
@@ -471,6 +481,7 @@ int rl_decode_queue_pop(const redisReply *r, rl_messages *out, int64_t *next_in)
 
 int rl_queue_pop_ready(rl_client *client, const char *queue, size_t max, rl_messages *out)
 {
+    RL_IN_FLIGHT(client);
     int64_t next_in;
     int rc;
     if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
@@ -482,6 +493,7 @@ int rl_queue_pop_ready(rl_client *client, const char *queue, size_t max, rl_mess
 
 int rl_queue_pop_wait(rl_client *client, const char *queue, size_t max, const rl_wait *wait, rl_messages *out)
 {
+    RL_IN_FLIGHT(client);
     int64_t timeout = wait_timeout(wait), deadline, next_in;
     rl_conn *sub = NULL;
     char *channel;
@@ -502,7 +514,7 @@ int rl_queue_pop_wait(rl_client *client, const char *queue, size_t max, const rl
         if (left <= 0) break;
         if (next_in >= 0 && next_in < left) left = next_in;
         if (!sub && left > 1000) left = 1000; /* polling: check again soon */
-        rc = nap(&sub, left, wait);
+        rc = nap(client, &sub, left, wait);
     }
     rl_conn_close(sub);
     return rc;
@@ -528,6 +540,7 @@ int rl_check_semaphore_info(rl_client *client, const char *name, int64_t permits
 
 int rl_queue_size(rl_client *client, const char *queue, int64_t *size)
 {
+    RL_IN_FLIGHT(client);
     rl_cmd cmd;
     redisReply *r;
     int rc;
@@ -544,6 +557,7 @@ int rl_queue_size(rl_client *client, const char *queue, int64_t *size)
 
 int rl_queue_remove(rl_client *client, const char *queue, const char *message, size_t message_len, int *removed)
 {
+    RL_IN_FLIGHT(client);
     rl_cmd cmd;
     redisReply *r;
     int64_t v = 0;
