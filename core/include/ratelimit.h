@@ -480,7 +480,6 @@ RL_API void rl_messages_free(rl_messages *messages);
 typedef struct {
     uint64_t tag;      /* the caller's, from rl_submit */
     int status;        /* RL_OK, or what failed (message in error) */
-    rl_result result;  /* rl_submit: the decision (fallback = 1: by policy) */
     char error[200];
     int64_t value;     /* release / refresh / extend / push: 1 done, 0 not */
     int acquired;      /* semaphore / lock acquire: 1 granted */
@@ -489,6 +488,9 @@ typedef struct {
     /* rl_submit_queue_pop: what was taken, owned by the receiver from here
      * on (rl_messages_free); count 0 when the wait timed out */
     rl_messages messages;
+    /* rl_submit: the decision (fallback = 1: by policy). Last, so that an
+     * rl_result that grows moves no other field ("structs that grow"). */
+    rl_result result;
 } rl_completion;
 
 typedef void (*rl_complete_fn)(void *ctx, const rl_completion *completion);
@@ -771,6 +773,60 @@ typedef struct {
  * read while decisions run, the numbers of one name may be a few decisions
  * apart. Cheap: no lock, no allocation. Thread-safe. */
 RL_API int rl_client_stats(const rl_client *client, rl_limiter_stats *out, size_t max, size_t *count);
+
+/* ---- structs that grow ------------------------------------------------- */
+
+/* rl_options, rl_request and rl_result may gain fields at their ends in a
+ * later version (an rl_completion then grows with its rl_result, its last
+ * field); zero in a new field will mean what the library did before it
+ * (the rule rl_options states). So that a program built against one header
+ * runs with the library of another, the calls that take these structs are
+ * macros passing the caller's sizeof to a *_sized function: the library
+ * zero-extends a shorter struct, takes a longer one (a newer header) only
+ * when the fields it does not know are zero (else RL_ERR_INVALID), writes
+ * back no more than the caller's size, and steps through arrays by it.
+ * The functions of the plain names stay exported with these first sizes:
+ * binaries built before the macros call them, as does a pointer taken to
+ * one. rl_spec (inside rl_request), rl_outcome, rl_wait, rl_permit and the
+ * other structs keep their layout. Size arguments come last. The library's
+ * own sources (those that include its internal.h) call the plain functions,
+ * as does a caller that defines RL_NO_SIZED_CALLS. */
+RL_API int rl_client_open_sized(rl_client **out, const char *url, const rl_options *options, size_t options_size);
+RL_API int rl_acquire_sized(rl_client *client, const char *name, const char *id, const rl_spec *spec,
+                            int64_t permits, rl_result *out, size_t result_size);
+RL_API int rl_peek_sized(rl_client *client, const char *name, const char *id, const rl_spec *spec,
+                         int64_t permits, rl_result *out, size_t result_size);
+/* outcomes NULL: rl_execute */
+RL_API int rl_execute_each_sized(rl_client *client, const rl_request *requests, size_t n, rl_result *results,
+                                 rl_outcome *outcomes, size_t request_size, size_t result_size);
+RL_API int rl_acquire_wait_sized(rl_client *client, const rl_request *request, const rl_wait *wait,
+                                 rl_result *out, size_t request_size, size_t result_size);
+RL_API int rl_submit_sized(rl_client *client, const rl_request *request, uint64_t tag, const rl_target *target,
+                           size_t request_size);
+RL_API int rl_decide_from_lease_sized(rl_client *client, const rl_request *request, rl_result *out, int *decided,
+                                      size_t request_size, size_t result_size);
+RL_API int rl_requests_validate_sized(const rl_request *requests, size_t n, size_t request_size);
+RL_API size_t rl_completions_take_sized(rl_completions *queue, rl_completion *out, size_t max,
+                                        size_t completion_size);
+
+#if !defined(RL_NO_SIZED_CALLS) && !defined(RL_INTERNAL_H)
+#define rl_client_open(out, url, options) rl_client_open_sized(out, url, options, sizeof(rl_options))
+#define rl_acquire(client, name, id, spec, permits, out) \
+    rl_acquire_sized(client, name, id, spec, permits, out, sizeof(rl_result))
+#define rl_peek(client, name, id, spec, permits, out) \
+    rl_peek_sized(client, name, id, spec, permits, out, sizeof(rl_result))
+#define rl_execute_each(client, requests, n, results, outcomes) \
+    rl_execute_each_sized(client, requests, n, results, outcomes, sizeof(rl_request), sizeof(rl_result))
+#define rl_execute(client, requests, n, results) \
+    rl_execute_each_sized(client, requests, n, results, NULL, sizeof(rl_request), sizeof(rl_result))
+#define rl_acquire_wait(client, request, wait, out) \
+    rl_acquire_wait_sized(client, request, wait, out, sizeof(rl_request), sizeof(rl_result))
+#define rl_submit(client, request, tag, target) rl_submit_sized(client, request, tag, target, sizeof(rl_request))
+#define rl_decide_from_lease(client, request, out, decided) \
+    rl_decide_from_lease_sized(client, request, out, decided, sizeof(rl_request), sizeof(rl_result))
+#define rl_requests_validate(requests, n) rl_requests_validate_sized(requests, n, sizeof(rl_request))
+#define rl_completions_take(queue, out, max) rl_completions_take_sized(queue, out, max, sizeof(rl_completion))
+#endif
 
 /* ---- old names ------------------------------------------------------------ */
 
