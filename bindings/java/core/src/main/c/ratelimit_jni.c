@@ -45,10 +45,6 @@ static atomic_int g_io_threads;    /* numbers the I/O threads' names */
 
 /* ---- errors --------------------------------------------------------------- */
 
-/* Raises the Java exception for a core status, with the core's message for
- * this thread (read here, on the calling thread, before anything else can
- * overwrite it). An exception already pending (from a callback or an
- * allocation) wins. */
 /* ms as java.time.Duration.toString() writes it: PT0.001S, PT1M30S, PT24H */
 static void fmt_duration(char *out, size_t size, int64_t ms)
 {
@@ -91,6 +87,8 @@ static int java_range_message(char *buf, size_t size)
     return 1;
 }
 
+/* The Java exception for status (Native.exception) carrying msg, else the
+ * status's text; NULL with an exception pending. */
 jobject new_exception(JNIEnv *env, int status, const char *msg)
 {
     if (!msg || !*msg) msg = rl_strerror(status);
@@ -107,6 +105,10 @@ jobject new_exception(JNIEnv *env, int status, const char *msg)
     return ex;
 }
 
+/* Raises the Java exception for a core status, with the core's message for
+ * this thread (read here, on the calling thread, before anything else can
+ * overwrite it). An exception already pending (from a callback or an
+ * allocation) wins. */
 void throw_status(JNIEnv *env, int status)
 {
     char said[600];
