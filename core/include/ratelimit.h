@@ -190,9 +190,10 @@ RL_API int rl_client_open(rl_client **out, const char *url, const rl_options *op
  * timeout. The memory stays valid until rl_client_close, so a binding calls
  * this for its close() while other threads may still hold the pointer.
  * Thread-safe and idempotent (a later call may still stop the waits); in a
- * completion callback, the I/O thread stops once the callback returns. NULL
- * is a no-op. */
-RL_API void rl_client_shutdown(rl_client *client, int stop_waits);
+ * completion callback, the I/O thread stops once the callback returns.
+ * Returns 1 when the client is shut down on return (no call was in flight,
+ * or the last has returned), else 0. NULL is a no-op (0). */
+RL_API int rl_client_shutdown(rl_client *client, int stop_waits);
 
 /* rl_client_shutdown(client, 1), then waits for the calls in flight to
  * return (each within the command timeout, the waits stopped), then frees
@@ -545,7 +546,8 @@ RL_API int rl_decide_from_lease(rl_client *client, const rl_request *request, rl
  * released; messages taken meanwhile are pushed back, due at once). Tags
  * name waits per client, whatever their targets: give each wait you may
  * cancel a tag of its own. Decisions and the other calls are one round trip
- * each and not cancelled. */
+ * each and not cancelled. On a client shut down rl_cancel is a no-op: its
+ * waits complete with RL_ERR_CLOSED. */
 RL_API int rl_submit_semaphore_acquire(rl_client *client, const char *name, int64_t permits_max, int64_t lease_ms,
                                        int64_t timeout_ms, uint64_t tag, const rl_target *target);
 RL_API int rl_submit_semaphore_release(rl_client *client, const char *name, const char *permit_id, uint64_t tag,

@@ -84,14 +84,16 @@ void rl_call_scope_end(rl_client **c)
     if (*c) rl_call_end(*c);
 }
 
-void rl_client_shutdown(rl_client *c, int stop_waits)
+int rl_client_shutdown(rl_client *c, int stop_waits)
 {
-    if (!c) return;
+    if (!c) return 0;
     /* counted while it touches the client: a concurrent rl_client_close waits */
     __atomic_add_fetch(&c->calls, ONE_CALL, __ATOMIC_SEQ_CST);
     if (stop_waits) __atomic_store_n(&c->stop_waits, 1, __ATOMIC_RELAXED);
     __atomic_fetch_or(&c->calls, CLOSING, __ATOMIC_SEQ_CST);
-    if (leave(c)) shut_down(c);
+    if (!leave(c)) return __atomic_load_n(&c->shut_down, __ATOMIC_ACQUIRE);
+    shut_down(c);
+    return 1;
 }
 
 void rl_client_close(rl_client *c)

@@ -341,7 +341,7 @@ int rl_submit_queue_pop(rl_client *c, const char *queue, size_t max, int64_t tim
 
 int rl_cancel(rl_client *c, uint64_t tag)
 {
-    RL_IN_FLIGHT(c);
+    RL_IN_FLIGHT_ELSE(c, return RL_OK); /* shut down: every wait completes with RL_ERR_CLOSED */
     rl_clear_error();
     if (!c) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
     rl_async *a = __atomic_load_n(&c->async, __ATOMIC_ACQUIRE);

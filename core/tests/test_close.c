@@ -125,8 +125,8 @@ static void calls_after_shutdown(void)
 {
     rl_client *client = open_client(&redis, NULL);
     redis_flush(&redis);
-    rl_client_shutdown(client, 0);
-    rl_client_shutdown(client, 1); /* again: a no-op but for the waits */
+    CHECK_EQ(rl_client_shutdown(client, 0), 1); /* none in flight: done now */
+    CHECK_EQ(rl_client_shutdown(client, 1), 1); /* again: a no-op but for the waits */
     rl_result r;
     rl_permit p;
     rl_wait none = {0};
@@ -159,9 +159,10 @@ static void shutdown_lets_calls_finish(void)
     pthread_create(&thread, NULL, call_once, &pop);
     sleep_ms(100);
     int64_t start = now_ms();
-    rl_client_shutdown(client, 0);
-    CHECK(now_ms() - start < 100); /* deferred, not waited for */
+    CHECK_EQ(rl_client_shutdown(client, 0), 0); /* deferred, not waited for */
+    CHECK(now_ms() - start < 100);
     pthread_join(thread, NULL);
+    CHECK_EQ(rl_client_shutdown(client, 0), 1); /* the pop, returning, shut it down */
     CHECK_EQ(pop.status, RL_OK);
     CHECK(!pop.acquired);
     rl_client_close(client);
@@ -172,7 +173,7 @@ static rl_client *shut_in_callback;
 static void shut_down_here(void *ctx, const rl_completion *completion)
 {
     int *status = ctx;
-    rl_client_shutdown(shut_in_callback, 0); /* on the I/O thread: it stops after this returns */
+    CHECK_EQ(rl_client_shutdown(shut_in_callback, 0), 1); /* on the I/O thread: it stops after this returns */
     __atomic_store_n(status, completion->status + 1000, __ATOMIC_SEQ_CST);
 }
 

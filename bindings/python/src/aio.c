@@ -13,10 +13,11 @@
  *
  * Lifetime: the core's queue must outlive every client that may still post
  * to it. A client that submits into a queue keeps a reference to it (in
- * ClientObject.queues) until its rl_client_close has returned (every
- * request in flight is then completed, with RL_ERR_CLOSED if need be), or
- * until nothing is pending in that queue any more. close() frees the core's
- * queue at once when no client holds it, else when the last one lets go. */
+ * ClientObject.queues) until the object goes, or until nothing is pending
+ * in that queue any more. close() frees the core's queue at once when no
+ * client holds it or nothing is pending in it, else when the last
+ * completion due is taken (a client shut down completes every request in
+ * flight, with RL_ERR_CLOSED if need be) or the last holder lets go. */
 #include "module.h"
 
 typedef struct {
@@ -152,7 +153,6 @@ static int submit_one(rl_state *st, CompletionsObject *self, ClientObject *clien
     if (!rl) return -1;
     int rc = client_hold_queue(client, self) < 0 ? RL_ERR_NOMEM : rl_submit(rl, req, tag, &target);
     if (rc) save_errmsg(err, rc);
-    client_leave(client);
     if (rc) {
         if (PyErr_Occurred()) return -1;
         raise_code(st, rc, err);
@@ -199,7 +199,6 @@ static int decide_from_lease(rl_state *st, ClientObject *client, const rl_reques
     if (!rl) return -1;
     int rc = rl_decide_from_lease(rl, req, out, &decided);
     if (rc) save_errmsg(err, rc);
-    client_leave(client);
     if (!rc) return decided;
     raise_code(st, rc, err);
     return -1;
@@ -288,20 +287,17 @@ static PyObject *completions_submit_many(CompletionsObject *self, PyObject *cons
         rl_outcome *outcomes = PyMem_Calloc((size_t)n, sizeof *outcomes);
         int rc;
         if (!results || !outcomes) {
-            client_leave(client);
             PyMem_Free(results);
             PyMem_Free(outcomes);
             PyErr_NoMemory();
             goto done;
         }
         CALL_WITHOUT_GIL(rc, err, rl_execute_each(rl, reqs, (size_t)n, results, outcomes));
-        client_leave(client);
         out = batch_outcomes(st, rc, err, results, outcomes, n, 1);
         PyMem_Free(results);
         PyMem_Free(outcomes);
         goto done;
     }
-    client_leave(client);
     for (i = 0; i < n; i++) {
         if (submit_one(st, self, client, &reqs[i], tag + (uint64_t)i, err) < 0) {
             if (i == 0 && n > 1 && PyErr_ExceptionMatches(st->InvalidArgument)) {
@@ -388,7 +384,6 @@ static PyObject *submit_primitive(rl_state *st, CompletionsObject *self, PyObjec
         rl_target target = {NULL, NULL, self->q};
         rc = client_hold_queue(c, self) < 0 ? RL_ERR_NOMEM : prim_submit(rl, p, tag, &target);
         if (rc) save_errmsg(err, rc);
-        client_leave(c);
     }
     if (!rl || rc) { /* nothing was queued */
         PyErr_Fetch(&type, &value, &tb);
@@ -596,8 +591,7 @@ static PyObject *completions_cancel(CompletionsObject *self, PyObject *const *ar
     }
     unsigned long long tag = PyLong_AsUnsignedLongLong(args[1]);
     if (tag == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
-    /* not client_enter: a client closing after its last call completes the
-     * waits itself, and until then rl is valid (close_now clears it first) */
+    /* a client shut down completes every wait itself: rl_cancel is a no-op */
     rl_client *rl = ((ClientObject *)args[0])->rl;
     int rc = rl ? rl_cancel(rl, (uint64_t)tag) : RL_OK;
     if (rc) return raise_code(st, rc, rl_errmsg());
@@ -725,7 +719,9 @@ static PyObject *completions_take(CompletionsObject *self, PyObject *const *args
         if (max > 65536) max = 65536;
     }
     if ((n = take_raw(self, max)) < 0) return NULL;
-    return taken_list(st, self, n);
+    PyObject *out = taken_list(st, self, n);
+    if (self->closed && self->pending == 0) queue_free(self); /* no completion is due any more */
+    return out;
 }
 
 PyDoc_STRVAR(completions_close_doc,
@@ -738,7 +734,7 @@ static PyObject *completions_close(CompletionsObject *self, PyObject *unused)
 {
     if (self->closed) Py_RETURN_NONE;
     self->closed = 1;
-    if (self->holders == 0) queue_free(self);
+    if (self->holders == 0 || self->pending == 0) queue_free(self);
     Py_RETURN_NONE;
 }
 

@@ -6,32 +6,10 @@
 
 /* ---- Client ------------------------------------------------------------------- */
 
-/* Marks a call in flight; close() defers rl_client_close until none is. */
 rl_client *client_enter(rl_state *st, ClientObject *c)
 {
-    if (!c->rl || c->closing) {
-        raise_code(st, RL_ERR_CLOSED, c->closing ? "the client is closed" : "the client is not open");
-        return NULL;
-    }
-    c->inflight++;
+    if (!c->rl) raise_code(st, RL_ERR_CLOSED, "the client is not open");
     return c->rl;
-}
-
-void client_leave(ClientObject *c)
-{
-    if (--c->inflight == 0 && c->closing && c->rl) client_close_now(c);
-}
-
-void client_close_now(ClientObject *c)
-{
-    rl_client *rl = c->rl;
-    c->rl = NULL;
-    if (rl) {
-        /* asynchronous requests complete (ClientClosed) into their queues
-         * here, on the I/O thread, which needs no GIL */
-        WITHOUT_GIL(rl_client_close(rl));
-    }
-    client_release_queues(c);
 }
 
 static PyObject *client_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
@@ -261,7 +239,10 @@ static void client_dealloc(ClientObject *self)
     PyObject_GC_UnTrack(self);
     if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
     /* calls hold a reference to the client, so none is in flight here */
-    client_close_now(self);
+    rl_client *rl = self->rl;
+    self->rl = NULL;
+    if (rl) WITHOUT_GIL(rl_client_close(rl));
+    client_release_queues(self);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -277,7 +258,11 @@ static PyObject *client_close(ClientObject *self, PyObject *unused)
 {
     if (self->closing) Py_RETURN_NONE;
     self->closing = 1;
-    if (self->inflight == 0 && self->rl) client_close_now(self);
+    /* asynchronous requests complete (ClientClosed) into their queues on
+     * the I/O thread, which needs no GIL (aio.c frees a queue once taken) */
+    int done = 0;
+    if (self->rl) WITHOUT_GIL(done = rl_client_shutdown(self->rl, 0));
+    if (done) client_release_queues(self); /* nothing posts to them any more */
     Py_RETURN_NONE;
 }
 
@@ -288,8 +273,9 @@ void client_give_back(rl_state *st, ClientObject *c, const char *name)
         PyErr_Clear();
         return;
     }
-    WITHOUT_GIL(rl_leases_give_back(rl, name)); /* a failure leaves the permits booked until the lease ends: safe */
-    client_leave(c);
+    /* a failure leaves the permits booked until the lease ends (safe); a
+     * client shut down gave them back already */
+    WITHOUT_GIL(rl_leases_give_back(rl, name));
 }
 
 PyDoc_STRVAR(client_give_back_doc,
@@ -312,7 +298,7 @@ static PyObject *client_get_closed(ClientObject *self, void *c)
 
 static PyObject *client_get_prefix(ClientObject *self, void *c)
 {
-    if (!self->rl) Py_RETURN_NONE;
+    if (!self->rl || self->closing) Py_RETURN_NONE;
     return PyUnicode_FromString(rl_client_prefix(self->rl));
 }
 
@@ -359,7 +345,8 @@ static PyObject *client_stats(ClientObject *self, PyObject *unused)
     size_t n = 0, got = 0;
     if (!rl) return NULL;
     /* no lock nor round trip in the core: the GIL stays held */
-    rl_client_stats(rl, NULL, 0, &n); /* cannot fail with a client and a count */
+    int rc = rl_client_stats(rl, NULL, 0, &n); /* fails only closed */
+    if (rc) return raise_code(st, rc, rl_errmsg());
     if (!(all = PyMem_Calloc(n + 1, sizeof *all))) {
         PyErr_NoMemory();
         goto done;
@@ -380,14 +367,13 @@ static PyObject *client_stats(ClientObject *self, PyObject *unused)
     }
 done:
     PyMem_Free(all);
-    client_leave(self);
     return out;
 }
 
 /* ---- stored limiter specs ------------------------------------------------------ */
 
 /* What the config calls share: name (str) as UTF-8 (*keep owns it), and
- * the client entered (client_leave after); NULL: raised. */
+ * the client; NULL: raised. */
 static rl_client *enter_named(rl_state *st, ClientObject *self, PyObject *name, PyObject **keep, const char **name_s)
 {
     if (!PyUnicode_Check(name)) {
@@ -403,7 +389,6 @@ static rl_client *enter_named(rl_state *st, ClientObject *self, PyObject *name, 
 /* Ends a config call: *value as a bool, or the error raised. */
 static PyObject *leave_named(rl_state *st, ClientObject *self, PyObject *keep, int rc, const char *err, int value)
 {
-    client_leave(self);
     Py_DECREF(keep);
     if (rc) return raise_code(st, rc, err);
     return PyBool_FromLong(value);
@@ -589,7 +574,6 @@ static PyObject *client_command(ClientObject *self, PyObject *args, PyObject *kw
     rl_client *rl = client_enter(st, self);
     if (!rl) goto done;
     CALL_WITHOUT_GIL(rc, err, rl_command_run(rl, slot, (int)n, argv, lens, &reply));
-    client_leave(self);
     if (rc) {
         raise_code(st, rc, err);
         goto done;
@@ -621,7 +605,6 @@ static PyObject *client_key(ClientObject *self, PyObject *args, PyObject *kw)
     rl_client *rl = client_enter(st, self);
     if (!rl) return NULL;
     int n = rl_key_build(rl, name, id, alg, per_client ? RL_SCOPE_PER_CLIENT : RL_SCOPE_OVERALL, rate, buf, sizeof buf);
-    client_leave(self);
     if (n < 0) return raise_code(st, n, rl_errmsg());
     if (n >= (int)sizeof buf) return raise_fmt(st, RL_ERR_INVALID, "key too long for _key (%d bytes)", n);
     return PyUnicode_FromFormat("%s", buf);
@@ -641,7 +624,6 @@ static PyObject *client_masters(ClientObject *self, PyObject *unused)
     rl_client *rl = client_enter(st, self);
     if (!rl) return NULL;
     CALL_WITHOUT_GIL(n, err, rl_client_masters(rl, slots, 1024));
-    client_leave(self);
     if (n < 0) return raise_code(st, n, err);
     if (n > 1024) n = 1024;
     PyObject *out = PyList_New(n);

@@ -31,7 +31,6 @@ static int check_config(rl_state *st, ClientObject *client, const char *name, co
         return 0;
     }
     CALL_WITHOUT_GIL(rc, err, rl_config_check(rl, name, spec));
-    client_leave(client);
     if (rc) {
         raise_code(st, rc, err);
         return -1;
@@ -275,7 +274,6 @@ static PyObject *limiter_run(LimiterObject *self, rl_state *st, rl_request *req,
     rl_wait wait = {timeout_ms, cancel_cb, &cc};
     CALL_CANCELLABLE(cc, rc, err,
                      timeout_ms > 0 ? rl_acquire_wait(rl, req, &wait, &res) : rl_execute(rl, req, 1, &res));
-    client_leave(self->client);
     Py_DECREF(keep);
     if (PyErr_Occurred()) return NULL;
     if (rc) return raise_code(st, rc, err);
@@ -410,7 +408,6 @@ static PyObject *limiter_reset(LimiterObject *self, PyObject *id)
     rl_client *rl = client_enter(st, self->client);
     if (rl) {
         CALL_WITHOUT_GIL(rc, err, rl_reset(rl, PyBytes_AS_STRING(self->name), id_s, self->stored ? NULL : &self->spec));
-        client_leave(self->client);
     }
     Py_DECREF(keep);
     if (!rl) return NULL;
@@ -459,7 +456,6 @@ static PyObject *limiter_acquire_many(LimiterObject *self, PyObject *args, PyObj
     rl_client *rl = client_enter(st, self->client);
     if (!rl) goto done;
     CALL_WITHOUT_GIL(rc, err, rl_execute_each(rl, reqs, (size_t)n, results, outcomes));
-    client_leave(self->client);
     out = batch_outcomes(st, rc, err, results, outcomes, n, return_exceptions);
 done:
     Py_XDECREF(keeps);
@@ -499,7 +495,6 @@ static int current_spec(rl_state *st, LimiterObject *self, rl_spec *out)
     rl_client *rl = client_enter(st, self->client);
     if (!rl) return -1;
     CALL_WITHOUT_GIL(rc, err, rl_config_resolve(rl, PyBytes_AS_STRING(self->name), out));
-    client_leave(self->client);
     if (rc) {
         raise_code(st, rc, err);
         return -1;
@@ -528,7 +523,6 @@ static PyObject *entity_keys(rl_state *st, LimiterObject *self, const rl_spec *s
         if (!k || PyList_Append(out, k) < 0) Py_CLEAR(out);
         Py_XDECREF(k);
     }
-    client_leave(self->client);
 done:
     Py_DECREF(keep);
     return out;

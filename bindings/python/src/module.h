@@ -108,25 +108,19 @@ int cancel_cb(void *p);
 
 typedef struct {
     PyObject_HEAD
-    rl_client *rl;
-    Py_ssize_t inflight; /* calls running with the GIL released */
+    rl_client *rl; /* freed with the object: the core shuts it down at close() */
     int closing;
     PyObject *weakrefs;
     /* the completion queues (aio.c) that requests of this client may still
-     * complete into: kept alive until rl_client_close has returned. A list,
-     * or NULL; not traversed (a queue holds no Python object: no cycle). */
+     * complete into: kept alive until it shut down. A list, or NULL; not
+     * traversed (a queue holds no Python object: no cycle). */
     PyObject *queues;
 } ClientObject;
 
-/* A call in flight: client_enter (with the GIL) gives the rl_client or
- * raises ClientClosed; client_leave (with the GIL) ends it, and closes the
- * client if close() came meanwhile. */
+/* The rl_client, or NULL with ClientClosed raised when it never opened.
+ * After close() the core refuses each call (RL_ERR_CLOSED): calls in flight
+ * are the core's to count (rl_client_shutdown). */
 rl_client *client_enter(rl_state *st, ClientObject *c);
-void client_leave(ClientObject *c);
-
-/* Closes c->rl (with the GIL held; c->rl is set to NULL first), then lets
- * go of the completion queues it posted to. */
-void client_close_now(ClientObject *c);
 
 /* rl_leases_give_back(c, name) with the GIL released; never raises (a
  * closed client has nothing left to give back). */
@@ -181,7 +175,7 @@ int limiter_batch(rl_state *st, PyObject *limiter, PyObject *items, PyObject *no
 
 /* ---- completion queues (aio.c) ------------------------------------------------------- */
 
-/* After rl_client_close(c->rl) returned: nothing posts to c's queues now. */
+/* After c->rl shut down: nothing posts to c's queues now. */
 void client_release_queues(ClientObject *c);
 
 /* ---- the types ------------------------------------------------------------------------ */

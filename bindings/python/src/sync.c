@@ -50,7 +50,6 @@ static PyObject *sync_acquire(ClientObject *self, PyObject *args, PyObject *kw, 
     CALL_CANCELLABLE(cc, rc, err,
                      lock ? rl_lock_acquire(rl, name_s, lease_ms, &wait, &permit)
                           : rl_semaphore_acquire(rl, name_s, max, lease_ms, &wait, &permit));
-    client_leave(self);
     Py_DECREF(keep);
     if (PyErr_Occurred()) return NULL; /* KeyboardInterrupt or cancel() raised */
     if (rc) return raise_code(st, rc, err);
@@ -91,7 +90,6 @@ static PyObject *sync_simple(ClientObject *self, PyObject *args, int lock, int w
                                                     : rl_lock_release(rl, name_s, id_s, &done)
                                        : with_lease ? rl_semaphore_refresh(rl, name_s, id_s, lease_ms, &done)
                                                     : rl_semaphore_release(rl, name_s, id_s, &done));
-        client_leave(self);
     }
     Py_DECREF(keep_name);
     Py_DECREF(keep_id);
@@ -135,7 +133,6 @@ static PyObject *sem_info(ClientObject *self, PyObject *args, int with_max)
     if (rl) {
         CALL_WITHOUT_GIL(rc, err,
                          with_max ? rl_semaphore_available(rl, name_s, max, &value) : rl_semaphore_holders(rl, name_s, &value));
-        client_leave(self);
     }
     Py_DECREF(keep);
     if (!rl) return NULL;
@@ -175,7 +172,6 @@ PyObject *client_queue_push(ClientObject *self, PyObject *args)
     rl_client *rl = client_enter(st, self);
     if (rl) {
         CALL_WITHOUT_GIL(rc, err, rl_queue_push(rl, q, m, (size_t)mlen, delay_ms, &added));
-        client_leave(self);
     }
     Py_DECREF(keep_q);
     Py_DECREF(keep_m);
@@ -233,7 +229,6 @@ static PyObject *queue_pop(ClientObject *self, PyObject *args, PyObject *kw, int
     CALL_CANCELLABLE(cc, rc, err,
                      wait ? rl_queue_pop_wait(rl, q, (size_t)max_n, &w, &msgs)
                           : rl_queue_pop_ready(rl, q, (size_t)max_n, &msgs));
-    client_leave(self);
     Py_DECREF(keep);
     if (PyErr_Occurred()) { /* KeyboardInterrupt or cancel() raised while waiting */
         rl_messages_free(&msgs);
@@ -269,7 +264,6 @@ PyObject *client_queue_size(ClientObject *self, PyObject *args)
     rl_client *rl = client_enter(st, self);
     if (rl) {
         CALL_WITHOUT_GIL(rc, err, rl_queue_size(rl, q, &size));
-        client_leave(self);
     }
     Py_DECREF(keep);
     if (!rl) return NULL;
@@ -296,7 +290,6 @@ PyObject *client_queue_remove(ClientObject *self, PyObject *args)
     rl_client *rl = client_enter(st, self);
     if (rl) {
         CALL_WITHOUT_GIL(rc, err, rl_queue_remove(rl, q, m, (size_t)mlen, &removed));
-        client_leave(self);
     }
     Py_DECREF(keep_q);
     Py_DECREF(keep_m);
