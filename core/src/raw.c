@@ -29,7 +29,7 @@ int rl_requests_validate(const rl_request *requests, size_t n)
 
 int rl_command_run(rl_client *client, int slot, int argc, const char **argv, const size_t *lens, rl_reply **out)
 {
-    RL_IN_FLIGHT(client);
+    RL_IN_FLIGHT_ELSE(client, if (out) *out = NULL);
     redisReply *reply = NULL;
     rl_cmd cmd;
     int rc;

@@ -267,7 +267,7 @@ int rl_check_permit_call(rl_client *client, const char *name, const char *id)
 int rl_semaphore_acquire(rl_client *client, const char *name, int64_t permits_max, int64_t lease_ms,
                          const rl_wait *wait, rl_permit *out)
 {
-    RL_IN_FLIGHT(client);
+    RL_IN_FLIGHT_ELSE(client, if (out) memset(out, 0, sizeof *out));
     return sem_acquire(client, "semaphore", name, permits_max, lease_ms, wait, out);
 }
 
@@ -320,7 +320,7 @@ int rl_semaphore_holders(rl_client *client, const char *name, int64_t *holders)
 
 int rl_lock_acquire(rl_client *client, const char *name, int64_t lease_ms, const rl_wait *wait, rl_permit *out)
 {
-    RL_IN_FLIGHT(client);
+    RL_IN_FLIGHT_ELSE(client, if (out) memset(out, 0, sizeof *out));
     return sem_acquire(client, "lock", name, 1, lease_ms, wait, out);
 }
 
@@ -481,7 +481,7 @@ int rl_decode_queue_pop(const redisReply *r, rl_messages *out, int64_t *next_in)
 
 int rl_queue_pop_ready(rl_client *client, const char *queue, size_t max, rl_messages *out)
 {
-    RL_IN_FLIGHT(client);
+    RL_IN_FLIGHT_ELSE(client, if (out) memset(out, 0, sizeof *out)); /* freed by callers */
     int64_t next_in;
     int rc;
     if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
@@ -493,7 +493,7 @@ int rl_queue_pop_ready(rl_client *client, const char *queue, size_t max, rl_mess
 
 int rl_queue_pop_wait(rl_client *client, const char *queue, size_t max, const rl_wait *wait, rl_messages *out)
 {
-    RL_IN_FLIGHT(client);
+    RL_IN_FLIGHT_ELSE(client, if (out) memset(out, 0, sizeof *out)); /* freed by callers */
     int64_t timeout = wait_timeout(wait), deadline, next_in;
     rl_conn *sub = NULL;
     char *channel;

@@ -142,6 +142,10 @@ static void calls_after_shutdown(void)
     CHECK_EQ(rl_queue_size(client, "after", &value), RL_ERR_CLOSED);
     CHECK_EQ(rl_config_set_if_absent(client, "after", &one_an_hour, &set), RL_ERR_CLOSED);
     CHECK_EQ(rl_leases_give_back(client, NULL), RL_ERR_CLOSED);
+    rl_messages m = {.count = 7};
+    CHECK_EQ(rl_queue_pop_ready(client, "after", 1, &m), RL_ERR_CLOSED);
+    CHECK_EQ(m.count, 0); /* what a caller frees is empty */
+    rl_messages_free(&m);
     CHECK(now_ms() - start < 100);
     CHECK_EQ(status, 99); /* refused: no completion */
     CHECK(strlen(rl_client_prefix(client)) > 0);
