@@ -176,7 +176,7 @@ static void check_classify(const redisReply *r)
             char *host = malloc(sizes[k]); /* exactly sized: ASan sees any overflow */
             int slot = -7, port = -7;
             FUZZ_CHECK(host != NULL);
-            reply_kind kind = rl_classify_reply(c, r, &slot, host, sizes[k], &port);
+            rl_reply_verdict kind = rl_classify_reply(c, r, &slot, host, sizes[k], &port);
             FUZZ_CHECK(kind >= REPLY_FINAL && kind <= REPLY_READONLY);
             if (r->type != REDIS_REPLY_ERROR) FUZZ_CHECK(kind == REPLY_FINAL);
             if (kind == REPLY_MOVED || kind == REPLY_ASK) {

@@ -26,13 +26,13 @@ void rl_async_wake(rl_async *a)
 /* ---- connections -------------------------------------------------------------- */
 
 /* The command connection to node, or (sub) its subscriber connection. */
-aconn *rl_async_find_conn(rl_async *a, rl_node *node, int sub)
+rl_aconn *rl_async_find_conn(rl_async *a, rl_node *node, int sub)
 {
     for (int i = 0; i < a->nconns; i++)
         if (a->conns[i]->node == node && a->conns[i]->sub == sub) return a->conns[i];
     if (a->nconns == a->cap_conns) {
         int cap = a->cap_conns ? a->cap_conns * 2 : 4;
-        aconn **grown = realloc(a->conns, (size_t)cap * sizeof *grown);
+        rl_aconn **grown = realloc(a->conns, (size_t)cap * sizeof *grown);
         if (!grown) return NULL;
         a->conns = grown;
         struct pollfd *polls = realloc(a->polls, (size_t)(cap + 1) * sizeof *polls);
@@ -40,7 +40,7 @@ aconn *rl_async_find_conn(rl_async *a, rl_node *node, int sub)
         a->polls = polls;
         a->cap_conns = cap;
     }
-    aconn *ac = calloc(1, sizeof *ac);
+    rl_aconn *ac = calloc(1, sizeof *ac);
     if (!ac) return NULL;
     ac->node = node;
     ac->sub = sub;
@@ -50,7 +50,7 @@ aconn *rl_async_find_conn(rl_async *a, rl_node *node, int sub)
 
 /* Fails everything in flight on ac with status: it may have run, so none of
  * it is ever sent again. */
-void rl_async_conn_drop(rl_async *a, aconn *ac, int status)
+void rl_async_conn_drop(rl_async *a, rl_aconn *ac, int status)
 {
     char msg[200];
     snprintf(msg, sizeof msg, "%s", rl_errmsg());
@@ -75,7 +75,7 @@ void rl_async_conn_drop(rl_async *a, aconn *ac, int status)
 
 /* A connection from the dialer joins the loop: from here on its socket never
  * blocks, the I/O thread waits in poll. */
-static void conn_attach(aconn *ac, rl_conn *conn)
+static void conn_attach(rl_aconn *ac, rl_conn *conn)
 {
     redisContext *ctx = conn->ctx;
     ctx->flags &= ~REDIS_BLOCK;
@@ -88,10 +88,10 @@ static void conn_attach(aconn *ac, rl_conn *conn)
  * (rl_plan_calls), their replies due one per call; a decision sent ahead of
  * others (their deadlines earlier than its own) counts as resent, so the
  * timers look past it (expire). */
-static void flush_first(rl_async *a, aconn *ac, int n)
+static void flush_first(rl_async *a, rl_aconn *ac, int n)
 {
     enum { MOST = RL_STAGED_PER_BATCH * RL_MAX_BATCH };
-    areq *staged[MOST];
+    rl_areq *staged[MOST];
     const rl_cmd *cmds[MOST], *batch[RL_MAX_BATCH];
     size_t ord[MOST], len[MOST];
     char placed[MOST];
@@ -103,7 +103,7 @@ static void flush_first(rl_async *a, aconn *ac, int n)
     size_t calls = rl_plan_calls(a->client, cmds, NULL, (size_t)n, ord, len, placed);
     for (size_t k = 0, o = 0; k < calls; o += len[k++]) {
         for (size_t j = 0; j < len[k]; j++) {
-            areq *r = staged[ord[o + j]];
+            rl_areq *r = staged[ord[o + j]];
             r->group = 0;
             if (placed[ord[o + j]] == 2 && !r->reordered) {
                 r->reordered = 1;
@@ -117,7 +117,7 @@ static void flush_first(rl_async *a, aconn *ac, int n)
     }
 }
 
-static void flush_staged(rl_async *a, aconn *ac)
+static void flush_staged(rl_async *a, rl_aconn *ac)
 {
     flush_first(a, ac, ac->staged_count);
 }
@@ -126,19 +126,19 @@ static void flush_staged(rl_async *a, aconn *ac)
  * company. (Sent at once, a call's size would repeat itself: the replies
  * to a call of k decisions make k new ones.) In a cluster, grouped by
  * slot, all once there are max_batch. */
-static void flush_whole_batches(rl_async *a, aconn *ac)
+static void flush_whole_batches(rl_async *a, rl_aconn *ac)
 {
     int n = ac->staged_count, cap = a->client->options.max_batch;
     if (a->client->url.mode == RL_MODE_CLUSTER) flush_first(a, ac, n >= cap ? n : 0);
     else flush_first(a, ac, n - n % cap);
 }
 
-static int batchable(const rl_async *a, const areq *r)
+static int batchable(const rl_async *a, const rl_areq *r)
 {
     return r->cmd.batchable && !r->ask && !r->lease && !r->wait && a->client->options.max_batch > 1;
 }
 
-static void append(rl_async *a, aconn *ac, areq *r)
+static void append(rl_async *a, rl_aconn *ac, rl_areq *r)
 {
     r->sent_ms = a->now_ms;
     r->reordered = 0;
@@ -162,9 +162,9 @@ static void append(rl_async *a, aconn *ac, areq *r)
 }
 
 /* An internal command (ASKING, SCRIPT LOAD) whose reply is read and dropped. */
-static int append_internal(rl_async *a, aconn *ac, req_kind kind, int argc, const char **argv, const size_t *lens)
+static int append_internal(rl_async *a, rl_aconn *ac, rl_req_kind kind, int argc, const char **argv, const size_t *lens)
 {
-    areq *r = rl_async_req_new(kind);
+    rl_areq *r = rl_async_req_new(kind);
     if (!r) return rl_fail(RL_ERR_NOMEM, "out of memory");
     flush_staged(a, ac);
     r->sent_ms = a->now_ms;
@@ -176,20 +176,20 @@ static int append_internal(rl_async *a, aconn *ac, req_kind kind, int argc, cons
 
 /* The server is behind: the oldest reply ac owes is older than the command
  * timeout (every caller waiting for it has had its timeout). */
-static int behind(const rl_async *a, const aconn *ac, int64_t now)
+static int behind(const rl_async *a, const rl_aconn *ac, int64_t now)
 {
     return ac->inflight.head && now - ac->inflight.head->sent_ms > a->client->options.command_timeout_ms;
 }
 
 /* r was never sent: it cannot have consumed anything. */
-static void fail_unsent(rl_async *a, aconn *ac, areq *r, int64_t now)
+static void fail_unsent(rl_async *a, rl_aconn *ac, rl_areq *r, int64_t now)
 {
     rl_fail(RL_ERR_BACKLOG, "not sent: %d requests in flight to %s:%d (max_in_flight), the oldest for %lld ms", ac->count,
             ac->node->host, ac->node->port, (long long)(ac->inflight.head ? now - ac->inflight.head->sent_ms : 0));
     rl_async_finish(a, r, RL_ERR_BACKLOG, NULL);
 }
 
-static void transmit(rl_async *a, aconn *ac, areq *r)
+static void transmit(rl_async *a, rl_aconn *ac, rl_areq *r)
 {
     if (r->ask) {
         const char *asking[1] = {"ASKING"};
@@ -205,7 +205,7 @@ static void transmit(rl_async *a, aconn *ac, areq *r)
 /* Sends r on ac if there is room; else it waits for room, unsent, unless the
  * server is behind: feeding it would only lengthen the queue in Redis,
  * whose scripts run (consume) after their callers have given up. */
-static void send_to(rl_async *a, aconn *ac, areq *r)
+static void send_to(rl_async *a, rl_aconn *ac, rl_areq *r)
 {
     /* the blocking pool's bound (conn.c), kept by the callers it combines */
     if (r->blocking && behind(a, ac, rl_now_ms())) {
@@ -226,14 +226,14 @@ static void send_to(rl_async *a, aconn *ac, areq *r)
 }
 
 /* Replies made room: the waiting requests go out, oldest first. */
-static void feed(rl_async *a, aconn *ac)
+static void feed(rl_async *a, rl_aconn *ac)
 {
     while (ac->room.head && ac->count < a->client->options.max_in_flight) transmit(a, ac, list_pop(&ac->room));
 }
 
 /* Routes r and appends it to its server's output buffer, or parks it until
  * the dialer has connected that server or found where it lives. */
-void rl_async_dispatch(rl_async *a, areq *r)
+void rl_async_dispatch(rl_async *a, rl_areq *r)
 {
     rl_node *node = r->ask;
     int rc = RL_OK, due = 0;
@@ -251,7 +251,7 @@ void rl_async_dispatch(rl_async *a, areq *r)
             return;
         }
     }
-    aconn *ac = rl_async_find_conn(a, node, 0);
+    rl_aconn *ac = rl_async_find_conn(a, node, 0);
     if (!ac) {
         rc = rl_fail(RL_ERR_NOMEM, "out of memory");
         goto fail;
@@ -282,14 +282,14 @@ fail:
 static void dials_done(rl_async *a)
 {
     pthread_mutex_lock(&a->mutex);
-    dial *d = a->dial_done;
+    rl_dial *d = a->dial_done;
     a->dial_done = NULL;
     pthread_mutex_unlock(&a->mutex);
     while (d) {
-        dial *next = d->next;
-        areq *r;
+        rl_dial *next = d->next;
+        rl_areq *r;
         if (!d->ac) {
-            areq_list parked = a->unrouted;
+            rl_areq_list parked = a->unrouted;
             a->unrouted.head = a->unrouted.tail = NULL;
             a->discovering = 0;
             if (d->status) {
@@ -298,7 +298,7 @@ static void dials_done(rl_async *a)
             }
             while ((r = list_pop(&parked))) rl_async_dispatch(a, r);
         } else {
-            aconn *ac = d->ac;
+            rl_aconn *ac = d->ac;
             ac->connecting = 0;
             int rc = d->status ? rl_fail(d->status, "%s", d->error) : RL_OK;
             if (!rc) conn_attach(ac, d->conn);
@@ -310,7 +310,7 @@ static void dials_done(rl_async *a)
             }
             while ((r = list_pop(&ac->pending))) send_to(a, ac, r);
             if (!rc && ac->sub)
-                for (achannel *ch = ac->channels; ch; ch = ch->next)
+                for (rl_achannel *ch = ac->channels; ch; ch = ch->next)
                     if (ch->refs) rl_wait_sub_send(a, ac, ch, 1);
         }
         free(d);
@@ -320,7 +320,7 @@ static void dials_done(rl_async *a)
 
 /* ---- replies ------------------------------------------------------------------ */
 
-static void handle_reply(rl_async *a, aconn *ac, areq *r, const redisReply *reply)
+static void handle_reply(rl_async *a, rl_aconn *ac, rl_areq *r, const redisReply *reply)
 {
     if (r->kind > REQ_POP) {
         /* loaded (or not): a later NOSCRIPT (SCRIPT FLUSH) loads it again */
@@ -352,7 +352,7 @@ static void handle_reply(rl_async *a, aconn *ac, areq *r, const redisReply *repl
         append(a, ac, r);
         return;
     }
-    reply_kind kind = rl_follow_reply(a->client, reply, ac->node, &r->ask);
+    rl_reply_verdict kind = rl_follow_reply(a->client, reply, ac->node, &r->ask);
     if (kind == REPLY_FINAL) {
         if (reply->type == REDIS_REPLY_ERROR) {
             rl_fail(RL_ERR_REDIS, "%s", reply->str);
@@ -384,11 +384,11 @@ static void handle_reply(rl_async *a, aconn *ac, areq *r, const redisReply *repl
 
 /* The reply to a batch of first->group decisions, the rest of them next
  * on ac->inflight: each gets its part (rl_batch_part). */
-static void handle_batch_reply(rl_async *a, aconn *ac, areq *first, redisReply *reply)
+static void handle_batch_reply(rl_async *a, rl_aconn *ac, rl_areq *first, redisReply *reply)
 {
     size_t n = (size_t)first->group;
     int ok = rl_batch_reply_ok(reply, n);
-    areq *r = first;
+    rl_areq *r = first;
     first->group = 0;
     for (size_t i = 0; i < n; i++) {
         if (i > 0) {
@@ -401,7 +401,7 @@ static void handle_batch_reply(rl_async *a, aconn *ac, areq *first, redisReply *
     }
 }
 
-static void write_out(rl_async *a, aconn *ac)
+static void write_out(rl_async *a, rl_aconn *ac)
 {
     redisContext *ctx = ac->conn->ctx;
     if (rl_conn_flush_some(ac->conn) != REDIS_OK) {
@@ -414,9 +414,9 @@ static void write_out(rl_async *a, aconn *ac)
 
 /* Under a->mutex: what callers submitted and cancelled, taken together (a
  * cancel always finds its wait begun). */
-static areq_list detach_submitted(rl_async *a, uint64_t **cancels, size_t *cancel_count)
+static rl_areq_list detach_submitted(rl_async *a, uint64_t **cancels, size_t *cancel_count)
 {
-    areq_list batch = a->submitted;
+    rl_areq_list batch = a->submitted;
     a->submitted.head = a->submitted.tail = NULL;
     *cancels = a->cancels;
     *cancel_count = a->cancel_count;
@@ -431,9 +431,9 @@ static void take_submitted(rl_async *a)
     uint64_t *cancels;
     size_t cancel_count;
     pthread_mutex_lock(&a->mutex);
-    areq_list batch = detach_submitted(a, &cancels, &cancel_count);
+    rl_areq_list batch = detach_submitted(a, &cancels, &cancel_count);
     pthread_mutex_unlock(&a->mutex);
-    areq *r;
+    rl_areq *r;
     while ((r = list_pop(&batch))) {
         if (r->wait) rl_wait_begin(a, r);
         rl_async_dispatch(a, r);
@@ -453,7 +453,7 @@ static void send_all(rl_async *a, int whole_only)
     }
 }
 
-static void read_replies(rl_async *a, aconn *ac)
+static void read_replies(rl_async *a, rl_aconn *ac)
 {
     redisContext *ctx = ac->conn->ctx;
     if (rl_conn_buffer_read(ac->conn) != REDIS_OK) {
@@ -470,7 +470,7 @@ static void read_replies(rl_async *a, aconn *ac)
             return;
         }
         if (!reply) return;
-        areq *r = list_pop(&ac->inflight);
+        rl_areq *r = list_pop(&ac->inflight);
         if (r) ac->count--;
         if (r && r->kind <= REQ_POP && (r->redirects > 0 || r->reordered)) ac->resent--;
         if (!r) {
@@ -510,7 +510,7 @@ static int64_t expire(rl_async *a, int64_t now)
     for (int i = 0; i < a->nconns; i++)
         if (a->conns[i]->conn) flush_staged(a, a->conns[i]);
     for (int i = 0; i < a->nconns; i++) {
-        aconn *ac = a->conns[i];
+        rl_aconn *ac = a->conns[i];
         /* a server that owes a reply and has said nothing for two timeouts
          * is stuck: drop it (an idle connection owes nothing) */
         int64_t owed_since = ac->inflight.head ? ac->inflight.head->sent_ms : now;
@@ -521,7 +521,7 @@ static int64_t expire(rl_async *a, int64_t now)
             rl_async_conn_drop(a, ac, RL_ERR_TIMEOUT);
             continue;
         }
-        for (areq *r = ac->inflight.head; r; r = r->next) {
+        for (rl_areq *r = ac->inflight.head; r; r = r->next) {
             if (r->kind > REQ_POP || r->abandoned) continue;
             if (r->deadline_ms <= now) {
                 rl_fail(RL_ERR_TIMEOUT, "no reply within %d ms", a->client->options.command_timeout_ms);
@@ -537,10 +537,10 @@ static int64_t expire(rl_async *a, int64_t now)
     /* waiting for room: never sent, so BACKLOG (nothing consumed) once the
      * server is behind or their time is up */
     for (int i = 0; i < a->nconns; i++) {
-        aconn *ac = a->conns[i];
+        rl_aconn *ac = a->conns[i];
         int late = ac->room.head && behind(a, ac, now);
-        areq_list kept = {NULL, NULL};
-        areq *p;
+        rl_areq_list kept = {NULL, NULL};
+        rl_areq *p;
         while ((p = list_pop(&ac->room))) {
             if (late || p->deadline_ms <= now) {
                 fail_unsent(a, ac, p, now);
@@ -554,8 +554,8 @@ static int64_t expire(rl_async *a, int64_t now)
     }
     /* parked: waiting for a connection or a discovery */
     for (int i = 0; i <= a->nconns; i++) {
-        areq_list *l = i < a->nconns ? &a->conns[i]->pending : &a->unrouted, kept = {NULL, NULL};
-        areq *p;
+        rl_areq_list *l = i < a->nconns ? &a->conns[i]->pending : &a->unrouted, kept = {NULL, NULL};
+        rl_areq *p;
         while ((p = list_pop(l))) {
             if (p->deadline_ms <= now) {
                 rl_fail(RL_ERR_TIMEOUT, "no connection within %d ms", a->client->options.command_timeout_ms);
@@ -567,8 +567,8 @@ static int64_t expire(rl_async *a, int64_t now)
         }
         *l = kept;
     }
-    areq_list still = {NULL, NULL};
-    areq *r;
+    rl_areq_list still = {NULL, NULL};
+    rl_areq *r;
     while ((r = list_pop(&a->waiting))) {
         if (r->deadline_ms <= now) {
             int timeout = a->client->options.command_timeout_ms;
@@ -601,7 +601,7 @@ void *rl_async_io_thread(void *arg)
         if (a->closing) {
             uint64_t *cancels;
             size_t cancel_count;
-            areq_list batch = detach_submitted(a, &cancels, &cancel_count);
+            rl_areq_list batch = detach_submitted(a, &cancels, &cancel_count);
             free(cancels);
             pthread_cond_broadcast(&a->dial_wanted);
             pthread_mutex_unlock(&a->mutex);
@@ -640,7 +640,7 @@ void *rl_async_io_thread(void *arg)
         int nconns = a->nconns;
         a->polls[0] = (struct pollfd){.fd = a->wake_fds[0], .events = POLLIN};
         for (int i = 0; i < nconns; i++) {
-            aconn *ac = a->conns[i];
+            rl_aconn *ac = a->conns[i];
             a->polls[i + 1] = (struct pollfd){.fd = ac->conn ? ac->conn->ctx->fd : -1,
                                               .events = POLLIN | (ac->polling_out ? POLLOUT : 0)};
         }
@@ -658,7 +658,7 @@ void *rl_async_io_thread(void *arg)
         /* a->polls, not a copy: handling may grow it (rl_async_find_conn) */
         for (int i = 0; i < nconns; i++) {
             short events = a->polls[i + 1].revents;
-            aconn *ac = a->conns[i];
+            rl_aconn *ac = a->conns[i];
             if (!events || !ac->conn) continue;
             if (events & (POLLIN | POLLERR | POLLHUP | POLLNVAL)) {
                 if (ac->sub) rl_wait_read(a, ac);

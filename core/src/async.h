@@ -21,24 +21,24 @@ typedef enum {
     REQ_POP,
     REQ_ASKING,
     REQ_SCRIPT_LOAD
-} req_kind;
+} rl_req_kind;
 
-struct aconn;
-struct lease;
+struct rl_aconn;
+struct rl_lease;
 
 /* One wake-up channel subscribed on a server's subscriber connection. */
-typedef struct achannel {
-    struct achannel *next;
+typedef struct rl_achannel {
+    struct rl_achannel *next;
     char *name;
     int refs;       /* waits that want it */
     int unacked;    /* (un)subscribe commands sent and not yet confirmed */
     int subscribed; /* what the last command sent asked for */
-} achannel;
+} rl_achannel;
 
 /* A semaphore / lock acquire or a queue pop: what its later tries, its
  * wake-ups and its clean-up need. */
-typedef struct await {
-    struct areq *prev, *next; /* every unfinished one, on rl_async.waits */
+typedef struct rl_await {
+    struct rl_areq *prev, *next; /* every unfinished one, on rl_async.waits */
     const char *kind;         /* "semaphore", "lock", "delay_queue" */
     char *name;
     int64_t max, lease;       /* acquire */
@@ -46,20 +46,20 @@ typedef struct await {
     int linked;               /* on rl_async.waits */
     int queued;               /* tries that keep a place in the semaphore's queue were sent */
     char *channel;
-    struct aconn *sub;        /* holds a reference to chan on this subscriber */
-    achannel *chan;
+    struct rl_aconn *sub;        /* holds a reference to chan on this subscriber */
+    rl_achannel *chan;
     int armed;                /* the try in flight was sent while subscribed */
     int woken;                /* a wake-up came while a try was in flight */
     int sleeping;             /* on rl_async.sleepers */
     int cancelled;
     rl_messages taken;        /* a pop's messages, until completed */
-} await;
+} rl_await;
 
-typedef struct areq {
-    struct areq *next;
-    await *wait;          /* semaphore / lock acquire and queue pop */
+typedef struct rl_areq {
+    struct rl_areq *next;
+    rl_await *wait;          /* semaphore / lock acquire and queue pop */
     int silent;           /* a clean-up of ours (leave, release, push back): nobody to complete */
-    req_kind kind;
+    rl_req_kind kind;
     uint64_t tag;
     rl_target target;
     int64_t capacity, permits; /* for the fallback decision */
@@ -75,7 +75,7 @@ typedef struct areq {
     int reserved;         /* its completion has room in target.queue (rl_completions_reserve) */
     int failed;           /* failed before it could be sent: completed with this status */
     char failure[200];    /* its message; or the last redirect or retry's reply */
-    struct lease *lease;  /* a LEASE fetching this lease's next block (lease.c) */
+    struct rl_lease *lease;  /* a LEASE fetching this lease's next block (lease.c) */
     rl_op lease_op;
     int64_t lease_sent_ms;
     char *reset_entity;   /* a reset's "name\0id": this client's leases on it are dropped again when it is done */
@@ -86,13 +86,13 @@ typedef struct areq {
     int decided_status;
     rl_result result;
     rl_cmd cmd;           /* last: a new request zeroes what comes before only (cmd is 2 KB) */
-} areq;
+} rl_areq;
 
 typedef struct {
-    areq *head, *tail;
-} areq_list;
+    rl_areq *head, *tail;
+} rl_areq_list;
 
-static inline void list_push(areq_list *l, areq *r)
+static inline void list_push(rl_areq_list *l, rl_areq *r)
 {
     r->next = NULL;
     if (l->tail) l->tail->next = r;
@@ -100,9 +100,9 @@ static inline void list_push(areq_list *l, areq *r)
     l->tail = r;
 }
 
-static inline areq *list_pop(areq_list *l)
+static inline rl_areq *list_pop(rl_areq_list *l)
 {
-    areq *r = l->head;
+    rl_areq *r = l->head;
     if (r) {
         l->head = r->next;
         if (!l->head) l->tail = NULL;
@@ -111,40 +111,40 @@ static inline areq *list_pop(areq_list *l)
     return r;
 }
 
-typedef struct aconn {
+typedef struct rl_aconn {
     rl_node *node;
     int sub;             /* the server's subscriber connection (wake-ups), not commands */
-    achannel *channels;  /* sub: what it is (or should be) subscribed to */
+    rl_achannel *channels;  /* sub: what it is (or should be) subscribed to */
     rl_conn *conn;       /* NULL: not connected */
     int polling_out;     /* POLLOUT wanted: the socket took less than we had */
-    areq_list inflight;  /* sent (or buffered), replies due in this order */
+    rl_areq_list inflight;  /* sent (or buffered), replies due in this order */
     int count;           /* how many: at most max_in_flight, but for NOSCRIPT's re-sends */
-    areq_list staged;    /* plain decisions ready to go (counted): one batch call when written */
+    rl_areq_list staged;    /* plain decisions ready to go (counted): one batch call when written */
     int staged_count;
-    areq_list room;      /* routed here, waiting (unsent) for count to drop under max_in_flight */
+    rl_areq_list room;      /* routed here, waiting (unsent) for count to drop under max_in_flight */
     int resent;          /* of those, sent again (NOSCRIPT, MOVED...) or reordered: older deadlines among newer */
     unsigned loading;    /* scripts a SCRIPT LOAD was queued for on this connection */
     int64_t last_read_ms;
     int connecting;      /* the dialer is connecting it */
-    areq_list pending;   /* routed here, waiting for the connection */
-} aconn;
+    rl_areq_list pending;   /* routed here, waiting for the connection */
+} rl_aconn;
 
 /* Connecting and asking the sentinels / cluster where servers are block for
  * up to a timeout, so the I/O thread hands them to a dialer thread and goes
  * on serving the servers it is connected to. */
-typedef struct dial {
-    struct dial *next;
-    aconn *ac;     /* NULL: a topology discovery */
+typedef struct rl_dial {
+    struct rl_dial *next;
+    rl_aconn *ac;     /* NULL: a topology discovery */
     rl_conn *conn; /* the result */
     int status;
     char error[200];
-} dial;
+} rl_dial;
 
 struct rl_async {
     rl_client *client;
     pthread_t thread;
     pthread_mutex_t mutex; /* guards submitted, closing, sleeping */
-    areq_list submitted;
+    rl_areq_list submitted;
     int closing;
     int joined; /* the I/O thread was joined (rl_async_stop) */
     int sleeping; /* in poll: a submit must wake it */
@@ -152,22 +152,22 @@ struct rl_async {
     int wake_fds[2]; /* a pipe: rl_async_wake writes, the I/O thread polls */
     /* the I/O thread's own */
     int64_t now_ms; /* rl_now_ms, read once per turn of its loop and per read (sent_ms) */
-    aconn **conns; /* one per server, never moved */
+    rl_aconn **conns; /* one per server, never moved */
     int nconns, cap_conns;
     struct pollfd *polls; /* cap_conns + 1: the wake pipe, then conns[i]'s socket (-1: none) */
-    areq_list waiting; /* to dispatch again at retry_at_ms */
-    areq_list sleepers; /* waits between tries: at retry_at_ms or when woken */
-    areq *waits;        /* every unfinished wait (await.prev / next) */
+    rl_areq_list waiting; /* to dispatch again at retry_at_ms */
+    rl_areq_list sleepers; /* waits between tries: at retry_at_ms or when woken */
+    rl_areq *waits;        /* every unfinished wait (rl_await.prev / next) */
     uint64_t *cancels;  /* tags rl_cancel asked for; guarded by mutex */
     size_t cancel_count, cancel_cap;
     int stopping;       /* the I/O thread completes everything: no clean-ups any more */
-    areq_list unrouted; /* waiting for a discovery */
+    rl_areq_list unrouted; /* waiting for a discovery */
     int discovering;    /* a discovery is with the dialer */
     int64_t discover_after_ms;
     /* the dialer; jobs and results guarded by mutex */
     pthread_t dialer;
     pthread_cond_t dial_wanted;
-    dial *dial_jobs, *dial_done;
+    rl_dial *dial_jobs, *dial_done;
 };
 
 /* Decisions staged on one connection at most, per max_batch (a cluster's
@@ -178,34 +178,34 @@ struct rl_async {
 void *rl_async_io_thread(void *arg);
 void rl_async_wake(rl_async *a);
 /* the command connection to node, or (sub) its subscriber connection; NULL: no memory */
-aconn *rl_async_find_conn(rl_async *a, rl_node *node, int sub);
+rl_aconn *rl_async_find_conn(rl_async *a, rl_node *node, int sub);
 /* routes r and appends it to its server's output (or parks it) */
-void rl_async_dispatch(rl_async *a, areq *r);
+void rl_async_dispatch(rl_async *a, rl_areq *r);
 /* fails what is in flight on ac (it may have run: never sent again) */
-void rl_async_conn_drop(rl_async *a, aconn *ac, int status);
+void rl_async_conn_drop(rl_async *a, rl_aconn *ac, int status);
 
 /* dialer.c: the dialer thread */
 void *rl_async_dialer(void *arg);
 /* hands connecting ac (NULL: a topology discovery) to the dialer */
-void rl_async_dial(rl_async *a, aconn *ac);
+void rl_async_dial(rl_async *a, rl_aconn *ac);
 void rl_async_want_discovery(rl_async *a);
 /* dials nobody will use any more (closing) */
 void rl_async_free_dials(rl_async *a);
 
 /* requests.c: a request's life */
 /* zeroed, cmd empty; NULL: no memory */
-areq *rl_async_req_new(req_kind kind);
-void rl_async_req_free(areq *r);
+rl_areq *rl_async_req_new(rl_req_kind kind);
+void rl_async_req_free(rl_areq *r);
 /* tells r's caller (decoded reply, or status); r stays */
-void rl_async_complete(rl_async *a, areq *r, int status, const redisReply *reply);
+void rl_async_complete(rl_async *a, rl_areq *r, int status, const redisReply *reply);
 /* r is done: completed (unless it was already) and freed */
-void rl_async_finish(rl_async *a, areq *r, int status, const redisReply *reply);
+void rl_async_finish(rl_async *a, rl_areq *r, int status, const redisReply *reply);
 /* finishes everything on l with status and message */
-void rl_async_fail_list(rl_async *a, areq_list *l, int status, const char *message);
+void rl_async_fail_list(rl_async *a, rl_areq_list *l, int status, const char *message);
 
 /* submit.c: hands r to the I/O thread (started if need be; its completion
  * room already reserved); on failure (closing) r is freed, its room kept */
-int rl_async_send(rl_client *c, areq *r);
+int rl_async_send(rl_client *c, rl_areq *r);
 /* starts the I/O thread if need be and has it look at its timers again */
 void rl_async_poke(rl_client *c);
 
@@ -218,29 +218,29 @@ int rl_lease_submit(rl_client *c, const rl_request *req, uint64_t tag, const rl_
 int rl_lease_try(rl_client *c, const rl_request *req, rl_result *out);
 /* the reply to r's LEASE: 1 when r was sent again (a plain acquire), else
  * r->decided holds its decision */
-int rl_lease_async_reply(rl_async *a, areq *r, const redisReply *reply);
-void rl_lease_async_failed(rl_client *c, areq *r, int status);
+int rl_lease_async_reply(rl_async *a, rl_areq *r, const redisReply *reply);
+void rl_lease_async_failed(rl_client *c, rl_areq *r, int status);
 /* a reset drops this client's leases on the entity when queued, and again
  * when done: a block fetched in between may predate the delete */
-int rl_lease_reset_begin(rl_client *c, areq *r, const char *name, const char *id);
-void rl_lease_reset_done(rl_client *c, const areq *r);
+int rl_lease_reset_begin(rl_client *c, rl_areq *r, const char *name, const char *id);
+void rl_lease_reset_done(rl_client *c, const rl_areq *r);
 /* the timer: gives back expired blocks; the next time to look, or -1 */
 int64_t rl_leases_tick(rl_async *a, int64_t now);
 
 /* waits.c: the I/O thread's side of the waits */
-void rl_wait_begin(rl_async *a, areq *r);
+void rl_wait_begin(rl_async *a, rl_areq *r);
 /* a try's reply: complete, or sleep until a wake-up, a check-in or the end */
-void rl_wait_reply(rl_async *a, areq *r, const redisReply *reply);
+void rl_wait_reply(rl_async *a, rl_areq *r, const redisReply *reply);
 /* a reply for a wait that timed out: what it got goes back */
-void rl_wait_late_reply(rl_async *a, areq *r, const redisReply *reply);
+void rl_wait_late_reply(rl_async *a, rl_areq *r, const redisReply *reply);
 /* r completes with status: unlinked, unsubscribed, out of the queue */
-void rl_wait_ended(rl_async *a, areq *r, int status);
+void rl_wait_ended(rl_async *a, rl_areq *r, int status);
 /* the try being sent will hear of what happens after it */
-int rl_wait_armed(const await *w);
+int rl_wait_armed(const rl_await *w);
 void rl_wait_cancels(rl_async *a, uint64_t *tags, size_t n);
 int64_t rl_wait_expire(rl_async *a, int64_t now);
-void rl_wait_read(rl_async *a, aconn *ac);
-void rl_wait_sub_send(rl_async *a, aconn *ac, achannel *ch, int on);
-void rl_wait_sub_lost(rl_async *a, aconn *ac);
+void rl_wait_read(rl_async *a, rl_aconn *ac);
+void rl_wait_sub_send(rl_async *a, rl_aconn *ac, rl_achannel *ch, int on);
+void rl_wait_sub_lost(rl_async *a, rl_aconn *ac);
 
 #endif

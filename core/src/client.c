@@ -455,7 +455,7 @@ int rl_run_each(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies, rl_o
         for (size_t k = 0; k < m; k++) {
             size_t i = idx[k];
             if (done[i]) continue;
-            reply_kind kind = rl_follow_reply(c, replies[i], target, &ask[i]);
+            rl_reply_verdict kind = rl_follow_reply(c, replies[i], target, &ask[i]);
             if (kind == REPLY_FINAL) {
                 done[i] = 1;
                 pending--;

@@ -93,7 +93,7 @@ static int pool_behind(rl_client *c)
 int rl_combine_decide(rl_client *c, const rl_request *req, rl_result *result, rl_outcome *outcome)
 {
     if (pool_behind(c)) return RL_ERR_BACKLOG;
-    areq *r = rl_async_req_new(REQ_DECISION);
+    rl_areq *r = rl_async_req_new(REQ_DECISION);
     if (r) rl_build_decision(&r->cmd, c, req);
     if (!r || r->cmd.failed) {
         if (r) rl_async_req_free(r);

@@ -7,9 +7,9 @@
 
 #include "async.h"
 
-void rl_async_dial(rl_async *a, aconn *ac)
+void rl_async_dial(rl_async *a, rl_aconn *ac)
 {
-    dial *d = calloc(1, sizeof *d);
+    rl_dial *d = calloc(1, sizeof *d);
     if (!d) return; /* its requests time out */
     d->ac = ac;
     pthread_mutex_lock(&a->mutex);
@@ -28,12 +28,12 @@ void rl_async_want_discovery(rl_async *a)
 
 void rl_async_free_dials(rl_async *a)
 {
-    for (dial *d = a->dial_done, *next; d; d = next) {
+    for (rl_dial *d = a->dial_done, *next; d; d = next) {
         next = d->next;
         rl_conn_close(d->conn);
         free(d);
     }
-    for (dial *d = a->dial_jobs, *next; d; d = next) {
+    for (rl_dial *d = a->dial_jobs, *next; d; d = next) {
         next = d->next;
         free(d);
     }
@@ -48,7 +48,7 @@ void *rl_async_dialer(void *arg)
     for (;;) {
         while (!a->dial_jobs && !a->closing) pthread_cond_wait(&a->dial_wanted, &a->mutex);
         if (a->closing) break;
-        dial *d = a->dial_jobs;
+        rl_dial *d = a->dial_jobs;
         a->dial_jobs = d->next;
         pthread_mutex_unlock(&a->mutex);
         if (d->ac) {

@@ -367,12 +367,12 @@ int rl_append_call(redisContext *ctx, const rl_cmd *const *cmds, size_t n); /* n
  * error when decoded). */
 const redisReply *rl_batch_part(const redisReply *reply, int ok, size_t i);
 /* Replies that prove a command did not run (it may be sent again). */
-typedef enum { REPLY_FINAL, REPLY_MOVED, REPLY_ASK, REPLY_LATER, REPLY_READONLY } reply_kind;
-reply_kind rl_classify_reply(const rl_client *c, const redisReply *r, int *slot, char *host, size_t host_size,
+typedef enum { REPLY_FINAL, REPLY_MOVED, REPLY_ASK, REPLY_LATER, REPLY_READONLY } rl_reply_verdict;
+rl_reply_verdict rl_classify_reply(const rl_client *c, const redisReply *r, int *slot, char *host, size_t host_size,
                              int *port);
 /* classified and acted on (MOVED: the slot map, READONLY: suspect from);
  * ASK sets *ask, the node to send to next (NULL: out of memory) */
-reply_kind rl_follow_reply(rl_client *c, const redisReply *r, rl_node *from, rl_node **ask);
+rl_reply_verdict rl_follow_reply(rl_client *c, const redisReply *r, rl_node *from, rl_node **ask);
 int rl_reply_is_noscript(const redisReply *r);
 /* NOSCRIPT for cmd, sent again tries times: load its script, send it again */
 int rl_reload_wanted(const rl_cmd *cmd, const redisReply *r, int tries);

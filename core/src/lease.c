@@ -30,7 +30,7 @@ int rl_lease_applies(const rl_client *c, const rl_request *req)
 
 /* ---- commands ----------------------------------------------------------------- */
 
-void rl_lease_request(const lease *e, rl_request *req, rl_op op, int64_t permits, int64_t max_wait)
+void rl_lease_request(const rl_lease *e, rl_request *req, rl_op op, int64_t permits, int64_t max_wait)
 {
     memset(req, 0, sizeof *req);
     req->name = e->name;
@@ -54,7 +54,7 @@ static void append_booking_id(rl_cmd *cmd)
     rl_cmd_copy(cmd, hex, 16);
 }
 
-void rl_lease_build(rl_cmd *cmd, rl_client *c, const lease *e, int64_t want)
+void rl_lease_build(rl_cmd *cmd, rl_client *c, const rl_lease *e, int64_t want)
 {
     rl_request req;
     rl_lease_request(e, &req, (rl_op)OP_LEASE, want, e->lease_ms);
@@ -65,7 +65,7 @@ void rl_lease_build(rl_cmd *cmd, rl_client *c, const lease *e, int64_t want)
 
 /* GIVE_BACK of unused permits of the block in hand (or just ended), with
  * its handles. */
-static void build_give_back(rl_cmd *cmd, rl_client *c, const lease *e, int64_t unused)
+static void build_give_back(rl_cmd *cmd, rl_client *c, const rl_lease *e, int64_t unused)
 {
     rl_request req;
     rl_lease_forget_denials(c->leases, e);
@@ -78,10 +78,10 @@ static void build_give_back(rl_cmd *cmd, rl_client *c, const lease *e, int64_t u
 /* The carrier of a policy call's give-backs: silent requests, sent after
  * the lock is released (rl_lease_send_all). Without memory one is not
  * sent: its permits stay counted until the validity ends. */
-static void queue_give_back(void *ctx, const lease *e, int64_t unused)
+static void queue_give_back(void *ctx, const rl_lease *e, int64_t unused)
 {
-    give_backs *g = ctx;
-    areq *r = rl_async_req_new(REQ_DECISION);
+    rl_give_backs *g = ctx;
+    rl_areq *r = rl_async_req_new(REQ_DECISION);
     if (!r) return;
     r->silent = 1;
     build_give_back(&r->cmd, g->client, e, unused);
@@ -89,7 +89,7 @@ static void queue_give_back(void *ctx, const lease *e, int64_t unused)
     g->list = r;
 }
 
-void rl_give_backs_init(give_backs *g, rl_client *c)
+void rl_give_backs_init(rl_give_backs *g, rl_client *c)
 {
     g->carrier.give_back = queue_give_back;
     g->carrier.ctx = g;
@@ -99,9 +99,9 @@ void rl_give_backs_init(give_backs *g, rl_client *c)
 
 /* Sends silent requests (GIVE_BACK) from a caller's thread; fire and
  * forget: one that fails is dropped (the permits stay counted: safe). */
-void rl_lease_send_all(rl_client *c, areq *list)
+void rl_lease_send_all(rl_client *c, rl_areq *list)
 {
-    for (areq *r = list, *next; r; r = next) {
+    for (rl_areq *r = list, *next; r; r = next) {
         next = r->next;
         rl_async_send(c, r);
     }
@@ -109,7 +109,7 @@ void rl_lease_send_all(rl_client *c, areq *list)
 
 /* ---- a fetch's end ------------------------------------------------------------- */
 
-static int slot_of(const rl_client *c, const lease *e)
+static int slot_of(const rl_client *c, const rl_lease *e)
 {
     char key[600];
     int n = rl_key(c, e->name, e->id, e->spec.algorithm, key, sizeof key);
@@ -118,7 +118,7 @@ static int slot_of(const rl_client *c, const lease *e)
 
 /* Where the policy keeps Redis's clock for e: its slot's (one off a
  * cluster), the table made at the first fetch's end (NULL: not watched). */
-static void clock_slot(rl_client *c, lease *e)
+static void clock_slot(rl_client *c, rl_lease *e)
 {
     int cluster = c->url.mode == RL_MODE_CLUSTER;
     if (!c->leases->clocks) c->leases->clocks = calloc(cluster ? RL_CLUSTER_SLOTS : 1, sizeof *c->leases->clocks);
@@ -130,14 +130,14 @@ static void clock_slot(rl_client *c, lease *e)
  * counts, their bookings may have run out: what the client gave back could
  * be the permits of others' later calls), and a fetch under way drops what
  * it brings. Not `except`, whose grant came after the step. */
-static void end_leases_on_server(rl_client *c, const lease *except, int64_t now)
+static void end_leases_on_server(rl_client *c, const rl_lease *except, int64_t now)
 {
     rl_leases *t = c->leases;
     rl_node *server = NULL, *node = NULL;
     int due, cluster = c->url.mode == RL_MODE_CLUSTER;
     if (cluster) rl_route_cached(c, except->slot, &server, &due);
     for (int b = 0; b < LEASE_BUCKETS; b++)
-        for (lease *e = t->buckets[b]; e; e = e->next) {
+        for (rl_lease *e = t->buckets[b]; e; e = e->next) {
             if (e == except || (cluster && e->slot != except->slot &&
                                 (rl_route_cached(c, e->slot, &node, &due) || node != server)))
                 continue;
@@ -147,13 +147,13 @@ static void end_leases_on_server(rl_client *c, const lease *except, int64_t now)
 }
 
 /* Under the lock: the fetch of e ended. */
-got rl_lease_fetched_locked(rl_client *c, lease *e, int status, const redisReply *reply, int64_t sent_ms, rl_op op,
+rl_lease_got rl_lease_fetched_locked(rl_client *c, rl_lease *e, int status, const redisReply *reply, int64_t sent_ms, rl_op op,
                             int64_t permits, rl_result *out, int *wake_timer)
 {
     int64_t now = rl_now_ms();
     int stepped = 0;
     clock_slot(c, e);
-    got g = rl_lease_granted(c->leases, e, status, reply, sent_ms, now, op, permits, out, wake_timer, &stepped);
+    rl_lease_got g = rl_lease_granted(c->leases, e, status, reply, sent_ms, now, op, permits, out, wake_timer, &stepped);
     pthread_cond_broadcast(&c->leases->fetched);
     if (stepped) end_leases_on_server(c, e, now);
     return g;
@@ -169,7 +169,7 @@ void rl_leases_plan(rl_client *c, const rl_request *requests, size_t n, rl_resul
                     char *plan, int64_t *wants)
 {
     rl_leases *t = c->leases;
-    give_backs g;
+    rl_give_backs g;
     int claimed = 0;
     int64_t deadline = 0;
     rl_give_backs_init(&g, c);
@@ -179,10 +179,10 @@ void rl_leases_plan(rl_client *c, const rl_request *requests, size_t n, rl_resul
         plan[i] = RL_PLAN_PLAIN;
         if (outcomes[i].status || !rl_lease_applies(c, req)) continue;
         int64_t now = rl_now_ms();
-        lease *e = rl_lease_entry(t, req, now, 1);
+        rl_lease *e = rl_lease_entry(t, req, now, 1);
         if (!e) continue;
         for (;;) {
-            step s = rl_lease_decide(e, req->op, req->permits, now, outcomes, &results[i], &wants[i], &g.carrier);
+            rl_lease_step s = rl_lease_decide(e, req->op, req->permits, now, outcomes, &results[i], &wants[i], &g.carrier);
             if (s == STEP_LOCAL) {
                 plan[i] = RL_PLAN_DONE;
             } else if (s == STEP_FETCH) {
@@ -226,8 +226,8 @@ int rl_lease_fetched(rl_client *c, const rl_request *req, int status, const redi
     rl_leases *t = c->leases;
     int wake = 0;
     pthread_mutex_lock(&t->mutex);
-    lease *e = rl_lease_entry(t, req, sent_ms, 0); /* fetching: it is there */
-    got g = e ? rl_lease_fetched_locked(c, e, status, reply, sent_ms, req->op, req->permits, out, &wake) : GOT_ERROR;
+    rl_lease *e = rl_lease_entry(t, req, sent_ms, 0); /* fetching: it is there */
+    rl_lease_got g = e ? rl_lease_fetched_locked(c, e, status, reply, sent_ms, req->op, req->permits, out, &wake) : GOT_ERROR;
     int rc = g == GOT_PLAIN ? RL_LEASE_AGAIN : g == GOT_ERROR ? (e ? e->fetch_status : RL_ERR_NOMEM) : RL_OK;
     pthread_mutex_unlock(&t->mutex);
     if (e) rl_lease_serve_parked(c, e, wake);
@@ -238,7 +238,7 @@ int rl_lease_build_give_back(rl_cmd *cmd, rl_client *c, const rl_request *req)
 {
     rl_leases *t = c->leases;
     pthread_mutex_lock(&t->mutex);
-    lease *e = rl_lease_entry(t, req, 0, 0);
+    rl_lease *e = rl_lease_entry(t, req, 0, 0);
     int owed = e && e->pending;
     if (owed) {
         build_give_back(cmd, c, e, e->pending_left);
@@ -265,7 +265,7 @@ void rl_lease_build_fetch(rl_cmd *cmd, rl_client *c, const rl_request *req, int6
 void rl_leases_end(rl_client *c, const char *name, const char *id, int how)
 {
     rl_leases *t = c->leases;
-    give_backs g;
+    rl_give_backs g;
     size_t n = 0, cap = 0;
     rl_cmd *cmds = NULL;
     if (!t) return;
@@ -278,13 +278,13 @@ void rl_leases_end(rl_client *c, const char *name, const char *id, int how)
     /* counted first: a built command points into itself (rl_cmd), so the
      * array never moves once built */
     for (int b = first; how == RL_LEASES_GIVE_BACK_NOW && b <= last; b++)
-        for (lease *e = t->buckets[b]; e; e = e->next)
+        for (rl_lease *e = t->buckets[b]; e; e = e->next)
             cap += (!name || !strcmp(e->name, name)) && (!id || !strcmp(e->id, id)) &&
                    rl_lease_worth_giving_back(e, now);
     /* without memory their permits stay counted until the validity ends */
     if (cap && !(cmds = malloc(cap * sizeof *cmds))) cap = 0;
     for (int b = first; b <= last; b++)
-        for (lease *e = t->buckets[b]; e; e = e->next) {
+        for (rl_lease *e = t->buckets[b]; e; e = e->next) {
             if ((name && strcmp(e->name, name)) || (id && strcmp(e->id, id))) continue;
             if (how == RL_LEASES_GIVE_BACK_NOW && rl_lease_worth_giving_back(e, now) && n < cap)
                 build_give_back(&cmds[n++], c, e, e->left);
@@ -331,12 +331,12 @@ int64_t rl_leases_tick(rl_async *a, int64_t now)
     int64_t due = __atomic_load_n(&t->next_due_ms, __ATOMIC_RELAXED);
     if (!due) return -1;
     if (now < due) return due;
-    give_backs g;
+    rl_give_backs g;
     rl_give_backs_init(&g, c);
     pthread_mutex_lock(&t->mutex);
     int64_t next = rl_leases_sweep(t, now, &g.carrier);
     pthread_mutex_unlock(&t->mutex);
-    for (areq *r = g.list, *nx; r; r = nx) {
+    for (rl_areq *r = g.list, *nx; r; r = nx) {
         nx = r->next;
         r->deadline_ms = now + c->options.command_timeout_ms;
         rl_async_dispatch(a, r);

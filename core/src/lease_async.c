@@ -10,7 +10,7 @@
 #include "async.h"
 #include "lease.h"
 
-static void deliver(rl_client *c, const parked *p, int status, const char *error, rl_result *res)
+static void deliver(rl_client *c, const rl_parked *p, int status, const char *error, rl_result *res)
 {
     rl_completion done;
     memset(&done, 0, sizeof done);
@@ -27,12 +27,12 @@ static void deliver(rl_client *c, const parked *p, int status, const char *error
     else p->target.fn(p->target.ctx, &done);
 }
 
-static int start_async_fetch(rl_client *c, lease *e, parked *p, int64_t want, int submitting);
+static int start_async_fetch(rl_client *c, rl_lease *e, rl_parked *p, int64_t want, int submitting);
 
 /* p's request, sent as without a lease. */
-static void start_plain(rl_client *c, const lease *e, const parked *p)
+static void start_plain(rl_client *c, const rl_lease *e, const rl_parked *p)
 {
-    areq *r = rl_async_req_new(REQ_DECISION);
+    rl_areq *r = rl_async_req_new(REQ_DECISION);
     int rc = r ? RL_OK : rl_fail(RL_ERR_NOMEM, "out of memory");
     if (r) {
         rl_request req;
@@ -61,29 +61,29 @@ static void start_plain(rl_client *c, const lease *e, const parked *p)
 /* After a fetch of e ended: the parked submissions get decided from the new
  * block (one of them fetching the next if it runs out), or with the
  * fetch's failure; 64 at a time, completed outside the lock. */
-void rl_lease_serve_parked(rl_client *c, lease *e, int wake_timer)
+void rl_lease_serve_parked(rl_client *c, rl_lease *e, int wake_timer)
 {
     rl_leases *t = c->leases;
     rl_result results[64];
     int statuses[64];
     char error[200];
     for (;;) {
-        parked *done = NULL, *fetcher = NULL, *plain = NULL;
-        give_backs g;
+        rl_parked *done = NULL, *fetcher = NULL, *plain = NULL;
+        rl_give_backs g;
         int64_t want = 0;
         size_t n = 0;
         rl_give_backs_init(&g, c);
         pthread_mutex_lock(&t->mutex);
         int failure = e->fetching ? RL_OK : e->fetch_status;
         snprintf(error, sizeof error, "%s", e->fetch_error);
-        parked *list = e->parked, **keep = &e->parked;
+        rl_parked *list = e->parked, **keep = &e->parked;
         e->parked = NULL;
         int64_t now = rl_now_ms();
         while (list && n < 64 && !fetcher) {
-            parked *p = list;
+            rl_parked *p = list;
             list = p->next;
             p->next = NULL;
-            step s = STEP_BUSY;
+            rl_lease_step s = STEP_BUSY;
             memset(&results[n], 0, sizeof results[n]);
             statuses[n] = failure;
             if (!failure) s = rl_lease_decide(e, p->op, p->permits, now, NULL, &results[n], &want, &g.carrier);
@@ -106,13 +106,13 @@ void rl_lease_serve_parked(rl_client *c, lease *e, int wake_timer)
         rl_lease_send_all(c, g.list);
         if (wake_timer) rl_async_poke(c);
         wake_timer = 0;
-        for (parked *p = done, *next; p; p = next) {
+        for (rl_parked *p = done, *next; p; p = next) {
             next = p->next;
             n--;
             deliver(c, p, statuses[n], statuses[n] ? error : "", &results[n]);
             free(p);
         }
-        for (parked *p = plain, *next; p; p = next) {
+        for (rl_parked *p = plain, *next; p; p = next) {
             next = p->next;
             start_plain(c, e, p);
             free(p);
@@ -127,7 +127,7 @@ void rl_lease_serve_parked(rl_client *c, lease *e, int wake_timer)
 
 /* The fetch of e ended with status (not sent, failed): waiters and parked
  * submissions hear of it. */
-void rl_lease_fetch_failed(rl_client *c, lease *e, int status)
+void rl_lease_fetch_failed(rl_client *c, rl_lease *e, int status)
 {
     int wake = 0;
     rl_result unused;
@@ -142,9 +142,9 @@ void rl_lease_fetch_failed(rl_client *c, lease *e, int status)
 /* p's request, as the fetch of e's next block (want permits). submitting:
  * rl_submit's caller hears of a failure to queue it (no completion), else
  * p's target does. */
-static int start_async_fetch(rl_client *c, lease *e, parked *p, int64_t want, int submitting)
+static int start_async_fetch(rl_client *c, rl_lease *e, rl_parked *p, int64_t want, int submitting)
 {
-    areq *r = rl_async_req_new(REQ_DECISION);
+    rl_areq *r = rl_async_req_new(REQ_DECISION);
     int rc = r ? RL_OK : rl_fail(RL_ERR_NOMEM, "out of memory");
     if (r) {
         r->tag = p->tag;
@@ -184,9 +184,9 @@ int rl_lease_submit(rl_client *c, const rl_request *req, uint64_t tag, const rl_
 {
     rl_leases *t = c->leases;
     int64_t now = rl_now_ms(), want = 0;
-    give_backs g;
+    rl_give_backs g;
     rl_result res;
-    parked p, *waiting = NULL;
+    rl_parked p, *waiting = NULL;
     int rc;
     if (target->queue && (rc = rl_completions_reserve(target->queue))) return rc;
     memset(&p, 0, sizeof p);
@@ -198,8 +198,8 @@ int rl_lease_submit(rl_client *c, const rl_request *req, uint64_t tag, const rl_
     rl_stats_begin(c, req->name, &p.stats);
     rl_give_backs_init(&g, c);
     pthread_mutex_lock(&t->mutex);
-    lease *e = rl_lease_entry(t, req, now, 1);
-    step s = e ? rl_lease_decide(e, req->op, req->permits, now, NULL, &res, &want, &g.carrier) : STEP_PLAIN;
+    rl_lease *e = rl_lease_entry(t, req, now, 1);
+    rl_lease_step s = e ? rl_lease_decide(e, req->op, req->permits, now, NULL, &res, &want, &g.carrier) : STEP_PLAIN;
     /* parked: in no particular order, each is its own decision */
     if (s == STEP_BUSY && (waiting = malloc(sizeof *waiting))) {
         *waiting = p;
@@ -232,7 +232,7 @@ int rl_lease_try(rl_client *c, const rl_request *req, rl_result *out)
     int64_t now = rl_now_ms();
     rl_stats_begin(c, req->name, &mark);
     pthread_mutex_lock(&t->mutex);
-    lease *e = rl_lease_entry(t, req, now, 0);
+    rl_lease *e = rl_lease_entry(t, req, now, 0);
     int decided = e && rl_lease_decide_local(e, req->op, req->permits, now, out);
     pthread_mutex_unlock(&t->mutex);
     if (decided) rl_stats_end(&mark, RL_OK, out);
@@ -242,14 +242,14 @@ int rl_lease_try(rl_client *c, const rl_request *req, rl_result *out)
 /* The I/O thread: the reply to r's LEASE. Returns 1 when r was sent again
  * (a plain acquire: the block is smaller than its permits); else r holds
  * its decision (r->decided) and the caller completes it. */
-int rl_lease_async_reply(rl_async *a, areq *r, const redisReply *reply)
+int rl_lease_async_reply(rl_async *a, rl_areq *r, const redisReply *reply)
 {
     rl_client *c = a->client;
-    lease *e = r->lease;
+    rl_lease *e = r->lease;
     int wake = 0;
     r->lease = NULL;
     pthread_mutex_lock(&c->leases->mutex);
-    got g = rl_lease_fetched_locked(c, e, RL_OK, reply, r->lease_sent_ms, r->lease_op, r->permits, &r->result, &wake);
+    rl_lease_got g = rl_lease_fetched_locked(c, e, RL_OK, reply, r->lease_sent_ms, r->lease_op, r->permits, &r->result, &wake);
     pthread_mutex_unlock(&c->leases->mutex);
     r->decided = 1;
     r->decided_status = g == GOT_ERROR ? e->fetch_status : RL_OK;
@@ -267,9 +267,9 @@ int rl_lease_async_reply(rl_async *a, areq *r, const redisReply *reply)
 }
 
 /* r's LEASE failed (timeout, connection, closing, a Redis error). */
-void rl_lease_async_failed(rl_client *c, areq *r, int status)
+void rl_lease_async_failed(rl_client *c, rl_areq *r, int status)
 {
-    lease *e = r->lease;
+    rl_lease *e = r->lease;
     r->lease = NULL;
     rl_lease_fetch_failed(c, e, status);
 }
@@ -277,7 +277,7 @@ void rl_lease_async_failed(rl_client *c, areq *r, int status)
 /* ---- a reset ------------------------------------------------------------------- */
 
 /* As the blocking reset does around its DEL. */
-int rl_lease_reset_begin(rl_client *c, areq *r, const char *name, const char *id)
+int rl_lease_reset_begin(rl_client *c, rl_areq *r, const char *name, const char *id)
 {
     size_t n = strlen(name) + 1, m = strlen(id) + 1;
     if (!(r->reset_entity = malloc(n + m))) return rl_fail(RL_ERR_NOMEM, "out of memory");
@@ -287,7 +287,7 @@ int rl_lease_reset_begin(rl_client *c, areq *r, const char *name, const char *id
     return RL_OK;
 }
 
-void rl_lease_reset_done(rl_client *c, const areq *r)
+void rl_lease_reset_done(rl_client *c, const rl_areq *r)
 {
     const char *name = r->reset_entity;
     rl_leases_end(c, name, name + strlen(name) + 1, RL_LEASES_DROP);

@@ -23,7 +23,7 @@ rl_leases *rl_leases_new(void)
     return t;
 }
 
-static void free_entry(lease *e)
+static void free_entry(rl_lease *e)
 {
     free(e->name);
     free(e->id);
@@ -34,7 +34,7 @@ void rl_leases_free(rl_leases *t)
 {
     if (!t) return;
     for (int b = 0; b < LEASE_BUCKETS; b++)
-        for (lease *e = t->buckets[b], *next; e; e = next) {
+        for (rl_lease *e = t->buckets[b], *next; e; e = next) {
             next = e->next;
             free_entry(e); /* nothing is parked: every fetch completed before the close freed us */
         }
@@ -73,16 +73,16 @@ static int same_rates(const rl_spec *a, const rl_spec *b)
            na == nb && !memcmp(ra, rb, na * sizeof ra[0]);
 }
 
-lease *rl_lease_entry(rl_leases *t, const rl_request *req, int64_t now, int create)
+rl_lease *rl_lease_entry(rl_leases *t, const rl_request *req, int64_t now, int create)
 {
     uint64_t h = hash_of(req->name, req->id);
-    lease **slot = &t->buckets[h % LEASE_BUCKETS];
-    for (lease *e = *slot; e; e = e->next)
+    rl_lease **slot = &t->buckets[h % LEASE_BUCKETS];
+    for (rl_lease *e = *slot; e; e = e->next)
         if (e->hash == h && e->lease_ms == req->lease_ms && !strcmp(e->name, req->name) && !strcmp(e->id, req->id) &&
             same_rates(&e->spec, &req->spec))
             return e;
     if (!create || t->count >= LEASE_MAX_ENTRIES) return NULL;
-    lease *e = calloc(1, sizeof *e);
+    rl_lease *e = calloc(1, sizeof *e);
     if (!e || !(e->name = strdup(req->name)) || !(e->id = strdup(req->id))) {
         if (e) free_entry(e);
         return NULL;
@@ -98,14 +98,14 @@ lease *rl_lease_entry(rl_leases *t, const rl_request *req, int64_t now, int crea
     return e;
 }
 
-static int same_entity(const lease *a, const lease *b)
+static int same_entity(const rl_lease *a, const rl_lease *b)
 {
     return a->hash == b->hash && !strcmp(a->name, b->name) && !strcmp(a->id, b->id);
 }
 
-void rl_lease_forget_denials(rl_leases *t, const lease *e)
+void rl_lease_forget_denials(rl_leases *t, const rl_lease *e)
 {
-    for (lease *x = t->buckets[e->hash % LEASE_BUCKETS]; x; x = x->next)
+    for (rl_lease *x = t->buckets[e->hash % LEASE_BUCKETS]; x; x = x->next)
         if (same_entity(x, e)) x->denied_until_ms = 0;
 }
 
@@ -116,7 +116,7 @@ void rl_lease_forget_denials(rl_leases *t, const lease *e)
  * block's validity ahead, sliding_log logs it ahead; gcra, fixed_window and
  * sliding_window give back only unused permits, so a used-up block costs
  * them no script). */
-int rl_lease_worth_giving_back(const lease *e, int64_t now)
+int rl_lease_worth_giving_back(const rl_lease *e, int64_t now)
 {
     rl_algorithm a = e->spec.algorithm;
     int retimed = a == RL_TOKEN_BUCKET || a == RL_LEAKY_BUCKET || a == RL_SLIDING_LOG;
@@ -125,7 +125,7 @@ int rl_lease_worth_giving_back(const lease *e, int64_t now)
 
 /* The next size adapts: it doubles when the block went in under half its
  * validity, halves when more than half came back. */
-void rl_lease_end_block(lease *e, int64_t now, const lease_carrier *carry)
+void rl_lease_end_block(rl_lease *e, int64_t now, const rl_lease_carrier *carry)
 {
     if (e->block == 0) return;
     int64_t validity = e->valid_until_ms - e->taken_at_ms;
@@ -147,7 +147,7 @@ static int64_t min64(int64_t a, int64_t b)
 }
 
 /* n permits out of the block. */
-static void take(lease *e, int64_t n, int64_t now, int local, rl_result *out)
+static void take(rl_lease *e, int64_t n, int64_t now, int local, rl_result *out)
 {
     e->left -= n;
     *out = e->grant;
@@ -162,7 +162,7 @@ static void take(lease *e, int64_t n, int64_t now, int local, rl_result *out)
     out->local = local;
 }
 
-static void remembered_denial(const lease *e, int64_t now, rl_result *out)
+static void remembered_denial(const rl_lease *e, int64_t now, rl_result *out)
 {
     int64_t elapsed = now - e->denied_at_ms;
     *out = e->denial;
@@ -171,7 +171,7 @@ static void remembered_denial(const lease *e, int64_t now, rl_result *out)
     out->local = 1;
 }
 
-static void remember_denial(lease *e, int64_t need, int64_t now, const rl_result *denial)
+static void remember_denial(rl_lease *e, int64_t need, int64_t now, const rl_result *denial)
 {
     e->denial = *denial;
     e->denied_permits = need;
@@ -184,7 +184,7 @@ static int64_t need_of(rl_op op, int64_t permits)
     return op == RL_OP_ACQUIRE_UP_TO ? 1 : permits;
 }
 
-int rl_lease_decide_local(lease *e, rl_op op, int64_t permits, int64_t now, rl_result *out)
+int rl_lease_decide_local(rl_lease *e, rl_op op, int64_t permits, int64_t now, rl_result *out)
 {
     int64_t need = need_of(op, permits);
     if (now < e->denied_until_ms && need >= e->denied_permits) {
@@ -198,8 +198,8 @@ int rl_lease_decide_local(lease *e, rl_op op, int64_t permits, int64_t now, rl_r
     return 1;
 }
 
-step rl_lease_decide(lease *e, rl_op op, int64_t permits, int64_t now, const void *fetcher, rl_result *out,
-                     int64_t *want, const lease_carrier *carry)
+rl_lease_step rl_lease_decide(rl_lease *e, rl_op op, int64_t permits, int64_t now, const void *fetcher, rl_result *out,
+                     int64_t *want, const rl_lease_carrier *carry)
 {
     int64_t need = need_of(op, permits);
     e->last_used_ms = now;
@@ -273,10 +273,10 @@ static int decode_grant(const redisReply *r, size_t nrates, rl_result *res, int6
  * the bookings made before the step end earlier than this client counts.
  * Keeps the bound per slot, not per server: a failover or a resharding
  * that moves the slot to a server whose clock is ahead is a step too. */
-static int clock_stepped(rl_leases *t, const lease *e, int64_t sent_ms, int64_t now)
+static int clock_stepped(rl_leases *t, const rl_lease *e, int64_t sent_ms, int64_t now)
 {
     if (!t->clocks) return 0; /* not watched (memory out) */
-    server_clock *k = &t->clocks[e->slot];
+    rl_server_clock *k = &t->clocks[e->slot];
     int64_t at_most = e->granted_server_ms - sent_ms, at_least = e->granted_server_ms - now;
     int64_t bound = k->ahead_ms + (now - k->at_ms) / CLOCK_DRIFT_DIVISOR;
     int stepped = k->at_ms && at_least > bound + CLOCK_STEP_TOLERANCE_MS;
@@ -293,11 +293,11 @@ static void watch(rl_leases *t, int64_t due, int *wake_timer)
     *wake_timer = 1;
 }
 
-got rl_lease_granted(rl_leases *t, lease *e, int status, const redisReply *reply, int64_t sent_ms, int64_t now,
+rl_lease_got rl_lease_granted(rl_leases *t, rl_lease *e, int status, const redisReply *reply, int64_t sent_ms, int64_t now,
                      rl_op op, int64_t permits, rl_result *out, int *wake_timer, int *stepped)
 {
     int64_t v_eff = 0, block = 0;
-    got g = GOT_RESULT;
+    rl_lease_got g = GOT_RESULT;
     rl_result res;
     if (status == RL_OK)
         status = decode_grant(reply, e->spec.more_count + 1, &res, &v_eff, &block, e->handles, &e->granted_server_ms);
@@ -345,12 +345,12 @@ got rl_lease_granted(rl_leases *t, lease *e, int status, const redisReply *reply
 
 /* ---- the timer ------------------------------------------------------------------- */
 
-int64_t rl_leases_sweep(rl_leases *t, int64_t now, const lease_carrier *carry)
+int64_t rl_leases_sweep(rl_leases *t, int64_t now, const rl_lease_carrier *carry)
 {
     int64_t next = 0;
     for (int b = 0; b < LEASE_BUCKETS; b++)
-        for (lease **p = &t->buckets[b]; *p;) {
-            lease *e = *p;
+        for (rl_lease **p = &t->buckets[b]; *p;) {
+            rl_lease *e = *p;
             if (e->block && !e->fetching && now >= e->valid_until_ms) rl_lease_end_block(e, now, carry);
             if (!e->block && !e->fetching && !e->parked && !e->users && now >= e->denied_until_ms &&
                 now - e->last_used_ms > LEASE_IDLE_FREE_MS) {

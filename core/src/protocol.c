@@ -75,7 +75,7 @@ void rl_script_load_command(int script, const char *argv[3], size_t lens[3])
 
 /* Replies that prove the command did not run may send it again; nothing
  * else ever is (a timeout or a broken connection may have consumed). */
-reply_kind rl_classify_reply(const rl_client *c, const redisReply *r, int *slot, char *host, size_t host_size,
+rl_reply_verdict rl_classify_reply(const rl_client *c, const redisReply *r, int *slot, char *host, size_t host_size,
                              int *port)
 {
     if (!r || r->type != REDIS_REPLY_ERROR) return REPLY_FINAL;
@@ -107,11 +107,11 @@ reply_kind rl_classify_reply(const rl_client *c, const redisReply *r, int *slot,
     return REPLY_FINAL;
 }
 
-reply_kind rl_follow_reply(rl_client *c, const redisReply *r, rl_node *from, rl_node **ask)
+rl_reply_verdict rl_follow_reply(rl_client *c, const redisReply *r, rl_node *from, rl_node **ask)
 {
     char host[256];
     int slot = -1, port = 0;
-    reply_kind kind = rl_classify_reply(c, r, &slot, host, sizeof host, &port);
+    rl_reply_verdict kind = rl_classify_reply(c, r, &slot, host, sizeof host, &port);
     *ask = NULL;
     if (kind == REPLY_MOVED) rl_cluster_moved(c, slot, host[0] ? host : from->host, port);
     else if (kind == REPLY_ASK) *ask = rl_node_for(c, host[0] ? host : from->host, port);

@@ -8,17 +8,17 @@
 
 #include "async.h"
 
-areq *rl_async_req_new(req_kind kind)
+rl_areq *rl_async_req_new(rl_req_kind kind)
 {
-    areq *r = malloc(sizeof *r);
+    rl_areq *r = malloc(sizeof *r);
     if (!r) return NULL;
-    memset(r, 0, offsetof(areq, cmd));
+    memset(r, 0, offsetof(rl_areq, cmd));
     rl_cmd_init(&r->cmd);
     r->kind = kind;
     return r;
 }
 
-void rl_async_req_free(areq *r)
+void rl_async_req_free(rl_areq *r)
 {
     if (r->wait) {
         free(r->wait->name);
@@ -31,7 +31,7 @@ void rl_async_req_free(areq *r)
     free(r);
 }
 
-void rl_async_complete(rl_async *a, areq *r, int status, const redisReply *reply)
+void rl_async_complete(rl_async *a, rl_areq *r, int status, const redisReply *reply)
 {
     rl_completion c;
     if (r->silent) return;
@@ -91,16 +91,16 @@ void rl_async_complete(rl_async *a, areq *r, int status, const redisReply *reply
 }
 
 /* A decision is done: completed unless it already was (timed out). */
-void rl_async_finish(rl_async *a, areq *r, int status, const redisReply *reply)
+void rl_async_finish(rl_async *a, rl_areq *r, int status, const redisReply *reply)
 {
     if (r->reset_entity) rl_lease_reset_done(a->client, r);
     if (r->kind <= REQ_POP && !r->abandoned) rl_async_complete(a, r, status, reply);
     rl_async_req_free(r);
 }
 
-void rl_async_fail_list(rl_async *a, areq_list *l, int status, const char *message)
+void rl_async_fail_list(rl_async *a, rl_areq_list *l, int status, const char *message)
 {
-    areq *r;
+    rl_areq *r;
     while ((r = list_pop(l))) {
         rl_fail(status, "%s", message);
         rl_async_finish(a, r, status, NULL);

@@ -44,9 +44,9 @@ static int async_start(rl_client *c)
 static void free_conns(rl_async *a)
 {
     for (int i = 0; i < a->nconns; i++) {
-        aconn *ac = a->conns[i];
+        rl_aconn *ac = a->conns[i];
         rl_conn_close(ac->conn);
-        for (achannel *ch = ac->channels, *next; ch; ch = next) {
+        for (rl_achannel *ch = ac->channels, *next; ch; ch = next) {
             next = ch->next;
             free(ch->name);
             free(ch);
@@ -110,16 +110,16 @@ static int check_target(const rl_client *c, const rl_target *target)
     return RL_OK;
 }
 
-static areq *new_request(req_kind kind, uint64_t tag, const rl_target *target)
+static rl_areq *new_request(rl_req_kind kind, uint64_t tag, const rl_target *target)
 {
-    areq *r = rl_async_req_new(kind);
+    rl_areq *r = rl_async_req_new(kind);
     if (!r) return NULL;
     r->tag = tag;
     r->target = *target;
     return r;
 }
 
-int rl_async_send(rl_client *c, areq *r)
+int rl_async_send(rl_client *c, rl_areq *r)
 {
     int rc;
     /* a decision's metrics read the clock already (the same clock, in us) */
@@ -160,7 +160,7 @@ void rl_async_poke(rl_client *c)
 }
 
 /* Hands a built request to the I/O thread (started on first use). */
-static int queue_request(rl_client *c, areq *r, int build_rc)
+static int queue_request(rl_client *c, rl_areq *r, int build_rc)
 {
     int rc = build_rc;
     if (!rc && r->cmd.failed) rc = rl_fail(RL_ERR_NOMEM, "out of memory building a command");
@@ -178,7 +178,7 @@ static int queue_request(rl_client *c, areq *r, int build_rc)
 int rl_submit(rl_client *c, const rl_request *request, uint64_t tag, const rl_target *target)
 {
     RL_IN_FLIGHT(c);
-    areq *r;
+    rl_areq *r;
     int rc;
     rl_clear_error();
     if ((rc = check_target(c, target))) return rc;
@@ -226,10 +226,10 @@ int rl_decide_from_lease(rl_client *c, const rl_request *request, rl_result *out
 }
 
 /* A request that may wait: its first try goes out now, the rest from the I/O thread. */
-static areq *new_wait(rl_client *c, req_kind kind, const char *what, const char *name, int64_t timeout, uint64_t tag,
+static rl_areq *new_wait(rl_client *c, rl_req_kind kind, const char *what, const char *name, int64_t timeout, uint64_t tag,
                       const rl_target *target)
 {
-    areq *r = new_request(kind, tag, target);
+    rl_areq *r = new_request(kind, tag, target);
     if (!r) return NULL;
     if (!(r->wait = calloc(1, sizeof *r->wait)) || !(r->wait->name = strdup(name)) ||
         (kind == REQ_ACQUIRE && rl_new_permit_id(r->permit_id)) ||
@@ -245,7 +245,7 @@ static areq *new_wait(rl_client *c, req_kind kind, const char *what, const char 
 static int submit_acquire(rl_client *c, const char *kind, const char *name, int64_t max, int64_t lease,
                           int64_t timeout, uint64_t tag, const rl_target *target)
 {
-    areq *r;
+    rl_areq *r;
     int rc;
     rl_clear_error();
     if ((rc = check_target(c, target)) || (rc = rl_check_sem_acquire(c, name, max, lease)) ||
@@ -261,7 +261,7 @@ static int submit_acquire(rl_client *c, const char *kind, const char *name, int6
 static int submit_flag(rl_client *c, const char *kind, const char *name, const char *op, const char *id,
                        int64_t lease, uint64_t tag, const rl_target *target)
 {
-    areq *r;
+    rl_areq *r;
     int rc;
     rl_clear_error();
     /* a refresh needs a lease; a release passes none */
@@ -317,7 +317,7 @@ int rl_submit_queue_push(rl_client *c, const char *queue, const char *message, s
                          uint64_t tag, const rl_target *target)
 {
     RL_IN_FLIGHT(c);
-    areq *r;
+    rl_areq *r;
     int rc;
     rl_clear_error();
     if ((rc = check_target(c, target)) || (rc = rl_check_queue_push(c, queue, message, message_len, delay_ms)))
@@ -330,7 +330,7 @@ int rl_submit_queue_pop(rl_client *c, const char *queue, size_t max, int64_t tim
                         const rl_target *target)
 {
     RL_IN_FLIGHT(c);
-    areq *r;
+    rl_areq *r;
     int rc;
     rl_clear_error();
     if ((rc = check_target(c, target)) || (rc = rl_check_queue_pop(c, queue, max, timeout_ms))) return rc;
@@ -371,9 +371,9 @@ int rl_cancel(rl_client *c, uint64_t tag)
 
 /* One round trip whose completion is a number (value); the caller builds
  * its command into r->cmd. */
-static areq *count_request(rl_client *c, req_kind kind, uint64_t tag, const rl_target *target, int *rc)
+static rl_areq *count_request(rl_client *c, rl_req_kind kind, uint64_t tag, const rl_target *target, int *rc)
 {
-    areq *r = NULL;
+    rl_areq *r = NULL;
     rl_clear_error();
     if (!(*rc = check_target(c, target)) && !(r = new_request(kind, tag, target)))
         *rc = rl_fail(RL_ERR_NOMEM, "out of memory");
@@ -385,7 +385,7 @@ int rl_submit_reset(rl_client *c, const char *name, const char *id, const rl_spe
 {
     RL_IN_FLIGHT(c);
     int rc;
-    areq *r = count_request(c, REQ_COUNT, tag, target, &rc);
+    rl_areq *r = count_request(c, REQ_COUNT, tag, target, &rc);
     if (!r) return rc;
     if ((rc = rl_build_reset(&r->cmd, c, name, id, spec)) == RL_OK) rc = rl_lease_reset_begin(c, r, name, id);
     return queue_request(c, r, rc);
@@ -396,7 +396,7 @@ int rl_submit_semaphore_info(rl_client *c, const char *name, int64_t permits_max
 {
     RL_IN_FLIGHT(c);
     int rc;
-    areq *r = count_request(c, REQ_INFO, tag, target, &rc);
+    rl_areq *r = count_request(c, REQ_INFO, tag, target, &rc);
     if (!r) return rc;
     if ((rc = rl_check_semaphore_info(c, name, permits_max))) {
         rl_async_req_free(r);
@@ -410,7 +410,7 @@ int rl_submit_queue_size(rl_client *c, const char *queue, uint64_t tag, const rl
 {
     RL_IN_FLIGHT(c);
     int rc;
-    areq *r = count_request(c, REQ_COUNT, tag, target, &rc);
+    rl_areq *r = count_request(c, REQ_COUNT, tag, target, &rc);
     return r ? queue_request(c, r, rl_build_queue_call(&r->cmd, c, queue, NULL, 0)) : rc;
 }
 
@@ -419,7 +419,7 @@ int rl_submit_queue_remove(rl_client *c, const char *queue, const char *message,
 {
     RL_IN_FLIGHT(c);
     int rc;
-    areq *r = count_request(c, REQ_COUNT, tag, target, &rc);
+    rl_areq *r = count_request(c, REQ_COUNT, tag, target, &rc);
     if (r && !message) {
         rl_async_req_free(r);
         return rl_fail(RL_ERR_INVALID, "message must not be empty");

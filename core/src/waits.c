@@ -10,9 +10,9 @@
 
 #include "async.h"
 
-static void channel_forget(aconn *ac, achannel *ch)
+static void channel_forget(rl_aconn *ac, rl_achannel *ch)
 {
-    for (achannel **p = &ac->channels; *p; p = &(*p)->next)
+    for (rl_achannel **p = &ac->channels; *p; p = &(*p)->next)
         if (*p == ch) {
             *p = ch->next;
             break;
@@ -21,12 +21,12 @@ static void channel_forget(aconn *ac, achannel *ch)
     free(ch);
 }
 
-int rl_wait_armed(const await *w)
+int rl_wait_armed(const rl_await *w)
 {
     return w->chan && w->sub->conn && w->chan->subscribed && !w->chan->unacked;
 }
 
-void rl_wait_sub_send(rl_async *a, aconn *ac, achannel *ch, int on)
+void rl_wait_sub_send(rl_async *a, rl_aconn *ac, rl_achannel *ch, int on)
 {
     int sharded = a->client->url.mode == RL_MODE_CLUSTER;
     const char *argv[2] = {on ? (sharded ? "SSUBSCRIBE" : "SUBSCRIBE") : (sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE"),
@@ -36,7 +36,7 @@ void rl_wait_sub_send(rl_async *a, aconn *ac, achannel *ch, int on)
     ch->subscribed = on;
 }
 
-static void sub_dial(rl_async *a, aconn *ac)
+static void sub_dial(rl_async *a, rl_aconn *ac)
 {
     if (ac->conn || ac->connecting || a->stopping) return;
     pthread_mutex_lock(&ac->node->mutex);
@@ -48,9 +48,9 @@ static void sub_dial(rl_async *a, aconn *ac)
 }
 
 /* Subscribes (once per server and channel) for r's wake-ups. */
-static void channel_ref(rl_async *a, areq *r)
+static void channel_ref(rl_async *a, rl_areq *r)
 {
-    await *w = r->wait;
+    rl_await *w = r->wait;
     rl_node *node;
     int due = 0;
     if (w->chan) return;
@@ -58,9 +58,9 @@ static void channel_ref(rl_async *a, areq *r)
         if (due) rl_async_want_discovery(a);
         return; /* it polls */
     }
-    aconn *ac = rl_async_find_conn(a, node, 1);
+    rl_aconn *ac = rl_async_find_conn(a, node, 1);
     if (!ac) return;
-    achannel *ch = ac->channels;
+    rl_achannel *ch = ac->channels;
     while (ch && strcmp(ch->name, w->channel) != 0) ch = ch->next;
     if (!ch) {
         if (!(ch = calloc(1, sizeof *ch)) || !(ch->name = strdup(w->channel))) {
@@ -77,10 +77,10 @@ static void channel_ref(rl_async *a, areq *r)
     else if (!ch->subscribed) rl_wait_sub_send(a, ac, ch, 1);
 }
 
-static void channel_unref(rl_async *a, await *w)
+static void channel_unref(rl_async *a, rl_await *w)
 {
-    aconn *ac = w->sub;
-    achannel *ch = w->chan;
+    rl_aconn *ac = w->sub;
+    rl_achannel *ch = w->chan;
     if (!ch) return;
     w->sub = NULL;
     w->chan = NULL;
@@ -91,9 +91,9 @@ static void channel_unref(rl_async *a, await *w)
 
 /* Something changed for ch: its sleeping waits try now, a try in flight
  * tries once more when its reply says no. */
-static void wake_waits(rl_async *a, const achannel *ch)
+static void wake_waits(rl_async *a, const rl_achannel *ch)
 {
-    for (areq *r = a->waits; r; r = r->wait->next) {
+    for (rl_areq *r = a->waits; r; r = r->wait->next) {
         if (r->wait->chan != ch) continue;
         if (r->wait->sleeping) r->retry_at_ms = 0;
         else r->wait->woken = 1;
@@ -101,7 +101,7 @@ static void wake_waits(rl_async *a, const achannel *ch)
 }
 
 /* One message on a subscriber connection; 0: not one we understand. */
-static int wakeup(rl_async *a, aconn *ac, const redisReply *m)
+static int wakeup(rl_async *a, rl_aconn *ac, const redisReply *m)
 {
     if (m->type != REDIS_REPLY_ARRAY || m->elements < 3 || m->element[0]->type != REDIS_REPLY_STRING ||
         m->element[1]->type != REDIS_REPLY_STRING)
@@ -109,7 +109,7 @@ static int wakeup(rl_async *a, aconn *ac, const redisReply *m)
     const char *what = m->element[0]->str;
     if (what[0] == 's' && what[1] != 'u') what++; /* the sharded forms: smessage, ssubscribe, sunsubscribe */
     else if (!strcmp(what, "sunsubscribe")) what++;
-    achannel *ch = ac->channels;
+    rl_achannel *ch = ac->channels;
     while (ch && (strlen(ch->name) != m->element[1]->len || memcmp(ch->name, m->element[1]->str, m->element[1]->len)))
         ch = ch->next;
     if (!ch) return 1; /* forgotten meanwhile */
@@ -126,7 +126,7 @@ static int wakeup(rl_async *a, aconn *ac, const redisReply *m)
     return 1;
 }
 
-void rl_wait_read(rl_async *a, aconn *ac)
+void rl_wait_read(rl_async *a, rl_aconn *ac)
 {
     if (rl_conn_buffer_read(ac->conn) != REDIS_OK) {
         rl_conn_error(ac->conn, "read wake-ups");
@@ -151,9 +151,9 @@ void rl_wait_read(rl_async *a, aconn *ac)
     }
 }
 
-void rl_wait_begin(rl_async *a, areq *r)
+void rl_wait_begin(rl_async *a, rl_areq *r)
 {
-    await *w = r->wait;
+    rl_await *w = r->wait;
     w->prev = NULL;
     w->next = a->waits;
     if (a->waits) a->waits->wait->prev = r;
@@ -162,10 +162,10 @@ void rl_wait_begin(rl_async *a, areq *r)
 }
 
 /* A command of ours whose reply nobody waits for: leave, release, push back. */
-static areq *cleanup_request(rl_async *a, req_kind kind)
+static rl_areq *cleanup_request(rl_async *a, rl_req_kind kind)
 {
     if (a->stopping) return NULL;
-    areq *r = rl_async_req_new(kind);
+    rl_areq *r = rl_async_req_new(kind);
     if (!r) return NULL;
     r->silent = 1;
     r->deadline_ms = rl_now_ms() + a->client->options.command_timeout_ms;
@@ -175,9 +175,9 @@ static areq *cleanup_request(rl_async *a, req_kind kind)
 /* A semaphore op on r's permit: leave the queue (those behind move up), or
  * release a grant its caller will not get. At worst (no memory, Redis gone)
  * the waiter drops out after RL_WAITER_TTL_MS and the permit at its lease's end. */
-static void sem_cleanup(rl_async *a, areq *r, const char *op)
+static void sem_cleanup(rl_async *a, rl_areq *r, const char *op)
 {
-    areq *c = cleanup_request(a, REQ_DONE_FLAG);
+    rl_areq *c = cleanup_request(a, REQ_DONE_FLAG);
     if (!c) return;
     if (rl_build_sem_call(&c->cmd, a->client, r->wait->kind, r->wait->name, op, r->permit_id, 1, 0, 0)) {
         rl_async_req_free(c);
@@ -187,11 +187,11 @@ static void sem_cleanup(rl_async *a, areq *r, const char *op)
 }
 
 /* Messages taken for a pop nobody will receive go back, due at once. */
-static void push_back(rl_async *a, areq *r)
+static void push_back(rl_async *a, rl_areq *r)
 {
     rl_messages *m = &r->wait->taken;
     for (size_t i = 0; i < m->count; i++) {
-        areq *c = cleanup_request(a, REQ_PUSH);
+        rl_areq *c = cleanup_request(a, REQ_PUSH);
         if (!c) break;
         if (rl_build_queue_push(&c->cmd, a->client, r->wait->name, m->items[i], m->lens[i], 0)) {
             rl_async_req_free(c);
@@ -203,9 +203,9 @@ static void push_back(rl_async *a, areq *r)
 }
 
 /* r completes with status (it may still be on the wire: timed out). */
-void rl_wait_ended(rl_async *a, areq *r, int status)
+void rl_wait_ended(rl_async *a, rl_areq *r, int status)
 {
-    await *w = r->wait;
+    rl_await *w = r->wait;
     if (w->linked) {
         if (w->prev) w->prev->wait->next = w->next;
         else a->waits = w->next;
@@ -220,7 +220,7 @@ void rl_wait_ended(rl_async *a, areq *r, int status)
 }
 
 /* A reply for a wait that completed already (timed out): what it got goes back. */
-void rl_wait_late_reply(rl_async *a, areq *r, const redisReply *reply)
+void rl_wait_late_reply(rl_async *a, rl_areq *r, const redisReply *reply)
 {
     int granted = 0;
     int64_t fence, next_in;
@@ -234,9 +234,9 @@ void rl_wait_late_reply(rl_async *a, areq *r, const redisReply *reply)
 
 /* A try's reply: the wait completes, or sleeps until a wake-up, its next
  * check-in or its end. */
-void rl_wait_reply(rl_async *a, areq *r, const redisReply *reply)
+void rl_wait_reply(rl_async *a, rl_areq *r, const redisReply *reply)
 {
-    await *w = r->wait;
+    rl_await *w = r->wait;
     int64_t now = rl_now_ms(), next_in = -1, fence;
     int granted = 0, rc;
     if (r->kind == REQ_ACQUIRE) rc = rl_decode_sem_acquire(reply, &granted, &fence, &next_in);
@@ -298,15 +298,15 @@ void rl_wait_cancels(rl_async *a, uint64_t *tags, size_t n)
 {
     int any_sleeping = 0;
     if (n) qsort(tags, n, sizeof *tags, tag_order);
-    for (areq *r = a->waits; r && n; r = r->wait->next)
+    for (rl_areq *r = a->waits; r && n; r = r->wait->next)
         if (!r->wait->cancelled && bsearch(&r->tag, tags, n, sizeof *tags, tag_order)) {
             r->wait->cancelled = 1;
             any_sleeping |= r->wait->sleeping;
         }
     free(tags);
     if (!any_sleeping) return;
-    areq_list still = {NULL, NULL};
-    areq *r;
+    rl_areq_list still = {NULL, NULL};
+    rl_areq *r;
     while ((r = list_pop(&a->sleepers))) {
         if (!r->wait->cancelled) {
             list_push(&still, r);
@@ -321,15 +321,15 @@ void rl_wait_cancels(rl_async *a, uint64_t *tags, size_t n)
 
 /* The subscriber connection broke: nothing is subscribed any more, and the
  * waits poll until it is again. */
-void rl_wait_sub_lost(rl_async *a, aconn *ac)
+void rl_wait_sub_lost(rl_async *a, rl_aconn *ac)
 {
-    for (achannel *ch = ac->channels, *next; ch; ch = next) {
+    for (rl_achannel *ch = ac->channels, *next; ch; ch = next) {
         next = ch->next;
         ch->unacked = ch->subscribed = 0;
         if (!ch->refs) channel_forget(ac, ch);
     }
     int64_t poll_at = rl_now_ms() + 1000;
-    for (areq *r = a->waits; r; r = r->wait->next)
+    for (rl_areq *r = a->waits; r; r = r->wait->next)
         if (r->wait->sub == ac && r->wait->sleeping && r->retry_at_ms > poll_at) r->retry_at_ms = poll_at;
 }
 
@@ -338,8 +338,8 @@ void rl_wait_sub_lost(rl_async *a, aconn *ac)
 int64_t rl_wait_expire(rl_async *a, int64_t now)
 {
     int64_t next = -1;
-    areq_list still = {NULL, NULL};
-    areq *r;
+    rl_areq_list still = {NULL, NULL};
+    rl_areq *r;
     while ((r = list_pop(&a->sleepers))) {
         int64_t at = r->retry_at_ms;
         if (at <= now) {
@@ -355,9 +355,9 @@ int64_t rl_wait_expire(rl_async *a, int64_t now)
     }
     a->sleepers = still;
     for (int i = 0; i < a->nconns; i++) {
-        aconn *ac = a->conns[i];
+        rl_aconn *ac = a->conns[i];
         if (!ac->sub || ac->conn || ac->connecting) continue;
-        for (achannel *ch = ac->channels; ch; ch = ch->next)
+        for (rl_achannel *ch = ac->channels; ch; ch = ch->next)
             if (ch->refs) {
                 sub_dial(a, ac);
                 break;

@@ -59,7 +59,7 @@ typedef struct {
     int64_t unused;
 } carried;
 
-static void count_give_back(void *ctx, const lease *e, int64_t unused)
+static void count_give_back(void *ctx, const rl_lease *e, int64_t unused)
 {
     carried *c = ctx;
     (void)e;
@@ -71,9 +71,9 @@ static void count_give_back(void *ctx, const lease *e, int64_t unused)
  * to give back. */
 typedef struct {
     rl_leases *t;
-    lease *e;
+    rl_lease *e;
     carried back;
-    lease_carrier carry;
+    rl_lease_carrier carry;
     rl_result r;
     int64_t want;
     int wake, stepped;
@@ -91,24 +91,24 @@ static void setup(fixture *x, const char *id, rl_algorithm algorithm)
     req.lease_ms = 500;
     memset(x, 0, sizeof *x);
     x->t = rl_leases_new();
-    x->carry = (lease_carrier){count_give_back, &x->back};
+    x->carry = (rl_lease_carrier){count_give_back, &x->back};
     x->e = rl_lease_entry(x->t, &req, 1000, 1);
     CHECK(x->e != NULL && rl_lease_entry(x->t, &req, 1000, 1) == x->e);
 }
 
-static step decide(fixture *x, rl_op op, int64_t permits, int64_t now, const void *fetcher)
+static rl_lease_step decide(fixture *x, rl_op op, int64_t permits, int64_t now, const void *fetcher)
 {
     return rl_lease_decide(x->e, op, permits, now, fetcher, &x->r, &x->want, &x->carry);
 }
 
 /* The fetch's end, read at now: reply (NULL: status) to a LEASE sent at sent_ms. */
-static got fetched(fixture *x, int status, const redisReply *reply, int64_t sent_ms, int64_t now)
+static rl_lease_got fetched(fixture *x, int status, const redisReply *reply, int64_t sent_ms, int64_t now)
 {
     return rl_lease_granted(x->t, x->e, status, reply, sent_ms, now, RL_OP_ACQUIRE, 1, &x->r, &x->wake, &x->stepped);
 }
 
 /* A grant of block permits for validity ms, sent at now, read 1 ms later. */
-static got fetch(fixture *x, int64_t now, int64_t block, int64_t validity)
+static rl_lease_got fetch(fixture *x, int64_t now, int64_t block, int64_t validity)
 {
     fake_reply f;
     return fetched(x, RL_OK, grant(&f, block, validity, 5000 + now), now, now + 1);
