@@ -207,13 +207,6 @@ static void transmit(rl_async *a, rl_aconn *ac, rl_areq *r)
  * whose scripts run (consume) after their callers have given up. */
 static void send_to(rl_async *a, rl_aconn *ac, rl_areq *r)
 {
-    /* the blocking pool's bound (conn.c), kept by the callers it combines */
-    if (r->blocking && behind(a, ac, rl_now_ms())) {
-        rl_fail(RL_ERR_BACKLOG, "not sent: %s:%d is behind (a call timed out waiting for its reply) and has "
-                "a call in flight", ac->node->host, ac->node->port);
-        rl_async_finish(a, r, RL_ERR_BACKLOG, NULL);
-        return;
-    }
     /* our own clean-ups (leave, release, push back) always go: dropped, a
      * queued message taken back would be lost */
     if (!r->silent && (ac->room.head || ac->count >= a->client->options.max_in_flight)) {

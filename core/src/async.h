@@ -1,8 +1,8 @@
 /* The asynchronous engine's own types and functions, shared by async.c (the
  * I/O thread), dialer.c (the dialer thread), requests.c (a request's
  * completion), submit.c (submitting, starting and stopping), waits.c (waits
- * on the I/O thread), lease_async.c and lease.c (leases carried by it) and
- * combine.c (blocking callers combined through it); not installed. */
+ * on the I/O thread), lease_async.c and lease.c (leases carried by it);
+ * not installed. */
 #ifndef RL_ASYNC_H
 #define RL_ASYNC_H
 
@@ -81,7 +81,6 @@ typedef struct rl_areq {
     char *reset_entity;   /* a reset's "name\0id": this client's leases on it are dropped again when it is done */
     int group;            /* sent as the first of a batch of group decisions: one reply for them all */
     int reordered;        /* sent ahead of decisions with earlier deadlines (a cluster's batches) */
-    int blocking;         /* a blocking caller's (combine.c): a server that is behind gets none, as the pool */
     int decided;          /* result (and decided_status) hold its decision already */
     int decided_status;
     rl_result result;

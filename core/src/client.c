@@ -51,6 +51,7 @@ void rl_client_free(rl_client *c)
     free(c->prefix);
     pthread_cond_destroy(&c->discovered);
     pthread_mutex_destroy(&c->topology);
+    rl_combining_destroy(&c->combining);
     free(c);
 }
 
@@ -131,6 +132,7 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
     c = calloc(1, sizeof *c);
     if (!c) return rl_fail(RL_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&c->topology, NULL);
+    rl_combining_init(&c->combining);
     pthread_cond_init(&c->discovered, NULL);
     c->options = *options;
     c->prefix = strdup(options->key_prefix);

@@ -1,142 +1,257 @@
-/* Blocking callers that overlap share the I/O thread's batch calls. While
- * another blocking call is in flight on the client, a plain decision goes to
- * the asynchronous engine, which sends what is submitted together as one
- * batch call of limit.lua (Redis's cost per decision falls by about half),
- * and its caller waits for its own completion until its own deadline. A
- * caller alone keeps the direct round trip on a pooled connection: no
- * hand-off, no added latency. docs/benchmarks.md says why this and not flat
- * combining on a connection. */
-#include <errno.h>
+/* Blocking callers that overlap share batch calls (flat combining). At most
+ * a few plain decisions of a client are out at once (RL_COMBINE_LEADERS); a
+ * caller that finds them out queues. When a call comes back, the newest
+ * caller queued becomes the next leader: it takes its own decision and the
+ * oldest queued (up to max_batch in all) and runs them through rl_run_each,
+ * the blocking engine's one
+ * path (batch calls of limit.lua, redirects, NOSCRIPT), so Redis's cost per
+ * decision falls as the queue grows while the calls out keep it busy. A
+ * caller alone never queues: the direct round trip, no added latency. Each
+ * caller waits for its own result until its own deadline; one that leaves
+ * (its deadline passed, its thread cancelled) touches nobody else.
+ * docs/benchmarks.md measures this against handing callers to the I/O
+ * thread. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "async.h"
+#include "internal.h"
 
-/* One caller's decision in the engine; the caller may leave (its deadline
- * passed, its thread cancelled) before the completion comes: the last of
- * the two to let go frees it. */
-typedef struct {
-    pthread_mutex_t mutex;
-    pthread_cond_t completed;
-    int refs; /* the caller, and the completion still due */
-    int done;
-    rl_completion completion;
-} waiter;
+/* Decisions out at once before callers queue: two keep Redis busy while
+ * one leader's replies are handed out (docs/benchmarks.md) */
+#define RL_COMBINE_LEADERS 2
 
-/* w->mutex held: lets go of one reference, and of the mutex */
-static void let_go(void *arg)
+enum { QUEUED, LEADING, TAKEN, DONE };
+
+struct rl_combined {
+    rl_combined *next;
+    pthread_cond_t woken;
+    int state;
+    int refs; /* the caller, and the leader that took it: the last frees */
+    rl_cmd cmd;
+    redisReply *reply; /* DONE: set exactly when outcome.status is RL_OK */
+    rl_outcome outcome;
+};
+
+void rl_combining_init(rl_combining *q)
 {
-    waiter *w = arg;
-    int last = --w->refs == 0;
-    pthread_mutex_unlock(&w->mutex);
-    if (!last) return;
-    pthread_cond_destroy(&w->completed);
-    pthread_mutex_destroy(&w->mutex);
+    pthread_mutex_init(&q->mutex, NULL);
+    q->head = q->last = NULL;
+    q->leaders = 0;
+}
+
+void rl_combining_destroy(rl_combining *q)
+{
+    pthread_mutex_destroy(&q->mutex);
+}
+
+/* In a child after fork: the queued callers are the parent's threads. */
+void rl_combining_start_afresh(rl_combining *q)
+{
+    for (rl_combined *w = q->head; w; w = w->next) rl_fork_leave(w);
+    rl_combining_init(q);
+}
+
+static int leaders_max(const rl_client *c)
+{
+    return c->options.pool_size < RL_COMBINE_LEADERS ? c->options.pool_size : RL_COMBINE_LEADERS;
+}
+
+/* q->mutex held, or w the caller's alone */
+static void release(rl_combined *w)
+{
+    if (--w->refs) return;
+    if (w->state == DONE && !w->outcome.status) rl_reply_free(w->reply);
+    rl_cmd_free(&w->cmd);
+    pthread_cond_destroy(&w->woken);
     free(w);
 }
 
-/* on the I/O thread */
-static void complete(void *ctx, const rl_completion *completion)
+static void unlink_queued(rl_combining *q, rl_combined *w)
 {
-    waiter *w = ctx;
-    pthread_mutex_lock(&w->mutex);
-    w->completion = *completion;
-    w->done = 1;
-    pthread_cond_signal(&w->completed);
-    let_go(w);
+    rl_combined *before = NULL;
+    for (rl_combined *p = q->head; p && p != w; p = p->next) before = p;
+    if (before) before->next = w->next;
+    else q->head = w->next;
+    if (q->last == w) q->last = before;
+}
+
+/* q->mutex held: a call of the client's is back. The newest queued caller
+ * not already called to lead leads next: its deadline is the latest, so the
+ * batch's wait for its reply (command_timeout_ms from its sending) ends
+ * after every deadline in it, and the leader's own wait in the queue was the
+ * shortest. Else one fewer is out. */
+void rl_combine_pass(rl_combining *q)
+{
+    rl_combined *next = NULL;
+    for (rl_combined *w = q->head; w; w = w->next)
+        if (w->state == QUEUED) next = w;
+    if (!next) {
+        q->leaders--;
+        return;
+    }
+    next->state = LEADING;
+    pthread_cond_signal(&next->woken);
+}
+
+/* One leader's batch, on the heap: max_batch commands do not fit a
+ * thread's stack everywhere (2 kB each). */
+typedef struct {
+    rl_combined **taken;
+    rl_cmd *cmds;
+    redisReply **replies;
+    rl_outcome *outcomes;
+} batch;
+
+static void *batch_new(batch *b, size_t n)
+{
+    char *p = malloc(n * (sizeof *b->taken + sizeof *b->cmds + sizeof *b->replies + sizeof *b->outcomes));
+    if (!p) return NULL;
+    b->cmds = (rl_cmd *)p; /* the most aligned first */
+    b->outcomes = (rl_outcome *)(b->cmds + n);
+    b->replies = (redisReply **)(b->outcomes + n);
+    b->taken = (rl_combined **)(b->replies + n);
+    return p;
+}
+
+static void take(batch *b, size_t i, rl_combined *w)
+{
+    w->state = TAKEN;
+    w->refs++;
+    b->cmds[i] = w->cmd; /* its arguments point into w, kept by our reference */
+    b->taken[i] = w;
+}
+
+/* q->mutex held on entry and return: runs self's decision and the oldest
+ * queued as one rl_run_each, hands out the replies and passes the lead. Not
+ * cancellable meanwhile: the others' replies depend on it. */
+static void lead(rl_client *c, rl_combining *q, rl_combined *self)
+{
+    batch b;
+    size_t m = 0, most = (size_t)c->options.max_batch;
+    void *block = batch_new(&b, most);
+    if (!block) {
+        /* out of memory: the leader fails alone, the next one tries */
+        unlink_queued(q, self);
+        self->outcome.status = RL_ERR_NOMEM;
+        snprintf(self->outcome.error, sizeof self->outcome.error, "out of memory");
+        self->state = DONE;
+        rl_combine_pass(q);
+        return;
+    }
+    /* self, then the oldest queued; another called to lead leads its own */
+    unlink_queued(q, self);
+    take(&b, m++, self);
+    for (rl_combined *w = q->head, *next; w && m < most; w = next) {
+        next = w->next;
+        if (w->state != QUEUED) continue;
+        unlink_queued(q, w);
+        take(&b, m++, w);
+    }
+    int cancel_state;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
+    pthread_mutex_unlock(&q->mutex);
+    rl_run_each(c, b.cmds, m, b.replies, b.outcomes);
+    pthread_mutex_lock(&q->mutex);
+    for (size_t i = 0; i < m; i++) {
+        rl_combined *w = b.taken[i];
+        w->outcome = b.outcomes[i];
+        w->reply = w->outcome.status ? NULL : b.replies[i];
+        w->state = DONE;
+        pthread_cond_signal(&w->woken);
+        release(w);
+    }
+    rl_combine_pass(q);
+    pthread_setcancelstate(cancel_state, NULL);
+    free(block);
 }
 
 typedef struct {
-    waiter *w;
-    rl_client *client;
+    rl_combining *q;
+    rl_combined *w;
 } leaving;
 
-/* a caller cancelled while waiting (w->mutex held): it is no longer in
- * flight, and its completion finds nobody */
-static void cancelled(void *arg)
+/* the caller leaves before its decision came (q->mutex held): out of the
+ * queue if still in it, the lead passed on if it was its turn */
+static void leave(void *arg)
 {
     leaving *l = arg;
-    __atomic_fetch_sub(&l->client->blocking_calls, 1, __ATOMIC_RELAXED);
-    let_go(l->w);
+    if (l->w->state == QUEUED) unlink_queued(l->q, l->w);
+    if (l->w->state == LEADING) {
+        unlink_queued(l->q, l->w);
+        rl_combine_pass(l->q);
+    }
+    release(l->w);
+    pthread_mutex_unlock(&l->q->mutex);
 }
 
-/* Waits for w's completion until deadline_ms; 1 if it came (w->mutex held
- * either way). */
-static int wait_for(rl_client *c, waiter *w, int64_t deadline_ms)
+static void queued_until_done(rl_client *c, rl_combining *q, rl_combined *w, int64_t deadline_ms)
 {
-    leaving l = {w, c};
-    pthread_mutex_lock(&w->mutex);
-    pthread_cleanup_push(cancelled, &l);
-    for (int64_t left; !w->done && (left = deadline_ms - rl_now_ms()) > 0;) {
+    leaving l = {q, w};
+    pthread_cleanup_push(leave, &l);
+    for (int64_t left;;) {
+        if (w->state == DONE || (left = deadline_ms - rl_now_ms()) <= 0) break;
+        if (w->state == LEADING) {
+            lead(c, q, w);
+            continue;
+        }
         struct timespec until = rl_realtime_after((int)left);
-        pthread_cond_timedwait(&w->completed, &w->mutex, &until);
+        pthread_cond_timedwait(&w->woken, &q->mutex, &until);
     }
     pthread_cleanup_pop(0);
-    return w->done;
-}
-
-/* The pool's server (standalone, sentinel) is behind: its callers keep the
- * pool's one call at a time, and the call that comes back in time says so. */
-static int pool_behind(rl_client *c)
-{
-    if (c->url.mode == RL_MODE_CLUSTER) return 0;
-    pthread_mutex_lock(&c->topology);
-    rl_node *master = c->master; /* nodes live as long as the client */
-    pthread_mutex_unlock(&c->topology);
-    if (!master) return 0;
-    pthread_mutex_lock(&master->mutex);
-    int behind = master->behind;
-    pthread_mutex_unlock(&master->mutex);
-    return behind;
 }
 
 int rl_combine_decide(rl_client *c, const rl_request *req, rl_result *result, rl_outcome *outcome)
 {
-    if (pool_behind(c)) return RL_ERR_BACKLOG;
-    rl_areq *r = rl_async_req_new(REQ_DECISION);
-    if (r) rl_build_decision(&r->cmd, c, req);
-    if (!r || r->cmd.failed) {
-        if (r) rl_async_req_free(r);
-        return rl_fail(RL_ERR_NOMEM, "out of memory");
+    rl_combining *q = &c->combining;
+    pthread_mutex_lock(&q->mutex);
+    int alone = !q->head && q->leaders < leaders_max(c);
+    q->leaders += alone;
+    pthread_mutex_unlock(&q->mutex);
+    if (alone) return RL_COMBINE_ALONE;
+    rl_combined *w = calloc(1, sizeof *w);
+    if (!w) return RL_COMBINE_UNCOUNTED;
+    rl_build_decision(&w->cmd, c, req);
+    if (w->cmd.failed) {
+        rl_cmd_free(&w->cmd);
+        free(w);
+        return RL_COMBINE_UNCOUNTED;
     }
-    waiter *w = calloc(1, sizeof *w);
-    if (!w) {
-        rl_async_req_free(r);
-        return rl_fail(RL_ERR_NOMEM, "out of memory");
-    }
-    pthread_mutex_init(&w->mutex, NULL);
-    pthread_cond_init(&w->completed, NULL);
-    w->refs = 2;
-    /* not counted by the engine (stats.entry NULL): rl_execute_each counts it */
-    r->target.fn = complete;
-    r->target.ctx = w;
-    r->blocking = 1;
-    r->capacity = rl_spec_capacity(&req->spec);
-    r->permits = req->permits;
+    pthread_cond_init(&w->woken, NULL);
+    w->refs = 1;
     int64_t deadline_ms = rl_now_ms() + c->options.command_timeout_ms;
-    /* a thread cancelled may leave in the wait only, where it lets go of w */
-    int cancel_state;
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
-    int rc = rl_async_send(c, r); /* on failure r is freed: no completion due */
-    if (rc) {
-        pthread_mutex_lock(&w->mutex);
-        w->refs = 1;
-        let_go(w);
-        pthread_setcancelstate(cancel_state, NULL);
-        return rc;
+    pthread_mutex_lock(&q->mutex);
+    if (!q->head && q->leaders < leaders_max(c)) {
+        q->leaders++; /* the calls out came back meanwhile */
+        w->state = LEADING;
     }
-    pthread_setcancelstate(cancel_state, NULL);
-    if (wait_for(c, w, deadline_ms)) {
-        /* the engine applied the on_error policy already (result.fallback) */
-        outcome->status = w->completion.status;
-        snprintf(outcome->error, sizeof outcome->error, "%s", w->completion.error);
-        *result = w->completion.result;
-        if (outcome->status || result->fallback) rl_fail(outcome->status, "%s", outcome->error);
-    } else {
-        /* the engine completes it later, to nobody: nothing is sent again */
-        outcome->status = rl_fail(RL_ERR_TIMEOUT, "no reply within %d ms", c->options.command_timeout_ms);
+    if (q->last) q->last->next = w;
+    else q->head = w;
+    q->last = w;
+    queued_until_done(c, q, w, deadline_ms);
+    if (w->state != DONE) {
+        const char *why = w->state == TAKEN ? "sent in a batch call, no reply" : "queued behind other calls, not sent";
+        outcome->status = rl_fail(RL_ERR_TIMEOUT, "%s within %d ms", why, c->options.command_timeout_ms);
+        snprintf(outcome->error, sizeof outcome->error, "%s", rl_errmsg());
+        leaving l = {q, w};
+        leave(&l);
+        return RL_COMBINE_DECIDED;
+    }
+    pthread_mutex_unlock(&q->mutex); /* done: w is the caller's alone */
+    if ((*outcome = w->outcome).status) {
+        rl_fail(outcome->status, "%s", outcome->error);
+    } else if (rl_decode_result(w->reply, result)) {
+        outcome->status = RL_ERR_PROTOCOL;
         snprintf(outcome->error, sizeof outcome->error, "%s", rl_errmsg());
     }
-    let_go(w);
-    return RL_OK;
+    release(w);
+    return RL_COMBINE_DECIDED;
+}
+
+void rl_combine_done(rl_client *c)
+{
+    rl_combining *q = &c->combining;
+    pthread_mutex_lock(&q->mutex);
+    rl_combine_pass(q);
+    pthread_mutex_unlock(&q->mutex);
 }

@@ -79,6 +79,7 @@ void rl_fork_untrack(rl_fork_hooks *h)
 static void client_lock(rl_fork_hooks *h)
 {
     rl_client *c = (rl_client *)h;
+    pthread_mutex_lock(&c->combining.mutex);
     pthread_mutex_lock(&c->topology);
     for (int i = 0; i < c->node_count; i++) pthread_mutex_lock(&c->nodes[i]->mutex);
     rl_config_cache_lock(c->configs);
@@ -90,6 +91,7 @@ static void client_unlock(rl_fork_hooks *h)
     rl_config_cache_unlock(c->configs);
     for (int i = 0; i < c->node_count; i++) pthread_mutex_unlock(&c->nodes[i]->mutex);
     pthread_mutex_unlock(&c->topology);
+    pthread_mutex_unlock(&c->combining.mutex);
 }
 
 /* Pools start empty (the parent's connections are the parent's), the I/O
@@ -111,6 +113,7 @@ static void client_start_afresh(rl_fork_hooks *h)
         node->open_count = 0; /* the checked-out ones are in threads that are gone */
         node->backoff.probing = 0;
     }
+    rl_combining_start_afresh(&c->combining); /* its callers are the parent's threads */
     rl_async_abandon(c);
     rl_calls_start_afresh(c);
     rl_leases_abandon(c);

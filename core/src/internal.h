@@ -101,6 +101,15 @@ void rl_fork_track_client(rl_client *client);
 /* In a child: what is deliberately never freed (kept reachable) */
 void rl_fork_leave(void *what);
 
+/* Blocking decisions out at once, and the callers queued behind them
+ * (combine.c) */
+typedef struct rl_combined rl_combined;
+typedef struct {
+    pthread_mutex_t mutex;
+    rl_combined *head, *last; /* oldest first */
+    int leaders; /* plain decisions out: alone, or leading a batch */
+} rl_combining;
+
 struct rl_client {
     rl_fork_hooks fork_hooks; /* first: the hooks' self is the client */
     rl_url url; /* TLS fields merged with the options */
@@ -120,7 +129,7 @@ struct rl_client {
     int64_t refresh_due_ms; /* cluster: refresh the slot map at or after this (0 = not due) */
     int next_sentinel;      /* the sentinel that answered last is asked first */
     rl_async *async;        /* the I/O thread, started by the first rl_submit */
-    int blocking_calls;     /* rl_execute calls in flight (atomic): overlapping ones combine */
+    rl_combining combining; /* overlapping blocking decisions share batch calls */
     struct rl_stats *stats; /* metrics (stats.c): made by the first counted decision */
     struct rl_config_cache *configs; /* stored specs (config.c) */
     struct rl_leases *leases; /* leases (lease.c); NULL: none taken (out of memory) */
@@ -391,11 +400,17 @@ int rl_validate_request(const rl_request *req);
 int rl_resolve_stored(rl_client *client, const rl_request *req, rl_request *out);
 void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *req);
 int rl_decode_result(const redisReply *r, rl_result *out);
-/* combine.c: one valid plain decision through the I/O thread, waited on
- * until command_timeout_ms; RL_OK when *outcome (and *result) say what
- * happened, else it was not sent (the server is behind, no memory, closing):
- * send it directly */
+/* combine.c: a valid plain decision of rl_execute's. ALONE: few are out,
+ * send it directly, then rl_combine_done; DECIDED: it went in a batch call
+ * and *outcome (and *result) say how; UNCOUNTED (no memory): send it
+ * directly. */
+enum { RL_COMBINE_ALONE, RL_COMBINE_DECIDED, RL_COMBINE_UNCOUNTED };
 int rl_combine_decide(rl_client *c, const rl_request *req, rl_result *result, rl_outcome *outcome);
+void rl_combine_done(rl_client *c);
+void rl_combine_pass(rl_combining *q); /* rl_combine_done with q->mutex held */
+void rl_combining_init(rl_combining *q);
+void rl_combining_destroy(rl_combining *q);
+void rl_combining_start_afresh(rl_combining *q);
 /* DEL of every key of (name, id) under spec (NULL: the stored one, read
  * now if not cached) */
 int rl_build_reset(rl_cmd *cmd, rl_client *client, const char *name, const char *id, const rl_spec *spec);

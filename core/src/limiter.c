@@ -446,14 +446,11 @@ static void execute(rl_client *client, const rl_request *requests, size_t n, rl_
             rl_leases_end(client, requests[i].name, requests[i].id, RL_LEASES_GIVE_BACK_NOW);
     }
     if (leased) rl_leases_plan(client, requests, n, results, outcomes, plan, wants);
-    /* every pooled connection taken by other blocking calls: rather than
-     * wait for one, a plain decision joins the I/O thread's batch calls
-     * (combine.c). Below that, the direct round trip: handing off sooner cost
-     * 8 threads on one core 37% of their throughput (docs/benchmarks.md) */
-    int others = __atomic_fetch_add(&client->blocking_calls, 1, __ATOMIC_RELAXED);
-    if (others >= client->options.pool_size && n == 1 && !outcomes[0].status && plan[0] == RL_PLAN_PLAIN &&
-        rl_combine_decide(client, &requests[0], &results[0], &outcomes[0]) == RL_OK)
-        plan[0] = RL_PLAN_DONE;
+    /* overlapping callers share batch calls (combine.c) */
+    int combine = n == 1 && !outcomes[0].status && plan[0] == RL_PLAN_PLAIN
+                      ? rl_combine_decide(client, &requests[0], &results[0], &outcomes[0])
+                      : RL_COMBINE_UNCOUNTED;
+    if (combine == RL_COMBINE_DECIDED) plan[0] = RL_PLAN_DONE;
     /* a second round for fetched blocks too small for their request */
     for (int round = 0; round < 2; round++) {
         size_t m = 0;
@@ -489,7 +486,7 @@ static void execute(rl_client *client, const rl_request *requests, size_t n, rl_
         }
         for (size_t j = 0; j < m; j++) rl_cmd_free(&cmds[j]);
     }
-    __atomic_fetch_sub(&client->blocking_calls, 1, __ATOMIC_RELAXED);
+    if (combine == RL_COMBINE_ALONE) rl_combine_done(client);
     for (size_t i = 0; i < n && client->options.on_error != RL_ON_ERROR_RAISE; i++) {
         if (!rl_unreachable(outcomes[i].status)) continue;
         /* the error stays in outcomes[i].error (and rl_errmsg()): why the policy decided */

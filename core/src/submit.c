@@ -65,7 +65,6 @@ static void free_conns(rl_async *a)
 void rl_async_abandon(rl_client *c)
 {
     rl_async *a = c->async;
-    c->blocking_calls = 0; /* the parent's callers did not come along */
     if (!a) return;
     close(a->wake_fds[0]);
     close(a->wake_fds[1]);

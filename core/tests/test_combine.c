@@ -1,7 +1,7 @@
-/* Blocking callers that overlap combine into the I/O thread's batch calls
- * (combine.c): exact counts, one caller's timeout or cancellation touches
- * nobody else. Reads the client's blocking_calls (internal.h) to force the
- * combined path where timing would make it a matter of luck. */
+/* Blocking callers that overlap share batch calls (combine.c): exact
+ * counts, one caller's timeout or cancellation touches nobody else. Sets
+ * the client's count of decisions out (internal.h) to force the combined
+ * path where timing would make it a matter of luck. */
 #include <pthread.h>
 #include <string.h>
 
@@ -69,16 +69,6 @@ static void exact_counts(int keys)
 
 /* ---- one caller out of a combined batch ----------------------------------- */
 
-static int64_t blocker_ms;
-
-/* keeps the I/O thread busy: what is submitted meanwhile goes out together */
-static void hold_io_thread(void *ctx, const rl_completion *c)
-{
-    (void)ctx;
-    (void)c;
-    sleep_ms(blocker_ms);
-}
-
 typedef struct {
     int64_t start_in_ms;
     int status;
@@ -96,26 +86,33 @@ static void *call_once(void *arg)
     return NULL;
 }
 
-static void force_combining(int on)
+/* as if two decisions were out: callers queue (the count is 2 on every
+ * pool_size these tests use) */
+static void pretend_out(int n)
 {
-    int pool = client->options.pool_size; /* combining starts once every pooled connection is taken */
-    __atomic_fetch_add(&client->blocking_calls, on ? pool : -pool, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&client->combining.mutex);
+    client->combining.leaders += n;
+    pthread_mutex_unlock(&client->combining.mutex);
 }
 
-/* The I/O thread held for 1200 ms: A (asked at 100 ms, deadline 2100 ms)
- * and B..E (at 900 ms, deadline 2900 ms) go in one batch call, to a server
- * paused from 1000 to 2400 ms: A times out alone, B..E are decided. */
+static void nothing_out_or_queued(void)
+{
+    pthread_mutex_lock(&client->combining.mutex);
+    CHECK_EQ(client->combining.leaders, 0);
+    CHECK(client->combining.head == NULL && client->combining.last == NULL);
+    pthread_mutex_unlock(&client->combining.mutex);
+}
+
+/* Two decisions out: A (asked at 100 ms, deadline 2100 ms) and B..E (at
+ * 900 ms, deadline 2900 ms) queue. At 1000 ms one call comes back (E leads)
+ * and the five go in one batch call, to a server paused from 1000 to 2400
+ * ms: A times out alone, B..E are decided. */
 static void one_timeout_in_a_batch(void)
 {
     enum { CALLERS = 5 };
     caller callers[CALLERS];
     pthread_t threads[CALLERS];
-    rl_request req = {.name = "combine-late", .id = "blocker", .permits = 1, .op = RL_OP_ACQUIRE,
-                      .spec = {.algorithm = RL_GCRA, .limit = 1000, .period_ms = 1000}};
-    rl_target hold = {hold_io_thread, NULL, NULL};
-    force_combining(1);
-    blocker_ms = 1200;
-    CHECK_EQ(rl_submit(client, &req, 0, &hold), RL_OK);
+    pretend_out(2);
     for (int i = 0; i < CALLERS; i++) {
         callers[i] = (caller){.start_in_ms = i == 0 ? 100 : 900};
         pthread_create(&threads[i], NULL, call_once, &callers[i]);
@@ -123,6 +120,7 @@ static void one_timeout_in_a_batch(void)
     sleep_ms(1000);
     long long scripts = redis_scripts_run(&redis);
     redis_pause(&redis);
+    rl_combine_done(client);
     sleep_ms(1400);
     redis_resume(&redis);
     for (int i = 0; i < CALLERS; i++) pthread_join(threads[i], NULL);
@@ -133,33 +131,41 @@ static void one_timeout_in_a_batch(void)
     }
     /* one batch call for the five */
     CHECK_EQ(redis_scripts_run(&redis) - scripts, 1);
-    force_combining(0);
+    pretend_out(-1); /* the batch's leader gave back the other */
+    nothing_out_or_queued();
 }
 
-/* A caller cancelled while it waits leaves the others their decisions, and
- * the client its count of blocking calls. */
-static void cancelled_caller(void)
+/* Callers cancelled while they wait in the queue, or when their turn to
+ * lead came, leave the others their decisions and the queue in order. */
+static void cancelled_callers(void)
 {
-    enum { CALLERS = 4 };
+    enum { CALLERS = 5 };
     caller callers[CALLERS];
     pthread_t threads[CALLERS];
-    force_combining(1);
-    redis_pause(&redis);
+    pretend_out(2);
     for (int i = 0; i < CALLERS; i++) {
-        callers[i] = (caller){.start_in_ms = 0};
+        callers[i] = (caller){.start_in_ms = 50 * i}; /* queued in this order */
         pthread_create(&threads[i], NULL, call_once, &callers[i]);
     }
-    sleep_ms(200);
-    pthread_cancel(threads[0]);
+    sleep_ms(400);
+    pthread_cancel(threads[0]); /* the oldest, queued */
     pthread_join(threads[0], NULL);
     CHECK(!callers[0].returned);
-    redis_resume(&redis);
-    for (int i = 1; i < CALLERS; i++) {
+    /* the newest's turn to lead, and it is cancelled before it wakes: the
+     * lead goes to the next newest */
+    pthread_mutex_lock(&client->combining.mutex);
+    pthread_cancel(threads[CALLERS - 1]);
+    sleep_ms(100); /* it wakes to leave, and waits for the mutex */
+    rl_combine_pass(&client->combining);
+    pthread_mutex_unlock(&client->combining.mutex);
+    pthread_join(threads[CALLERS - 1], NULL);
+    CHECK(!callers[CALLERS - 1].returned);
+    for (int i = 1; i < CALLERS - 1; i++) {
         pthread_join(threads[i], NULL);
         CHECK_EQ(callers[i].status, RL_OK);
     }
-    force_combining(0);
-    CHECK_EQ(__atomic_load_n(&client->blocking_calls, __ATOMIC_RELAXED), 0);
+    pretend_out(-1);
+    nothing_out_or_queued();
     rl_result r;
     rl_spec spec = {.algorithm = RL_GCRA, .limit = 1000, .period_ms = 1000};
     CHECK_EQ(rl_acquire(client, "combine-late", "after", &spec, 1, &r), RL_OK);
@@ -173,8 +179,9 @@ int main(void)
     client = open_client(&redis, &o);
     exact_counts(1);
     exact_counts(KEYS);
+    nothing_out_or_queued();
     one_timeout_in_a_batch();
-    cancelled_caller();
+    cancelled_callers();
     rl_client_close(client);
     redis_stop(&redis);
     return test_summary("combine");
