@@ -368,6 +368,13 @@ static void n_close(JNIEnv *env, jclass cls, jlong handle)
     rl_client_close(client_of(handle));
 }
 
+static void n_shutdown(JNIEnv *env, jclass cls, jlong handle)
+{
+    (void)env;
+    (void)cls;
+    rl_client_shutdown(client_of(handle), 1);
+}
+
 static jstring n_prefix(JNIEnv *env, jclass cls, jlong handle)
 {
     (void)cls;
@@ -538,6 +545,7 @@ static const JNINativeMethod methods[] = {
     {"tlsVersion", "()Ljava/lang/String;", (void *)n_tls_version},
     {"open", "(" B B "JJII" B B B "IJJ" B "II)J", (void *)n_open},
     {"close", "(J)V", (void *)n_close},
+    {"shutdown", "(J)V", (void *)n_shutdown},
     {"prefix", "(J)Ljava/lang/String;", (void *)n_prefix},
     {"key", "(J" B B "II)[B", (void *)n_key},
     {"limits", "()[J", (void *)n_limits},

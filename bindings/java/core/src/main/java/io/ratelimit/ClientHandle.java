@@ -1,29 +1,20 @@
 package io.ratelimit;
 
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /**
- * Owns the native rl_client pointer. Calls hold the read side of a lock for
- * as long as C may use the pointer; close takes the write side, so the client
- * is never freed under a call in flight. Blocking waits poll
- * {@link #cancelRequested()}, so a close does not wait for their timeouts.
+ * Owns the native rl_client pointer. {@link #shutdown} (the client's close)
+ * shuts it down in the core, rl_client_shutdown: every later call fails there
+ * with {@link Status#CLOSED}, blocking waits stop, and when the last call in
+ * flight returns the I/O thread stops (asynchronous calls complete with
+ * CLOSED). The memory stays until the Cleaner runs this object (no thread can
+ * hold the client any more), so calls pass the pointer without a lock.
  * Deliberately separate from {@link RateLimitClient}: the Cleaner runs this
  * object, which must not reach the client it cleans up after.
- *
- * <p>Calls take the read side with {@code tryLock}: only a close ever holds
- * the write side, and {@link #closing} is set before it is taken, so a failed
- * {@code tryLock} means "closing" and the call fails with {@link Status#CLOSED}
- * instead of queueing behind the writer. That is what keeps a close from
- * deadlocking with a dependent stage that calls again on the I/O thread: the
- * closer waits (in rl_client_close) for that thread, which must never wait
- * for the closer.
  */
 final class ClientHandle implements Runnable {
     private final long ptr;
-    private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
-    private final AtomicBoolean closing = new AtomicBoolean();
+    private volatile boolean closed;
     final AsyncCalls async;
 
     interface Call<T> {
@@ -41,24 +32,7 @@ final class ClientHandle implements Runnable {
     }
 
     <T> T call(Call<T> call) {
-        ReentrantReadWriteLock.ReadLock read = lock.readLock();
-        if (closing.get() || !read.tryLock()) {
-            throw closed(null);
-        }
-        try {
-            if (closing.get()) {
-                throw closed(null);
-            }
-            return call.run(ptr);
-        } catch (CancelledException e) {
-            // the wait stopped because of close(), not an interrupt
-            if (closing.get()) {
-                throw closed(e);
-            }
-            throw e;
-        } finally {
-            read.unlock();
-        }
+        return call.run(ptr);
     }
 
     /** The parameters of one decision, as the core's rl_request has them. */
@@ -102,59 +76,37 @@ final class ClientHandle implements Runnable {
 
     /** Registers {@code future} under a new tag and submits; the failure, or null when queued. */
     private RuntimeException submitTagged(CompletableFuture<?> future, Submit s) {
-        ReentrantReadWriteLock.ReadLock read = lock.readLock();
-        if (closing.get() || !read.tryLock()) {
-            return closed(null);
-        }
+        long tag = async.register(future);
         try {
-            if (closing.get()) {
-                return closed(null);
-            }
-            long tag = async.register(future);
-            try {
-                s.run(ptr, async.ref, tag);
-                return null;
-            } catch (RuntimeException e) {
-                async.forget(tag); // refused: no completion follows
-                return e;
-            }
-        } finally {
-            read.unlock();
+            s.run(ptr, async.ref, tag);
+            return null;
+        } catch (RuntimeException e) {
+            async.forget(tag); // refused: no completion follows
+            return e;
         }
     }
 
     /**
      * Withdraws the wait under {@code tag} (rl_cancel): it completes with
-     * CANCELLED holding nothing. Never blocks. Skipped while the client
-     * closes, which completes every wait with CLOSED anyway.
+     * CANCELLED holding nothing. Never blocks. A no-op once the client shut
+     * down, which completes every wait with CLOSED anyway.
      */
     void cancelWait(long tag) {
         if (!async.isPending(tag)) {
             return; // completed: AsyncOp gives back what it held
         }
-        ReentrantReadWriteLock.ReadLock read = lock.readLock();
-        if (closing.get() || !read.tryLock()) {
-            return;
-        }
         try {
-            if (!closing.get()) {
-                Native.cancel(ptr, tag);
-            }
+            Native.cancel(ptr, tag);
         } catch (RuntimeException e) {
             // no memory for the request: the wait runs to its timeout and its
             // completion, finding the future done, gives back what it got
-        } finally {
-            read.unlock();
         }
     }
 
     /**
      * Gives back what a completion nobody takes holds (release a permit, push
-     * a message back), without waiting for it. Only from a completion on the
-     * I/O thread: the pointer stays valid without the lock there, since
-     * rl_client_close joins that thread before it frees the client, and a
-     * give-back must be sent even while the close is starting. Refused once
-     * the core closes: a permit then ends with its lease.
+     * a message back), without waiting for it. Refused once the client shut
+     * down: a permit then ends with its lease.
      */
     void giveBack(Submit s) {
         try {
@@ -164,51 +116,35 @@ final class ClientHandle implements Runnable {
         }
     }
 
-    /** Polled from C during blocking waits, on the waiting thread. */
+    /** Polled from C during blocking waits, on the waiting thread (a close stops them in the core). */
     boolean cancelRequested() {
-        return closing.get() || Thread.currentThread().isInterrupted();
+        return Thread.currentThread().isInterrupted();
     }
 
     boolean isClosed() {
-        return closing.get();
+        return closed;
     }
 
     /**
-     * Close, at most once; waits for calls in flight (blocking ones stop within
-     * ~100 ms) and completes every asynchronous decision still in flight with
-     * {@link Status#CLOSED} before it returns. Called on this client's own I/O
-     * thread (from a dependent stage), or from inside a call of this client
-     * (a dependent stage of a decision that waited for the block this thread
-     * was fetching), the close runs on a new thread instead and this returns
-     * at once: neither can wait for itself.
+     * The client's close, at most once: rl_client_shutdown, which never waits
+     * for the calls in flight, so any thread may call it (a dependent stage
+     * on the I/O thread, a call of this client's), and which completes every
+     * asynchronous call with {@link Status#CLOSED} before it returns when no
+     * blocking call is in flight (else when the last one returns).
      */
-    @Override
-    public void run() {
-        if (!closing.compareAndSet(false, true)) {
-            return;
+    void shutdown() {
+        if (!closed) {
+            closed = true;
+            Native.shutdown(ptr);
         }
-        if (async.onIoThread() || lock.getReadHoldCount() > 0) {
-            Thread t = new Thread(this::closeNow, "ratelimit-close");
-            t.setDaemon(true);
-            t.start();
-            return;
-        }
-        closeNow();
     }
 
-    private void closeNow() {
-        ReentrantReadWriteLock.WriteLock write = lock.writeLock();
-        write.lock();
-        try {
-            // completes everything in flight (RL_ERR_CLOSED) on the I/O thread,
-            // whose dependents find the client closing and never wait for this
-            // lock; then joins the thread, which detaches it from the JVM
-            Native.close(ptr);
-        } finally {
-            write.unlock();
-        }
+    /** The Cleaner's: no thread holds the client, so no call is in flight. */
+    @Override
+    public void run() {
+        Native.close(ptr); // joins the I/O thread, which detaches it from the JVM
         // no callback runs any more: fail what the core could not deliver
-        // (nothing, normally), outside the lock, then drop the JNI reference
+        // (nothing, normally), then drop the JNI reference
         async.failRemaining();
         async.free();
     }

@@ -126,7 +126,11 @@ final class Native {
             long reconnectMaxMs, long configRefreshMs, byte[] clientId, int maxInFlight,
             int maxBatch);
 
+    /** rl_client_close: frees the client; only once no thread can hold it. */
     static native void close(long client);
+
+    /** rl_client_shutdown with the waits stopped: the memory stays until {@link #close}. */
+    static native void shutdown(long client);
 
     static native String prefix(long client);
 

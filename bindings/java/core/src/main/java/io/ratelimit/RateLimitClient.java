@@ -21,13 +21,12 @@ public final class RateLimitClient implements AutoCloseable {
     private static final Cleaner CLEANER = Cleaner.create();
 
     final ClientHandle handle;
-    private final Cleaner.Cleanable cleanable;
     private final String prefix;
     private final String clientId;
 
     private RateLimitClient(ClientHandle handle) {
         this.handle = handle;
-        this.cleanable = CLEANER.register(this, handle);
+        CLEANER.register(this, handle);
         this.prefix = handle.call(Native::prefix);
         this.clientId = handle.call(Native::clientId);
     }
@@ -394,21 +393,25 @@ public final class RateLimitClient implements AutoCloseable {
     }
 
     /**
-     * Frees the client, once; waits for calls in flight (blocking waits stop
-     * promptly). First every lease ({@link LimiterConfig#lease}) gives its
-     * unused permits back to Redis (the core's rl_client_close does). An
+     * Closes the client, once, without waiting: later calls throw
+     * {@link ClientClosedException}, blocking waits in flight stop promptly
+     * with it. When the last call in flight has returned (at once when none
+     * is) every lease ({@link LimiterConfig#lease}) gives its unused permits
+     * back to Redis, every asynchronous call still in flight completes
+     * exceptionally with status {@link Status#CLOSED} and the connections
+     * close (the core's rl_client_shutdown); with none in flight, before this
+     * returns. The native memory goes with this object (a Cleaner). An
      * application that does not close its client (no Spring context, no
-     * try-with-resources) leaves them to expire with their validity instead;
-     * nothing is over-admitted either way. Every asynchronous decision still
-     * in flight completes exceptionally with a {@link RateLimitException} of
-     * status {@link Status#CLOSED} before this returns. Called from a
-     * dependent stage running on this client's I/O thread, or inside one of
-     * its calls (a stage of an asynchronous decision that waited for the
-     * block a blocking call of this thread fetched), the close goes on in a
-     * new thread and this returns at once (neither can wait for itself).
+     * try-with-resources) leaves the leases to expire with their validity
+     * instead; nothing is over-admitted either way. Safe from any thread,
+     * a dependent stage on the client's I/O thread among them.
      */
     @Override
     public void close() {
-        cleanable.clean();
+        try {
+            handle.shutdown();
+        } finally {
+            Reference.reachabilityFence(this);
+        }
     }
 }
