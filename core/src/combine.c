@@ -27,7 +27,7 @@ struct rl_combined {
     rl_combined *next;
     pthread_cond_t woken;
     int state;
-    int refs; /* the caller, and the leader that took it: the last frees */
+    int refs; /* the caller, and the leader that took it: the last frees (atomic) */
     rl_cmd cmd;
     redisReply *reply; /* DONE: set exactly when outcome.status is RL_OK */
     rl_outcome outcome;
@@ -57,10 +57,9 @@ static int leaders_max(const rl_client *c)
     return c->options.pool_size < RL_COMBINE_LEADERS ? c->options.pool_size : RL_COMBINE_LEADERS;
 }
 
-/* q->mutex held, or w the caller's alone */
 static void release(rl_combined *w)
 {
-    if (--w->refs) return;
+    if (__atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL)) return;
     if (w->state == DONE && !w->outcome.status) rl_reply_free(w->reply);
     rl_cmd_free(&w->cmd);
     pthread_cond_destroy(&w->woken);
@@ -117,7 +116,7 @@ static void *batch_new(batch *b, size_t n)
 static void take(batch *b, size_t i, rl_combined *w)
 {
     w->state = TAKEN;
-    w->refs++;
+    __atomic_add_fetch(&w->refs, 1, __ATOMIC_RELAXED);
     b->cmds[i] = w->cmd; /* its arguments point into w, kept by our reference */
     b->taken[i] = w;
 }
@@ -152,18 +151,22 @@ static void lead(rl_client *c, rl_combining *q, rl_combined *self)
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
     pthread_mutex_unlock(&q->mutex);
     rl_run_each(c, b.cmds, m, b.replies, b.outcomes);
-    pthread_mutex_lock(&q->mutex);
-    for (size_t i = 0; i < m; i++) {
-        rl_combined *w = b.taken[i];
-        w->outcome = b.outcomes[i];
-        w->reply = w->outcome.status ? NULL : b.replies[i];
-        w->state = DONE;
-        pthread_cond_signal(&w->woken);
-        release(w);
+    for (size_t i = 0; i < m; i++) { /* read once DONE, under the mutex */
+        b.taken[i]->outcome = b.outcomes[i];
+        b.taken[i]->reply = b.outcomes[i].status ? NULL : b.replies[i];
     }
+    pthread_mutex_lock(&q->mutex);
+    for (size_t i = 0; i < m; i++) b.taken[i]->state = DONE;
     rl_combine_pass(q);
+    pthread_mutex_unlock(&q->mutex);
+    /* woken with the mutex free: none wakes only to wait for it */
+    for (size_t i = 0; i < m; i++) {
+        pthread_cond_signal(&b.taken[i]->woken);
+        release(b.taken[i]);
+    }
     pthread_setcancelstate(cancel_state, NULL);
     free(block);
+    pthread_mutex_lock(&q->mutex);
 }
 
 typedef struct {
