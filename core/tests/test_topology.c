@@ -732,9 +732,12 @@ static void *explicit_load_run(void *arg)
     return NULL;
 }
 
+static long long cluster_scripts_run(void);
+
 /* Batches under a slot move: whole batch calls answered MOVED (and ASK
  * during the migration) go again to the slot's new master, each decision
- * counted once, asynchronous (32 in flight, batched) and explicit. */
+ * counted once: asynchronous (32 in flight, batched), explicit, and 8
+ * blocking callers combined (combine.c) on one client of their own. */
 static void test_cluster_batches_move(void)
 {
     rl_options o = RL_OPTIONS_INIT;
@@ -750,6 +753,12 @@ static void test_cluster_batches_move(void)
     pthread_t threads[3];
     for (int i = 0; i < 2; i++) pthread_create(&threads[i], NULL, async_load_run, &al[i]);
     pthread_create(&threads[2], NULL, explicit_load_run, &el);
+    rl_client *blocking = open_url(env("RL_TEST_CLUSTER_URL"), &o);
+    load bl = l;
+    bl.client = blocking;
+    pthread_t combined[8];
+    long long scripts = cluster_scripts_run();
+    start_load(&bl, combined, 8);
     sleep_ms(200);
     snprintf(call, sizeof call, "cluster_move_slot(\"%s\", %d)", topo_dir, slot);
     CHECK_EQ(topology_call(call, out, sizeof out), 0);
@@ -759,7 +768,16 @@ static void test_cluster_batches_move(void)
     al[0].stop = al[1].stop = 1;
     el.stop = 1;
     for (int i = 0; i < 3; i++) pthread_join(threads[i], NULL);
-    long calls = al[0].calls + al[1].calls + el.calls, admitted = al[0].admitted + al[1].admitted + el.admitted;
+    stop_load(&bl, combined, 8);
+    scripts = cluster_scripts_run() - scripts;
+    printf("  batches: 8 blocking callers: %ld decisions (%ld errors), all: %lld script calls\n", bl.calls,
+           bl.conn_errors + bl.other_errors, scripts);
+    if (bl.other_errors) fprintf(stderr, "  blocking error: %s\n", bl.other);
+    CHECK_EQ(bl.conn_errors + bl.other_errors, 0);
+    CHECK_EQ(bl.admitted, bl.calls);
+    rl_client_close(blocking);
+    long calls = al[0].calls + al[1].calls + el.calls + bl.calls;
+    long admitted = al[0].admitted + al[1].admitted + el.admitted + bl.admitted;
     printf("  batches: %ld decisions on the moved key (%ld after the move), errors async %ld %ld, explicit %ld\n",
            calls, calls - before, al[0].errors, al[1].errors, el.errors);
     for (int i = 0; i < 2; i++)
