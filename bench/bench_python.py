@@ -3,6 +3,10 @@ on the same Redis, in the same run: calls per second for one thread, and the
 ratio. Usage: python bench/bench_python.py [seconds]  (REDIS_URL or a local
 redis-server on a free port). Needs: pip install . limits redis
 
+--threads N [seconds] [rounds]: the same pairs from N threads on one
+client each side (ours: overlapping calls share batch calls in the core),
+rounds interleaved, with the scripts Redis ran per decision.
+
 --leases [seconds] [rounds]: one hot key (gcra, a limit no run reaches)
 with and without a lease (0.05 s), one thread and 8 threads: decisions/s,
 the ratio, and the scripts Redis ran per decision (its commandstats).
@@ -19,7 +23,8 @@ import time
 import ratelimit
 
 LEASES = sys.argv[1:2] == ["--leases"]
-ARGS = sys.argv[2:] if LEASES else sys.argv[1:]
+THREADS = int(sys.argv[2]) if sys.argv[1:2] == ["--threads"] else 0
+ARGS = sys.argv[2:] if LEASES else sys.argv[3:] if THREADS else sys.argv[1:]
 SECONDS = float(ARGS[0]) if ARGS else 2.0
 ROUNDS = int(ARGS[1]) if len(ARGS) > 1 else 3
 
@@ -32,21 +37,24 @@ def rate(call):
     return n / SECONDS
 
 
-def main(url):
-    import limits
-    import limits.storage
+def pairs():
     import limits.strategies
-
-    client = ratelimit.Client(url)
-    storage = limits.storage.storage_from_string(url)
-    item = limits.parse("1000000000/hour")
-    pairs = [
+    return [
         ("fixed_window", limits.strategies.FixedWindowRateLimiter),
         ("sliding_window", limits.strategies.SlidingWindowCounterRateLimiter),
         ("sliding_log", limits.strategies.MovingWindowRateLimiter),
     ]
+
+
+def main(url):
+    import limits
+    import limits.storage
+
+    client = ratelimit.Client(url)
+    storage = limits.storage.storage_from_string(url)
+    item = limits.parse("1000000000/hour")
     print(f"{'algorithm':16} {'ratelimit':>12} {'limits':>12}  ratio")
-    for ours, theirs in pairs:
+    for ours, theirs in pairs():
         lim = client.limiter("bench-py", "1000000/hour", algorithm=ours)
         peer = theirs(storage)
         a = rate(lambda n: lim.acquire("u%d" % (n % 100)))
@@ -61,14 +69,15 @@ def script_calls(client):
                if line.split(":")[0] in ("cmdstat_evalsha", "cmdstat_eval"))
 
 
-def decide_for(lim, threads):
-    """threads calling lim.acquire on one key back to back for SECONDS: decisions."""
+def decide_for(lim, threads, acquire=None):
+    """threads calling acquire(k) (default: lim.acquire on one key) back to
+    back for SECONDS: decisions."""
     counts, end = [0] * threads, time.perf_counter() + SECONDS
 
     def work(k):
-        n, acquire = 0, lim.acquire
+        n, call = 0, acquire or (lambda k: lim.acquire("all"))
         while time.perf_counter() < end:
-            acquire("all")
+            call(k)
             n += 1
         counts[k] = n
     pool = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
@@ -77,6 +86,38 @@ def decide_for(lim, threads):
     for t in pool:
         t.join()
     return sum(counts)
+
+
+def threaded(url):
+    import limits
+    import limits.storage
+
+    client = ratelimit.Client(url)
+    storage = limits.storage.storage_from_string(url)
+    item = limits.parse("1000000000/hour")
+    got = {}
+    for r in range(ROUNDS):
+        for ours, theirs in pairs():
+            lim = client.limiter("bench-py-threads", "1000000000/hour", algorithm=ours)
+            peer = theirs(storage)
+            for side, call in (("ratelimit", lambda k: lim.acquire("t%d" % k)),
+                               ("limits", lambda k: peer.hit(item, "bench-threads-" + ours, "t%d" % k))):
+                client._command(["CONFIG", "RESETSTAT"])
+                n = decide_for(None, THREADS, call)
+                per = script_calls(client) / n
+                got.setdefault((ours, side), []).append(n / SECONDS)
+                got.setdefault((ours, side, "scripts"), []).append(per)
+                print("round %d  %-14s %-9s %10.0f/s  %.3f scripts/decision"
+                      % (r + 1, ours, side, n / SECONDS, per), file=sys.stderr)
+    client.close()
+    print("Python %s, %d threads, %d round(s) of %.1f s per row, medians\n"
+          % (sys.version.split()[0], THREADS, ROUNDS, SECONDS))
+    print("| algorithm | ratelimit | limits | ratio | ratelimit's scripts per decision |")
+    print("|---|---:|---:|---:|---:|")
+    for ours, _ in pairs():
+        a, b = (statistics.median(got[(ours, side)]) for side in ("ratelimit", "limits"))
+        print("| %s | %s/s | %s/s | %.2fx | %.2f |" % (ours, format(int(a), ","), format(int(b), ","), a / b,
+                                                       statistics.median(got[(ours, "ratelimit", "scripts")])))
 
 
 def leases(url):
@@ -110,7 +151,7 @@ def leases(url):
 
 
 if __name__ == "__main__":
-    run = leases if LEASES else main
+    run = leases if LEASES else threaded if THREADS else main
     url = os.environ.get("REDIS_URL")
     if url:
         run(url)
