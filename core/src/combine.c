@@ -1,6 +1,7 @@
 /* Blocking callers that overlap share batch calls (flat combining). At most
- * a few plain decisions of a client are out at once (RL_COMBINE_LEADERS); a
- * caller that finds them out queues. When a call comes back, the newest
+ * pool_size plain decisions of a client are out at once (a pooled
+ * connection each); a caller that finds them out queues instead of waiting
+ * for a connection. When a call comes back, the newest
  * caller queued becomes the next leader: it takes its own decision and the
  * oldest queued (up to max_batch in all) and runs them through rl_run_each,
  * the blocking engine's one
@@ -17,14 +18,10 @@
 
 #include "internal.h"
 
-/* Decisions out at once before callers queue: two keep Redis busy while
- * one leader's replies are handed out (docs/benchmarks.md) */
-#define RL_COMBINE_LEADERS 2
-
 enum { QUEUED, LEADING, TAKEN, DONE };
 
 struct rl_combined {
-    rl_combined *next;
+    rl_combined *prev, *next; /* in the queue, oldest first */
     pthread_cond_t woken;
     int state;
     int refs; /* the caller, and the leader that took it: the last frees (atomic) */
@@ -52,11 +49,6 @@ void rl_combining_start_afresh(rl_combining *q)
     rl_combining_init(q);
 }
 
-static int leaders_max(const rl_client *c)
-{
-    return c->options.pool_size < RL_COMBINE_LEADERS ? c->options.pool_size : RL_COMBINE_LEADERS;
-}
-
 static void release(rl_combined *w)
 {
     if (__atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL)) return;
@@ -68,11 +60,11 @@ static void release(rl_combined *w)
 
 static void unlink_queued(rl_combining *q, rl_combined *w)
 {
-    rl_combined *before = NULL;
-    for (rl_combined *p = q->head; p && p != w; p = p->next) before = p;
-    if (before) before->next = w->next;
+    if (w->prev) w->prev->next = w->next;
     else q->head = w->next;
-    if (q->last == w) q->last = before;
+    if (w->next) w->next->prev = w->prev;
+    else q->last = w->prev;
+    w->prev = w->next = NULL;
 }
 
 /* q->mutex held: a call of the client's is back. The newest queued caller
@@ -82,9 +74,8 @@ static void unlink_queued(rl_combining *q, rl_combined *w)
  * shortest. Else one fewer is out. */
 void rl_combine_pass(rl_combining *q)
 {
-    rl_combined *next = NULL;
-    for (rl_combined *w = q->head; w; w = w->next)
-        if (w->state == QUEUED) next = w;
+    rl_combined *next = q->last;
+    while (next && next->state != QUEUED) next = next->prev; /* at most the leaders' count skipped */
     if (!next) {
         q->leaders--;
         return;
@@ -208,7 +199,7 @@ int rl_combine_decide(rl_client *c, const rl_request *req, rl_result *result, rl
 {
     rl_combining *q = &c->combining;
     pthread_mutex_lock(&q->mutex);
-    int alone = !q->head && q->leaders < leaders_max(c);
+    int alone = !q->head && q->leaders < c->options.pool_size;
     q->leaders += alone;
     pthread_mutex_unlock(&q->mutex);
     if (alone) return RL_COMBINE_ALONE;
@@ -224,10 +215,11 @@ int rl_combine_decide(rl_client *c, const rl_request *req, rl_result *result, rl
     w->refs = 1;
     int64_t deadline_ms = rl_now_ms() + c->options.command_timeout_ms;
     pthread_mutex_lock(&q->mutex);
-    if (!q->head && q->leaders < leaders_max(c)) {
+    if (!q->head && q->leaders < c->options.pool_size) {
         q->leaders++; /* the calls out came back meanwhile */
         w->state = LEADING;
     }
+    w->prev = q->last;
     if (q->last) q->last->next = w;
     else q->head = w;
     q->last = w;

@@ -400,7 +400,7 @@ int rl_validate_request(const rl_request *req);
 int rl_resolve_stored(rl_client *client, const rl_request *req, rl_request *out);
 void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *req);
 int rl_decode_result(const redisReply *r, rl_result *out);
-/* combine.c: a valid plain decision of rl_execute's. ALONE: few are out,
+/* combine.c: a valid plain decision of rl_execute's. ALONE: fewer than pool_size are out:
  * send it directly, then rl_combine_done; DECIDED: it went in a batch call
  * and *outcome (and *result) say how; UNCOUNTED (no memory): send it
  * directly. */

@@ -86,8 +86,7 @@ static void *call_once(void *arg)
     return NULL;
 }
 
-/* as if two decisions were out: callers queue (the count is 2 on every
- * pool_size these tests use) */
+/* as if n more decisions were out: with pool_size out, callers queue */
 static void pretend_out(int n)
 {
     pthread_mutex_lock(&client->combining.mutex);
@@ -103,7 +102,7 @@ static void nothing_out_or_queued(void)
     pthread_mutex_unlock(&client->combining.mutex);
 }
 
-/* Two decisions out: A (asked at 100 ms, deadline 2100 ms) and B..E (at
+/* Every pooled connection busy: A (asked at 100 ms, deadline 2100 ms) and B..E (at
  * 900 ms, deadline 2900 ms) queue. At 1000 ms one call comes back (E leads)
  * and the five go in one batch call, to a server paused from 1000 to 2400
  * ms: A times out alone, B..E are decided. */
@@ -112,7 +111,7 @@ static void one_timeout_in_a_batch(void)
     enum { CALLERS = 5 };
     caller callers[CALLERS];
     pthread_t threads[CALLERS];
-    pretend_out(2);
+    pretend_out(client->options.pool_size);
     for (int i = 0; i < CALLERS; i++) {
         callers[i] = (caller){.start_in_ms = i == 0 ? 100 : 900};
         pthread_create(&threads[i], NULL, call_once, &callers[i]);
@@ -131,7 +130,7 @@ static void one_timeout_in_a_batch(void)
     }
     /* one batch call for the five */
     CHECK_EQ(redis_scripts_run(&redis) - scripts, 1);
-    pretend_out(-1); /* the batch's leader gave back the other */
+    pretend_out(1 - client->options.pool_size); /* the batch's leader gave back one */
     nothing_out_or_queued();
 }
 
@@ -142,7 +141,7 @@ static void cancelled_callers(void)
     enum { CALLERS = 5 };
     caller callers[CALLERS];
     pthread_t threads[CALLERS];
-    pretend_out(2);
+    pretend_out(client->options.pool_size);
     for (int i = 0; i < CALLERS; i++) {
         callers[i] = (caller){.start_in_ms = 50 * i}; /* queued in this order */
         pthread_create(&threads[i], NULL, call_once, &callers[i]);
@@ -164,7 +163,7 @@ static void cancelled_callers(void)
         pthread_join(threads[i], NULL);
         CHECK_EQ(callers[i].status, RL_OK);
     }
-    pretend_out(-1);
+    pretend_out(1 - client->options.pool_size);
     nothing_out_or_queued();
     rl_result r;
     rl_spec spec = {.algorithm = RL_GCRA, .limit = 1000, .period_ms = 1000};
@@ -176,6 +175,7 @@ int main(void)
     redis_start(&redis);
     rl_options o = RL_OPTIONS_INIT;
     o.command_timeout_ms = 2000;
+    o.pool_size = 4; /* 16 threads: at least 12 queue */
     client = open_client(&redis, &o);
     exact_counts(1);
     exact_counts(KEYS);
