@@ -403,7 +403,9 @@ typedef struct {
 } rl_wait;
 
 /* Acquire, sleeping retry_after between attempts, never past the deadline.
- * On timeout returns RL_OK with the last denied result. */
+ * On timeout returns RL_OK with the last denied result, at once when the
+ * next chance (retry_after_ms) comes past the deadline. An acquire only;
+ * an explicit clock (now_ms) with a timeout is RL_ERR_INVALID. */
 RL_API int rl_acquire_wait(rl_client *client, const rl_request *request,
                            const rl_wait *wait, rl_result *out);
 
@@ -550,6 +552,13 @@ RL_API int rl_decide_from_lease(rl_client *client, const rl_request *request, rl
  * waits complete with RL_ERR_CLOSED. */
 RL_API int rl_submit_semaphore_acquire(rl_client *client, const char *name, int64_t permits_max, int64_t lease_ms,
                                        int64_t timeout_ms, uint64_t tag, const rl_target *target);
+/* rl_acquire_wait without blocking (same rules, results and refusals): each
+ * try is one rl_submit (leases, metrics, the on_error policy), the pause
+ * between tries a timer of the I/O thread. A stored spec is read once, here.
+ * rl_cancel ends it with RL_ERR_CANCELLED, but a try in flight stands: a
+ * decision is not undone, so one that admits completes admitted. */
+RL_API int rl_submit_acquire_wait(rl_client *client, const rl_request *request, int64_t timeout_ms, uint64_t tag,
+                                  const rl_target *target);
 RL_API int rl_submit_semaphore_release(rl_client *client, const char *name, const char *permit_id, uint64_t tag,
                                        const rl_target *target);
 RL_API int rl_submit_semaphore_refresh(rl_client *client, const char *name, const char *permit_id, int64_t lease_ms,

@@ -428,8 +428,9 @@ static void take_submitted(rl_async *a)
     pthread_mutex_unlock(&a->mutex);
     rl_areq *r;
     while ((r = list_pop(&batch))) {
-        if (r->wait) rl_wait_begin(a, r);
-        rl_async_dispatch(a, r);
+        if (r->wait && !r->wait->linked) rl_wait_begin(a, r);
+        if (r->wait && r->wait->request.name) rl_timed_step(a, r); /* never sent itself: its tries are */
+        else rl_async_dispatch(a, r);
     }
     rl_wait_cancels(a, cancels, cancel_count);
 }

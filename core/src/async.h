@@ -53,6 +53,11 @@ typedef struct rl_await {
     int sleeping;             /* on rl_async.sleepers */
     int cancelled;
     rl_messages taken;        /* a pop's messages, until completed */
+    /* a timed acquire (acquire_wait.c): what each try submits (its name
+     * is name, its id id); request.name NULL for the others */
+    rl_request request;
+    char *id;
+    struct rl_async *async;   /* set when the I/O thread first takes it */
 } rl_await;
 
 typedef struct rl_areq {
@@ -241,5 +246,11 @@ int64_t rl_wait_expire(rl_async *a, int64_t now);
 void rl_wait_read(rl_async *a, rl_aconn *ac);
 void rl_wait_sub_send(rl_async *a, rl_aconn *ac, rl_achannel *ch, int on);
 void rl_wait_sub_lost(rl_async *a, rl_aconn *ac);
+
+/* acquire_wait.c: a timed acquire on the I/O thread: new (its first try
+ * goes out) or back from a try (it completes, or sleeps until its next) */
+void rl_timed_step(rl_async *a, rl_areq *r);
+/* the next try, when its sleep is over */
+void rl_timed_try(rl_async *a, rl_areq *r);
 
 #endif

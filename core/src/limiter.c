@@ -569,24 +569,3 @@ int rl_reset(rl_client *client, const char *name, const char *id, const rl_spec 
     rl_leases_end(client, name, id, RL_LEASES_DROP);
     return rc;
 }
-
-int rl_acquire_wait(rl_client *client, const rl_request *request, const rl_wait *wait, rl_result *out)
-{
-    RL_IN_FLIGHT(client);
-    int64_t timeout = wait ? wait->timeout_ms : 0;
-    int64_t deadline;
-    int rc;
-
-    if (!request || !out) return rl_fail(RL_ERR_INVALID, "request and out must not be NULL");
-    if (request->op != RL_OP_ACQUIRE) return rl_fail(RL_ERR_INVALID, "only acquire can wait");
-    if ((rc = rl_check_range("timeout_ms", timeout, 0, RL_MAX_PERIOD_MS))) return rc;
-    deadline = rl_now_ms() + timeout;
-    for (;;) {
-        if ((rc = rl_execute(client, request, 1, out)) || out->allowed || out->fallback) return rc;
-        int64_t left = deadline - rl_now_ms();
-        /* the limiter says when it can pass; if that is past the deadline,
-         * waiting cannot help */
-        if (out->retry_after_ms > left) return RL_OK;
-        if ((rc = rl_client_sleep(client, out->retry_after_ms > 0 ? out->retry_after_ms : 1, wait))) return rc;
-    }
-}

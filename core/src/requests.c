@@ -22,6 +22,7 @@ void rl_async_req_free(rl_areq *r)
 {
     if (r->wait) {
         free(r->wait->name);
+        free(r->wait->id);
         free(r->wait->channel);
         rl_messages_free(&r->wait->taken);
         free(r->wait);

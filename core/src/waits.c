@@ -4,7 +4,8 @@
  * connection for every wait's wake-up channel; a wait tries again when its
  * channel gets a message, when the subscription is confirmed (a release may
  * have come before it), at its next check-in, or at its end. Without a
- * subscription (a failover, a slot that moved) a wait polls once a second. */
+ * subscription (a failover, a slot that moved) a wait polls once a second.
+ * Timed acquires (acquire_wait.c) sleep among them between their tries. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -342,6 +343,11 @@ int64_t rl_wait_expire(rl_async *a, int64_t now)
     rl_areq *r;
     while ((r = list_pop(&a->sleepers))) {
         int64_t at = r->retry_at_ms;
+        if (at <= now && r->wait->request.name) {
+            r->wait->sleeping = 0;
+            rl_timed_try(a, r);
+            continue;
+        }
         if (at <= now) {
             r->wait->sleeping = 0;
             r->deadline_ms = at = now + a->client->options.command_timeout_ms;
