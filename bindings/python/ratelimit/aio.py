@@ -23,14 +23,16 @@ per decision.
 Waits hold no thread either: a semaphore or lock acquire and a pop wait in
 the core, which tries again when a release or push is published (pub/sub)
 and keeps the waiter's place in the semaphore's FIFO queue. An
-AsyncLimiter.acquire with a timeout retries decisions, sleeping retry_after
-on the loop between them.
+AsyncLimiter.acquire with a timeout waits in the core too: its decisions
+are retried retry_after apart on the core's timer (rl_submit_acquire_wait).
 
 Cancelling a task (task.cancel(), asyncio.wait_for, asyncio.timeout) that
 waits for a permit, the lock or messages stops the wait in the core and
 gives back whatever it got: a permit granted meanwhile is released, the
 waiter leaves the semaphore's queue, messages taken meanwhile are pushed
 back (due at once). The task sees asyncio.CancelledError as usual.
+Cancelling an AsyncLimiter.acquire with a timeout stops its retries; a
+decision Redis made meanwhile stands.
 Cancelling a task that awaits one round trip (a decision, a release,
 refresh, extend or push) stops the wait, not the call: once submitted it may
 already have run in Redis, and then it stays done (as with redis-py, a
@@ -292,27 +294,6 @@ class _Runner:
             st.futures.pop(tag, None)
             raise
 
-    async def acquire_wait(self, limiter: _sync.Limiter, id: Text, permits: Any, timeout: Seconds,
-                           now: Any) -> Result:
-        """Limiter.acquire(timeout=...) as rl_acquire_wait runs it: decide,
-        sleep retry_after, never past the deadline; the last denial when
-        waiting cannot help."""
-        st = self.state()
-        timeout_ms = st.queue.timeout_ms(timeout)
-        if timeout_ms == 0:
-            return await self.decide(limiter, _ACQUIRE, id, permits, None, now)
-        if now is not None:
-            raise InvalidArgument("now cannot be combined with timeout (an explicit clock never advances)")
-        deadline = st.loop.time() + timeout_ms / 1000.0
-        while True:
-            result = await self.decide(limiter, _ACQUIRE, id, permits, None, None)
-            if result.allowed or result.fallback:
-                return result
-            pause = result.retry_after or 0.0
-            if pause > deadline - st.loop.time():
-                return result
-            await asyncio.sleep(max(pause, 0.001))
-
     async def decide_many(self, limiter: _sync.Limiter, requests: Any, now: Any,
                           return_exceptions: bool) -> List[Any]:
         st = self.state()
@@ -399,6 +380,10 @@ def _release_permit(st: _LoopState, got: Optional[Tuple[str, int, float]], *, na
         st.start_quietly(_Completions.submit_held, _LOCK_RELEASE if lock else _SEM_RELEASE, name, got[0], None)
 
 
+def _decision_stands(st: _LoopState, result: Result) -> None:
+    """A decision made before the cancel reached the core is not undone."""
+
+
 def _push_back(st: _LoopState, messages: List[bytes], *, queue: str) -> None:
     for message in messages:  # due at once, as the core pushes back
         st.start_quietly(_Completions.submit_push, queue, message, 0)
@@ -466,7 +451,8 @@ class AsyncLimiter:
         from the block in hand completes at once: the task does not suspend
         (as with any await that needs no I/O)."""
         if timeout:
-            return await self._run.acquire_wait(self.sync, id, permits, timeout, now)
+            return await self._run.wait(_Completions.submit_wait, _decision_stands, self.sync, id, permits, timeout,
+                                        now)
         if self._leased:  # one coroutine less on the hot path
             got = self._run.leased(self.sync, _ACQUIRE, id, permits, now)
             return got if type(got) is Result else await got  # type: ignore[no-any-return]

@@ -3,9 +3,10 @@
  *
  * submit() queues a decision with rl_submit (non-blocking: it builds the
  * command and hands it to the client's I/O thread) under an integer tag,
- * submit_acquire / _held / _push / _pop a semaphore, lock or queue call
- * (rl_submit_semaphore_acquire...: acquires and pops wait in the core,
- * cancel() stops them); the queue's fd (fileno(), a pipe) becomes readable
+ * submit_wait a timed acquire (rl_submit_acquire_wait), submit_acquire /
+ * _held / _push / _pop a semaphore, lock or queue call
+ * (rl_submit_semaphore_acquire...: these acquires and pops wait in the
+ * core, cancel() stops them); the queue's fd (fileno(), a pipe) becomes readable
  * when completions wait; take() turns them into (tag, status, value)
  * tuples, value being what the blocking call returns or raises, one
  * wake-up of the loop for many completions. Everything here runs with the
@@ -144,14 +145,17 @@ static PyObject *completions_fileno(CompletionsObject *self, PyObject *unused)
     return PyLong_FromLong(rl_completions_fd(self->q));
 }
 
-/* rl_submit of req (its id owned by keep) into self: RL_OK or raised. */
+/* rl_submit of req (its id owned by keep) into self, or with timeout_ms >=
+ * 0 rl_submit_acquire_wait: RL_OK or raised. */
 static int submit_one(rl_state *st, CompletionsObject *self, ClientObject *client, rl_request *req, uint64_t tag,
-                      char *err)
+                      int64_t timeout_ms, char *err)
 {
     rl_target target = {NULL, NULL, self->q};
     rl_client *rl = client_enter(st, client);
     if (!rl) return -1;
-    int rc = client_hold_queue(client, self) < 0 ? RL_ERR_NOMEM : rl_submit(rl, req, tag, &target);
+    int rc = client_hold_queue(client, self) < 0 ? RL_ERR_NOMEM
+             : timeout_ms < 0                    ? rl_submit(rl, req, tag, &target)
+                                                 : rl_submit_acquire_wait(rl, req, timeout_ms, tag, &target);
     if (rc) save_errmsg(err, rc);
     if (rc) {
         if (PyErr_Occurred()) return -1;
@@ -224,7 +228,7 @@ static PyObject *submit_decision(CompletionsObject *self, PyObject *const *args,
         return NULL;
     rl_result local;
     int decided = now_take ? decide_from_lease(st, client, &req, &local) : 0;
-    int rc = decided ? 0 : submit_one(st, self, client, &req, tag, err);
+    int rc = decided ? 0 : submit_one(st, self, client, &req, tag, -1, err);
     Py_DECREF(keep); /* rl_submit copied the strings */
     if (decided < 0 || rc < 0) return NULL;
     if (decided) return result_new(st, &local);
@@ -299,7 +303,7 @@ static PyObject *completions_submit_many(CompletionsObject *self, PyObject *cons
         goto done;
     }
     for (i = 0; i < n; i++) {
-        if (submit_one(st, self, client, &reqs[i], tag + (uint64_t)i, err) < 0) {
+        if (submit_one(st, self, client, &reqs[i], tag + (uint64_t)i, -1, err) < 0) {
             if (i == 0 && n > 1 && PyErr_ExceptionMatches(st->InvalidArgument)) {
                 /* as rl_execute words it */
                 PyErr_Clear();
@@ -315,6 +319,35 @@ done:
     Py_XDECREF(keeps);
     PyMem_Free(reqs);
     return out;
+}
+
+PyDoc_STRVAR(completions_submit_wait_doc,
+"submit_wait(tag, client, limiter, id, permits, timeout, now)\n--\n\n"
+"Queue limiter.acquire(id, permits, timeout=timeout, now=now) (client: the\n"
+"limiter's), waiting in the core between its decisions, holding no thread.\n"
+"Its completion comes out of take() as a Result. cancel(client, tag) stops\n"
+"the wait (a decision already made stands).");
+
+static PyObject *completions_submit_wait(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    rl_state *st = STATE(self);
+    uint64_t tag;
+    int64_t timeout_ms;
+    rl_request req;
+    PyObject *keep = NULL;
+    ClientObject *client;
+    char err[ERRBUF];
+
+    if (!st || submit_prologue(st, self, "submit_wait", args, nargs, 7, &tag) < 0) return NULL;
+    if (conv_seconds(st, args[5], "timeout", &timeout_ms) < 0) return NULL;
+    if (limiter_request(st, args[2], args[3], args[4], args[6], NULL, RL_OP_ACQUIRE, &req, &keep, &client) < 0)
+        return NULL;
+    int rc = -1;
+    if ((PyObject *)client != args[1]) raise_fmt(st, RL_ERR_INVALID, "the limiter belongs to another client");
+    else rc = submit_one(st, self, client, &req, tag, timeout_ms, err);
+    Py_DECREF(keep); /* the core copied the strings */
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
 }
 
 /* ---- the primitives ------------------------------------------------------------------ */
@@ -598,19 +631,6 @@ static PyObject *completions_cancel(CompletionsObject *self, PyObject *const *ar
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(completions_timeout_ms_doc,
-"timeout_ms(seconds)\n--\n\n"
-"seconds as whole milliseconds, refused (TypeError, InvalidArgument) as a\n"
-"blocking call refuses its timeout.");
-
-static PyObject *completions_timeout_ms(CompletionsObject *self, PyObject *seconds)
-{
-    rl_state *st = STATE(self);
-    int64_t ms;
-    if (!st || conv_seconds(st, seconds, "timeout", &ms) < 0) return NULL;
-    return PyLong_FromLongLong(ms);
-}
-
 /* ---- taking completions ------------------------------------------------------------------ */
 
 /* A primitive's completion as the blocking call returns it; *status 0 for
@@ -758,6 +778,7 @@ static PyMethodDef completions_methods[] = {
     {"submit", (PyCFunction)(void (*)(void))completions_submit, METH_FASTCALL, completions_submit_doc},
     {"submit_now", (PyCFunction)(void (*)(void))completions_submit_now, METH_FASTCALL, completions_submit_now_doc},
     {"submit_many", (PyCFunction)(void (*)(void))completions_submit_many, METH_FASTCALL, completions_submit_many_doc},
+    {"submit_wait", (PyCFunction)(void (*)(void))completions_submit_wait, METH_FASTCALL, completions_submit_wait_doc},
     {"submit_acquire", (PyCFunction)(void (*)(void))completions_submit_acquire, METH_FASTCALL,
      completions_submit_acquire_doc},
     {"submit_held", (PyCFunction)(void (*)(void))completions_submit_held, METH_FASTCALL, completions_submit_held_doc},
@@ -766,7 +787,6 @@ static PyMethodDef completions_methods[] = {
     {"submit_reset", (PyCFunction)(void (*)(void))completions_submit_reset, METH_FASTCALL, completions_submit_reset_doc},
     {"submit_pop", (PyCFunction)(void (*)(void))completions_submit_pop, METH_FASTCALL, completions_submit_pop_doc},
     {"cancel", (PyCFunction)(void (*)(void))completions_cancel, METH_FASTCALL, completions_cancel_doc},
-    {"timeout_ms", (PyCFunction)completions_timeout_ms, METH_O, completions_timeout_ms_doc},
     {"take", (PyCFunction)(void (*)(void))completions_take, METH_FASTCALL, completions_take_doc},
     {"close", (PyCFunction)completions_close, METH_NOARGS, completions_close_doc},
     {NULL}};

@@ -308,10 +308,6 @@ static PyObject *limiter_acquire(LimiterObject *self, PyObject *args, PyObject *
         return NULL;
     }
     if (build_request(st, self, id, permits, now, RL_OP_ACQUIRE, &req, &keep) < 0) return NULL;
-    if (timeout_ms > 0 && req.now_ms) {
-        Py_DECREF(keep);
-        return raise_code(st, RL_ERR_INVALID, "now cannot be combined with timeout (an explicit clock never advances)");
-    }
     return limiter_run(self, st, &req, keep, timeout_ms, cancel);
 }
 
