@@ -173,11 +173,13 @@ static void shutdown_lets_calls_finish(void)
 }
 
 static rl_client *shut_in_callback;
+static int shut_in_callback_done;
 
 static void shut_down_here(void *ctx, const rl_completion *completion)
 {
     int *status = ctx;
-    CHECK_EQ(rl_client_shutdown(shut_in_callback, 0), 1); /* on the I/O thread: it stops after this returns */
+    /* on the I/O thread: it stops after this returns */
+    __atomic_store_n(&shut_in_callback_done, rl_client_shutdown(shut_in_callback, 0), __ATOMIC_SEQ_CST);
     __atomic_store_n(status, completion->status + 1000, __ATOMIC_SEQ_CST);
 }
 
@@ -193,6 +195,7 @@ static void shutdown_in_a_callback(void)
     CHECK_OK(rl_submit(shut_in_callback, &req, 1, &shut));
     for (int64_t end = now_ms() + 2000; !__atomic_load_n(&first, __ATOMIC_SEQ_CST) && now_ms() < end;) sleep_ms(5);
     CHECK_EQ(first, 1000 + RL_OK);
+    CHECK_EQ(__atomic_load_n(&shut_in_callback_done, __ATOMIC_SEQ_CST), 1);
     CHECK_EQ(rl_submit(shut_in_callback, &req, 2, &count), RL_ERR_CLOSED);
     rl_client_close(shut_in_callback);
 }
