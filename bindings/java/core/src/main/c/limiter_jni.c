@@ -340,12 +340,14 @@ done:
     return out;
 }
 
-/* Queues one decision; the completion calls AsyncCalls.complete(tag, ...) on
- * the I/O thread. A failure to queue (bad request, closing, a stored spec
- * that cannot be read) throws here, on the caller's thread, with the core's
- * message, as the blocking calls do. */
+/* Queues one decision (timeout_ms other than 0: a timed acquire); the
+ * completion calls AsyncCalls.complete(tag, ...) on the I/O thread. A
+ * failure to queue (bad request, closing, a stored spec that cannot be read)
+ * throws here, on the caller's thread, with the core's message, as the
+ * blocking calls do. */
 static void n_submit(JNIEnv *env, jclass cls, jlong handle, jlong ctx, jlong tag, jbyteArray name, jbyteArray id,
-                     jlongArray spec, jlong permits, jint op, jlong max_wait_ms, jlong now_ms, jlong lease_ms)
+                     jlongArray spec, jlong permits, jint op, jlong max_wait_ms, jlong now_ms, jlong lease_ms,
+                     jlong timeout_ms)
 {
     (void)cls;
     char name_buf[128], id_buf[128];
@@ -366,7 +368,9 @@ static void n_submit(JNIEnv *env, jclass cls, jlong handle, jlong ctx, jlong tag
     req.now_ms = now_ms;
     req.lease_ms = lease_ms;
     rl_target target = {on_complete, (void *)(intptr_t)ctx, NULL};
-    int rc = rl_submit(client_of(handle), &req, (uint64_t)tag, &target); /* copies the strings */
+    /* both copy the strings */
+    int rc = timeout_ms ? rl_submit_acquire_wait(client_of(handle), &req, timeout_ms, (uint64_t)tag, &target)
+                        : rl_submit(client_of(handle), &req, (uint64_t)tag, &target);
     free_bytes(cname, name_buf);
     free_bytes(cid, id_buf);
     if (rc) throw_status(env, rc);
@@ -400,7 +404,7 @@ static const JNINativeMethod methods[] = {
     {"acquireWait", "(J" HANDLE B B SPEC "JJJ)" RESULT, (void *)n_acquire_wait},
     {"reset", "(J" B B SPEC ")V", (void *)n_reset},
     {"execute", "(J[[B[[B[[J[J[I[J[J)[Ljava/lang/Object;", (void *)n_execute},
-    {"submit", "(JJJ" B B SPEC "JIJJJ)V", (void *)n_submit},
+    {"submit", "(JJJ" B B SPEC "JIJJJJ)V", (void *)n_submit},
     {"leasesGiveBack", "(J" B ")V", (void *)n_leases_give_back},
 };
 

@@ -32,9 +32,42 @@ final class AsyncCalls {
          * inside the submit: maybe another client's I/O thread, never this one's.
          */
         final Thread submitter = Thread.currentThread();
+        /** A timed acquire's handle, which withdraws its wait when the caller gives up (as {@link AsyncOp}); else null. */
+        private final ClientHandle waiting;
+        /** Set by {@link AsyncCalls#register} before the call is submitted. */
+        volatile long tag;
 
         Pending(Object owner) {
+            this(owner, null);
+        }
+
+        Pending(Object owner, ClientHandle waiting) {
             this.owner = owner;
+            this.waiting = waiting;
+        }
+
+        @Override
+        public boolean cancel(boolean mayInterruptIfRunning) {
+            return withdrawn(super.cancel(mayInterruptIfRunning));
+        }
+
+        /** By anyone but the core's completion (orTimeout among them): the caller gave up. */
+        @Override
+        public boolean completeExceptionally(Throwable ex) {
+            return withdrawn(super.completeExceptionally(ex));
+        }
+
+        /** The core's completion too: its tag is no longer pending then, and nothing is withdrawn. */
+        @Override
+        public boolean complete(Result value) {
+            return withdrawn(super.complete(value));
+        }
+
+        private boolean withdrawn(boolean done) {
+            if (done && waiting != null) {
+                waiting.cancelWait(tag);
+            }
+            return done;
         }
     }
 
@@ -61,6 +94,8 @@ final class AsyncCalls {
         long tag = nextTag.incrementAndGet();
         if (future instanceof AsyncOp) {
             ((AsyncOp<?>) future).tag = tag;
+        } else if (future instanceof Pending) {
+            ((Pending) future).tag = tag;
         }
         pending.put(tag, future);
         return tag;

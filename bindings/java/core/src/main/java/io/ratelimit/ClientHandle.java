@@ -46,6 +46,8 @@ final class ClientHandle implements Runnable {
         long maxWaitMs;
         long nowMs;
         long leaseMs;
+        /** An acquire's timeout (a timed acquire, which a cancel withdraws); 0: one decision. */
+        long timeoutMs;
     }
 
     /**
@@ -55,9 +57,9 @@ final class ClientHandle implements Runnable {
      * {@code owner} (the RateLimitClient) stays reachable until completion.
      */
     CompletableFuture<Result> submit(Object owner, Decision d) {
-        AsyncCalls.Pending future = new AsyncCalls.Pending(owner);
+        AsyncCalls.Pending future = new AsyncCalls.Pending(owner, d.timeoutMs != 0 ? this : null);
         RuntimeException failure = submitTagged(future, (ptr, context, tag) -> Native.submit(ptr, context, tag,
-                d.name, d.id, d.spec, d.permits, d.op, d.maxWaitMs, d.nowMs, d.leaseMs));
+                d.name, d.id, d.spec, d.permits, d.op, d.maxWaitMs, d.nowMs, d.leaseMs, d.timeoutMs));
         if (failure != null) {
             // nobody holds this future yet: no dependent stage runs here
             future.completeExceptionally(failure);

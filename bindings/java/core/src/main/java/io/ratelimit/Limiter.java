@@ -5,7 +5,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 
 /**
@@ -219,7 +218,7 @@ public final class Limiter implements AutoCloseable {
      * exceptionally with what {@code acquire} would throw.
      */
     public CompletableFuture<Result> acquireAsync(String id, long permits) {
-        return submit(id, permits, Request.Op.ACQUIRE, null, 0);
+        return submit(id, permits, Request.Op.ACQUIRE, null, 0, 0);
     }
 
     /**
@@ -232,64 +231,29 @@ public final class Limiter implements AutoCloseable {
 
     /**
      * {@link #tryAcquire(String, long, Duration)} without blocking: acquires,
-     * trying again after each denial's retry-after (scheduled on
-     * {@link CompletableFuture#delayedExecutor}, no thread is held while
+     * trying again after each denial's retry-after (on the I/O thread's
+     * timer, the core's rl_submit_acquire_wait: no thread is held while
      * waiting), never past {@code timeout}; completes with the last denied
      * result if it runs out, or at once when the next chance is past the
      * deadline. Cancelling the future stops the retries; a close fails it with
      * {@link Status#CLOSED}.
      */
     public CompletableFuture<Result> tryAcquireAsync(String id, long permits, Duration timeout) {
-        long timeoutMs;
         try {
-            timeoutMs = Native.millis("timeout", timeout);
+            return submit(id, permits, Request.Op.ACQUIRE, null, 0, Native.millis("timeout", timeout));
         } catch (RateLimitException e) {
             return CompletableFuture.failedFuture(e);
         }
-        if (timeoutMs < 0 || timeoutMs > Native.MAX_PERIOD_MS) {
-            // the core's own verdict and message: it refuses the timeout before any I/O
-            try {
-                return CompletableFuture.completedFuture(tryAcquire(id, permits, timeout));
-            } catch (RateLimitException e) {
-                return CompletableFuture.failedFuture(e);
-            }
-        }
-        CompletableFuture<Result> out = new CompletableFuture<>();
-        attempt(id, permits, System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs), out);
-        return out;
-    }
-
-    /** One try of {@link #tryAcquireAsync}; the next is scheduled from its completion. */
-    private void attempt(String id, long permits, long deadlineNanos, CompletableFuture<Result> out) {
-        if (out.isDone()) {
-            return; // cancelled (or completed) by the caller: no more tries
-        }
-        acquireAsync(id, permits).whenComplete((r, e) -> {
-            if (e != null) {
-                out.completeExceptionally(e);
-                return;
-            }
-            long leftMs = TimeUnit.NANOSECONDS.toMillis(deadlineNanos - System.nanoTime());
-            // as rl_acquire_wait: admitted, decided by the outage policy, or
-            // no chance before the deadline
-            if (r.allowed() || r.fallback() || r.retryAfterMs() > leftMs) {
-                out.complete(r);
-                return;
-            }
-            long delay = Math.max(1, r.retryAfterMs());
-            CompletableFuture.delayedExecutor(delay, TimeUnit.MILLISECONDS, Runnable::run)
-                    .execute(() -> attempt(id, permits, deadlineNanos, out));
-        });
     }
 
     /** {@link #acquireAtMost(String, long)} without blocking (see {@link #acquireAsync(String, long)}). */
     public CompletableFuture<Result> acquireAtMostAsync(String id, long permits) {
-        return submit(id, permits, Request.Op.ACQUIRE_AT_MOST, null, 0);
+        return submit(id, permits, Request.Op.ACQUIRE_AT_MOST, null, 0, 0);
     }
 
     /** {@link #refund(String, long)} without blocking (see {@link #acquireAsync(String, long)}). */
     public CompletableFuture<Result> refundAsync(String id, long permits) {
-        return submit(id, permits, Request.Op.REFUND, null, 0);
+        return submit(id, permits, Request.Op.REFUND, null, 0, 0);
     }
 
     /** {@link #peekAsync(String, long)} of one permit. */
@@ -299,7 +263,7 @@ public final class Limiter implements AutoCloseable {
 
     /** {@link #peek(String, long)} without blocking: the answer acquire would give, consuming nothing. */
     public CompletableFuture<Result> peekAsync(String id, long permits) {
-        return submit(id, permits, Request.Op.PEEK, null, 0);
+        return submit(id, permits, Request.Op.PEEK, null, 0, 0);
     }
 
     /**
@@ -309,11 +273,15 @@ public final class Limiter implements AutoCloseable {
      * {@code maxWait} (nothing is booked then).
      */
     public CompletableFuture<Duration> reserveAsync(String id, long permits, Duration maxWait) {
-        return then(submit(id, permits, Request.Op.RESERVE, maxWait, 0), r -> bookedOrThrow(id, maxWait, r));
+        return then(submit(id, permits, Request.Op.RESERVE, maxWait, 0, 0), r -> bookedOrThrow(id, maxWait, r));
     }
 
-    /** A decision for the I/O thread; argument errors give a failed future, as the core's do. */
-    private CompletableFuture<Result> submit(String id, long permits, Request.Op op, Duration maxWait, long nowMs) {
+    /**
+     * A decision for the I/O thread (an acquire with {@code timeoutMs} other
+     * than 0: a timed one); argument errors give a failed future, as the core's do.
+     */
+    private CompletableFuture<Result> submit(String id, long permits, Request.Op op, Duration maxWait, long nowMs,
+            long timeoutMs) {
         ClientHandle.Decision d = new ClientHandle.Decision();
         try {
             d.id = Native.name("id", id);
@@ -327,6 +295,7 @@ public final class Limiter implements AutoCloseable {
         d.op = op.ordinal();
         d.nowMs = nowMs;
         d.leaseMs = leaseMs;
+        d.timeoutMs = timeoutMs;
         return client.submit(d);
     }
 
@@ -459,12 +428,12 @@ public final class Limiter implements AutoCloseable {
 
         /** {@link #acquire(String, long)} without blocking; see {@link Limiter#acquireAsync(String, long)}. */
         public CompletableFuture<Result> acquireAsync(String id, long permits) {
-            return submit(id, permits, Request.Op.ACQUIRE, null, nowMs);
+            return submit(id, permits, Request.Op.ACQUIRE, null, nowMs, 0);
         }
 
         /** {@link #peek(String, long)} without blocking. */
         public CompletableFuture<Result> peekAsync(String id, long permits) {
-            return submit(id, permits, Request.Op.PEEK, null, nowMs);
+            return submit(id, permits, Request.Op.PEEK, null, nowMs, 0);
         }
 
         /**
@@ -473,7 +442,7 @@ public final class Limiter implements AutoCloseable {
          * {@code maxWait}), no exception for a denial.
          */
         public CompletableFuture<Result> reserveAsync(String id, long permits, Duration maxWait) {
-            return submit(id, permits, Request.Op.RESERVE, maxWait, nowMs);
+            return submit(id, permits, Request.Op.RESERVE, maxWait, nowMs, 0);
         }
 
         /** The explicit clock, epoch milliseconds (0 = the Redis clock). */

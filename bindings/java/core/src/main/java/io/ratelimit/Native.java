@@ -27,8 +27,6 @@ final class Native {
     private Native() {}
 
     private static final long[] LIMITS = limits();
-    /** The core's longest period, and rl_acquire_wait's longest timeout. */
-    static final long MAX_PERIOD_MS = LIMITS[0];
     /** The core's longest lease (rl_request.lease_ms). */
     static final long MAX_LEASE_MS = LIMITS[1];
 
@@ -206,12 +204,13 @@ final class Native {
     static native void asyncContextFree(long ref);
 
     /**
-     * rl_submit: the completion calls {@link AsyncCalls#complete} with {@code tag}
-     * on the client's I/O thread. Throws (like {@link #decide}) when the core
+     * rl_submit (timeoutMs other than 0: rl_submit_acquire_wait): the
+     * completion calls {@link AsyncCalls#complete} with {@code tag} on the
+     * client's I/O thread. Throws (like {@link #decide}) when the core
      * refuses the request; then no completion follows.
      */
     static native void submit(long client, long context, long tag, byte[] name, byte[] id, long[] spec, long permits,
-            int op, long maxWaitMs, long nowMs, long leaseMs);
+            int op, long maxWaitMs, long nowMs, long leaseMs, long timeoutMs);
 
     // ---- asynchronous primitives (primitives_jni.c; see AsyncOp) -----------------------
 
