@@ -814,6 +814,8 @@ RL_API int rl_acquire_wait_sized(rl_client *client, const rl_request *request, c
                                  rl_result *out, size_t request_size, size_t result_size);
 RL_API int rl_submit_sized(rl_client *client, const rl_request *request, uint64_t tag, const rl_target *target,
                            size_t request_size);
+RL_API int rl_submit_acquire_wait_sized(rl_client *client, const rl_request *request, int64_t timeout_ms, uint64_t tag,
+                                        const rl_target *target, size_t request_size);
 RL_API int rl_decide_from_lease_sized(rl_client *client, const rl_request *request, rl_result *out, int *decided,
                                       size_t request_size, size_t result_size);
 RL_API int rl_requests_validate_sized(const rl_request *requests, size_t n, size_t request_size);
@@ -833,6 +835,8 @@ RL_API size_t rl_completions_take_sized(rl_completions *queue, rl_completion *ou
 #define rl_acquire_wait(client, request, wait, out) \
     rl_acquire_wait_sized(client, request, wait, out, sizeof(rl_request), sizeof(rl_result))
 #define rl_submit(client, request, tag, target) rl_submit_sized(client, request, tag, target, sizeof(rl_request))
+#define rl_submit_acquire_wait(client, request, timeout_ms, tag, target) \
+    rl_submit_acquire_wait_sized(client, request, timeout_ms, tag, target, sizeof(rl_request))
 #define rl_decide_from_lease(client, request, out, decided) \
     rl_decide_from_lease_sized(client, request, out, decided, sizeof(rl_request), sizeof(rl_result))
 #define rl_requests_validate(requests, n) rl_requests_validate_sized(requests, n, sizeof(rl_request))

@@ -194,22 +194,33 @@ int rl_decide_from_lease_sized(rl_client *client, const rl_request *request, rl_
     return one_widened(client, request, NULL, out, decided, request_size, result_size, 1);
 }
 
-static SLOW int submit_widened(rl_client *client, const rl_request *request, uint64_t tag, const rl_target *target,
-                               size_t request_size)
+/* rl_submit, or (timeout_ms >= 0) rl_submit_acquire_wait, at a caller's size */
+static SLOW int submit_widened(rl_client *client, const rl_request *request, int64_t timeout_ms, uint64_t tag,
+                               const rl_target *target, size_t request_size)
 {
     rl_request own;
     int rc;
     if ((rc = check_size("rl_request", request_size, FIRST_REQUEST_SIZE)) ||
         (rc = widen(&own, sizeof own, request, request_size, 1, "request")))
         return rc;
-    return rl_submit(client, &own, tag, target);
+    return timeout_ms < 0 ? rl_submit(client, &own, tag, target)
+                          : rl_submit_acquire_wait(client, &own, timeout_ms, tag, target);
 }
 
 int rl_submit_sized(rl_client *client, const rl_request *request, uint64_t tag, const rl_target *target,
                     size_t request_size)
 {
     if (request_size == sizeof *request || !request) return rl_submit(client, request, tag, target);
-    return submit_widened(client, request, tag, target, request_size);
+    return submit_widened(client, request, -1, tag, target, request_size);
+}
+
+int rl_submit_acquire_wait_sized(rl_client *client, const rl_request *request, int64_t timeout_ms, uint64_t tag,
+                                 const rl_target *target, size_t request_size)
+{
+    /* a negative timeout is the plain call's to refuse */
+    if (request_size == sizeof *request || !request || timeout_ms < 0)
+        return rl_submit_acquire_wait(client, request, timeout_ms, tag, target);
+    return submit_widened(client, request, timeout_ms, tag, target, request_size);
 }
 
 int rl_requests_validate_sized(const rl_request *requests, size_t n, size_t request_size)

@@ -107,6 +107,14 @@ static void newer_header(void)
     CHECK_EQ(done[0].c.tag, 42);
     CHECK_EQ(done[0].c.status, RL_OK);
     CHECK(done[0].c.result.allowed && done[0].c.result.remaining == 7 && done[0].future == 0);
+    CHECK_OK(rl_submit_acquire_wait_sized(client, &requests[0].r, 1000, 43, &target, sizeof *requests));
+    memset(done, 0x55, sizeof done);
+    got = 0;
+    for (int64_t end = now_ms() + 5000; got == 0 && now_ms() < end; sleep_ms(1))
+        got = rl_completions_take_sized(queue, &done[0].c, 2, sizeof *done);
+    CHECK_EQ(got, 1);
+    CHECK_EQ(done[0].c.tag, 43);
+    CHECK(done[0].c.result.allowed && done[0].c.result.remaining == 6 && done[0].future == 0);
     rl_client_close(client);
     rl_completions_close(queue);
 }
