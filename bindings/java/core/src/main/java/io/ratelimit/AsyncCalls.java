@@ -24,7 +24,7 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 final class AsyncCalls {
     /** A future in flight; {@code owner} keeps the client reachable until it completes. */
-    static final class Pending extends CompletableFuture<Result> {
+    static class Pending extends CompletableFuture<Result> {
         @SuppressWarnings("unused") // held, never read: reachability only
         private final Object owner;
         /**
@@ -32,18 +32,25 @@ final class AsyncCalls {
          * inside the submit: maybe another client's I/O thread, never this one's.
          */
         final Thread submitter = Thread.currentThread();
-        /** A timed acquire's handle, which withdraws its wait when the caller gives up (as {@link AsyncOp}); else null. */
-        private final ClientHandle waiting;
+
+        Pending(Object owner) {
+            this.owner = owner;
+        }
+    }
+
+    /**
+     * A timed acquire's future (rl_submit_acquire_wait): giving up on it
+     * (cancel, orTimeout...) withdraws the wait, as for an {@link AsyncOp}.
+     * The core's own completion finds its tag no longer pending: nothing to withdraw.
+     */
+    static final class Waiting extends Pending {
+        private final ClientHandle handle;
         /** Set by {@link AsyncCalls#register} before the call is submitted. */
         volatile long tag;
 
-        Pending(Object owner) {
-            this(owner, null);
-        }
-
-        Pending(Object owner, ClientHandle waiting) {
-            this.owner = owner;
-            this.waiting = waiting;
+        Waiting(Object owner, ClientHandle handle) {
+            super(owner);
+            this.handle = handle;
         }
 
         @Override
@@ -51,21 +58,19 @@ final class AsyncCalls {
             return withdrawn(super.cancel(mayInterruptIfRunning));
         }
 
-        /** By anyone but the core's completion (orTimeout among them): the caller gave up. */
         @Override
         public boolean completeExceptionally(Throwable ex) {
             return withdrawn(super.completeExceptionally(ex));
         }
 
-        /** The core's completion too: its tag is no longer pending then, and nothing is withdrawn. */
         @Override
         public boolean complete(Result value) {
             return withdrawn(super.complete(value));
         }
 
         private boolean withdrawn(boolean done) {
-            if (done && waiting != null) {
-                waiting.cancelWait(tag);
+            if (done) {
+                handle.cancelWait(tag);
             }
             return done;
         }
@@ -94,8 +99,8 @@ final class AsyncCalls {
         long tag = nextTag.incrementAndGet();
         if (future instanceof AsyncOp) {
             ((AsyncOp<?>) future).tag = tag;
-        } else if (future instanceof Pending) {
-            ((Pending) future).tag = tag;
+        } else if (future instanceof Waiting) {
+            ((Waiting) future).tag = tag;
         }
         pending.put(tag, future);
         return tag;

@@ -57,7 +57,8 @@ final class ClientHandle implements Runnable {
      * {@code owner} (the RateLimitClient) stays reachable until completion.
      */
     CompletableFuture<Result> submit(Object owner, Decision d) {
-        AsyncCalls.Pending future = new AsyncCalls.Pending(owner, d.timeoutMs != 0 ? this : null);
+        AsyncCalls.Pending future = d.timeoutMs != 0 ? new AsyncCalls.Waiting(owner, this)
+                : new AsyncCalls.Pending(owner);
         RuntimeException failure = submitTagged(future, (ptr, context, tag) -> Native.submit(ptr, context, tag,
                 d.name, d.id, d.spec, d.permits, d.op, d.maxWaitMs, d.nowMs, d.leaseMs, d.timeoutMs));
         if (failure != null) {
