@@ -45,6 +45,47 @@ class ConcurrencyTest extends RedisTestBase {
         assertEquals(THREADS * 8 - limit, denied.get());
     }
 
+    /** Overlapping blocking callers share batch calls in the core; interrupting some of them, over and over,
+     *  changes nothing for the others, and the count stays exact. */
+    @Test
+    void interruptedCallersLeaveCombinedOnesUnaffected() throws Exception {
+        int limit = 500;
+        Limiter lim = client.limiter("combined", Rate.of(limit, Duration.ofDays(1)), Algorithm.GCRA);
+        AtomicInteger admitted = new AtomicInteger();
+        AtomicInteger decided = new AtomicInteger();
+        List<Thread> targets = new ArrayList<>();
+        Thread interrupter = new Thread(() -> {
+            while (!Thread.currentThread().isInterrupted()) {
+                synchronized (targets) {
+                    targets.forEach(Thread::interrupt);
+                }
+                sleep(1);
+            }
+        });
+        interrupter.start();
+        try {
+            runThreads(16, i -> {
+                if (i % 4 == 0) {
+                    synchronized (targets) {
+                        targets.add(Thread.currentThread());
+                    }
+                }
+                for (int n = 0; n < 50; n++) {
+                    Thread.interrupted(); // a plain decision neither waits nor reads the flag
+                    if (lim.acquire("one-key").allowed()) {
+                        admitted.incrementAndGet();
+                    }
+                    decided.incrementAndGet();
+                }
+            });
+        } finally {
+            interrupter.interrupt();
+            interrupter.join();
+        }
+        assertEquals(16 * 50, decided.get());
+        assertEquals(limit, admitted.get());
+    }
+
     @Test
     void semaphoreNeverHasMoreHoldersThanPermits() throws Exception {
         Semaphore sem = client.semaphore("pool", 3, Duration.ofSeconds(10));
