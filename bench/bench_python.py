@@ -98,7 +98,7 @@ def threaded(url):
     got = {}
     for r in range(ROUNDS):
         for ours, theirs in pairs():
-            lim = client.limiter("bench-py-threads", "1000000000/hour", algorithm=ours)
+            lim = client.limiter("bench-py-threads-" + ours, "100000000/hour", algorithm=ours)
             peer = theirs(storage)
             for side, call in (("ratelimit", lambda k: lim.acquire("t%d" % k)),
                                ("limits", lambda k: peer.hit(item, "bench-threads-" + ours, "t%d" % k))):
