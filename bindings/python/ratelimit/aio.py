@@ -445,8 +445,8 @@ class AsyncLimiter:
                       now: Optional[Seconds] = None) -> Result:
         """See Limiter.acquire. Without a timeout: one decision on the
         asynchronous core. With one, decisions until one passes or waiting
-        cannot help, sleeping retry_after on the loop in between (no
-        thread). Cancelling the task does not undo a decision Redis already
+        cannot help, waiting retry_after in between in the core's I/O
+        thread (rl_submit_acquire_wait: no thread, no timer on the loop). Cancelling the task does not undo a decision Redis already
         made (see the module's docstring). With a lease, a decision taken
         from the block in hand completes at once: the task does not suspend
         (as with any await that needs no I/O)."""
