@@ -1,8 +1,8 @@
-/* Client: opening and closing, and the blocking engine: running commands
- * on the right server, each caller on a pooled connection of its own
- * (protocol.c decides batching, redirects, retries and script loading;
- * command.c builds the commands; combine.c sends overlapping callers'
- * decisions through the I/O thread). */
+/* Client: opening and freeing, its fork hooks, and the blocking engine:
+ * running commands on the right server, each caller on a pooled connection
+ * of its own (protocol.c decides batching, redirects, retries and script
+ * loading; command.c builds the commands; combine.c batches overlapping
+ * callers' decisions through this engine; closing.c closes). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +56,61 @@ void rl_client_free(rl_client *c)
 }
 
 /* An option set in code overrides the URL's. */
+/* ---- around a fork (fork.c runs these hooks) ---------------------------------- */
+
+static void client_lock(rl_fork_hooks *h)
+{
+    rl_client *c = (rl_client *)h;
+    pthread_mutex_lock(&c->combining.mutex);
+    pthread_mutex_lock(&c->topology);
+    for (int i = 0; i < c->node_count; i++) pthread_mutex_lock(&c->nodes[i]->mutex);
+    rl_config_cache_lock(c->configs);
+}
+
+static void client_unlock(rl_fork_hooks *h)
+{
+    rl_client *c = (rl_client *)h;
+    rl_config_cache_unlock(c->configs);
+    for (int i = 0; i < c->node_count; i++) pthread_mutex_unlock(&c->nodes[i]->mutex);
+    pthread_mutex_unlock(&c->topology);
+    pthread_mutex_unlock(&c->combining.mutex);
+}
+
+/* Pools start empty (the parent's connections are the parent's), the I/O
+ * thread starts again on the first rl_submit, metrics count this process's
+ * decisions; the routes and stored specs known stay; leases are the
+ * parent's (dropped here, never given back by the child). Condition variables
+ * start anew: the parent's waiters on them did not come along. */
+static void client_start_afresh(rl_fork_hooks *h)
+{
+    rl_client *c = (rl_client *)h;
+    client_unlock(h);
+    pthread_cond_init(&c->discovered, NULL);
+    c->discovery.probing = 0;
+    for (int i = 0; i < c->node_count; i++) {
+        rl_node *node = c->nodes[i];
+        pthread_cond_init(&node->available, NULL);
+        for (int k = 0; k < node->idle_count; k++) rl_conn_abandon(node->idle[k]);
+        node->idle_count = 0;
+        node->open_count = 0; /* the checked-out ones are in threads that are gone */
+        node->backoff.probing = 0;
+    }
+    rl_combining_start_afresh(&c->combining); /* its callers are the parent's threads */
+    rl_async_abandon(c);
+    rl_calls_start_afresh(c);
+    rl_leases_abandon(c);
+    rl_stats_free(c->stats);
+    c->stats = NULL;
+}
+
+void rl_fork_track_client(rl_client *c)
+{
+    c->fork_hooks.lock = client_lock;
+    c->fork_hooks.unlock = client_unlock;
+    c->fork_hooks.start_afresh = client_start_afresh;
+    rl_fork_track(&c->fork_hooks);
+}
+
 static int override(char **field, const char *value)
 {
     if (!value) return RL_OK;
@@ -501,34 +556,6 @@ int rl_run(rl_client *c, rl_cmd *cmds, size_t n, redisReply **replies)
     if (rc) free_replies(replies, n);
     if (outcomes != &one) free(outcomes);
     return rc;
-}
-
-int rl_reply_int(const redisReply *r, size_t index, int64_t *out)
-{
-    if (!r || r->type != REDIS_REPLY_ARRAY || index >= r->elements ||
-        r->element[index]->type != REDIS_REPLY_INTEGER)
-        return rl_fail(RL_ERR_PROTOCOL, "unexpected reply shape from a script");
-    *out = r->element[index]->integer;
-    return RL_OK;
-}
-
-int rl_check_name(const char *what, const char *value)
-{
-    if (!value || !*value) return rl_fail(RL_ERR_INVALID, "%s must not be empty", what);
-    if (strlen(value) > 1024) return rl_fail(RL_ERR_INVALID, "%s is longer than 1024 bytes", what);
-    return RL_OK;
-}
-
-int rl_check_id(const char *id)
-{
-    if (!id || !*id) return rl_fail(RL_ERR_INVALID, "id must not be empty");
-    if (strlen(id) > RL_ID_MAX) return rl_fail(RL_ERR_INVALID, "id is longer than %d bytes", RL_ID_MAX);
-    return RL_OK;
-}
-
-int rl_check_range(const char *what, int64_t value, int64_t min, int64_t max)
-{
-    return value < min || value > max ? rl_fail_range(what, NULL, value, min, max) : RL_OK;
 }
 
 int rl_sleep(int64_t ms, const rl_wait *wait)

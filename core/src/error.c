@@ -85,3 +85,24 @@ int rl_version_number(void)
 {
     return RL_VERSION_NUMBER;
 }
+
+/* ---- the argument checks every layer makes ---- */
+
+int rl_check_name(const char *what, const char *value)
+{
+    if (!value || !*value) return rl_fail(RL_ERR_INVALID, "%s must not be empty", what);
+    if (strlen(value) > 1024) return rl_fail(RL_ERR_INVALID, "%s is longer than 1024 bytes", what);
+    return RL_OK;
+}
+
+int rl_check_id(const char *id)
+{
+    if (!id || !*id) return rl_fail(RL_ERR_INVALID, "id must not be empty");
+    if (strlen(id) > RL_ID_MAX) return rl_fail(RL_ERR_INVALID, "id is longer than %d bytes", RL_ID_MAX);
+    return RL_OK;
+}
+
+int rl_check_range(const char *what, int64_t value, int64_t min, int64_t max)
+{
+    return value < min || value > max ? rl_fail_range(what, NULL, value, min, max) : RL_OK;
+}

@@ -97,7 +97,7 @@ typedef struct rl_fork_hooks {
 } rl_fork_hooks;
 void rl_fork_track(rl_fork_hooks *hooks);
 void rl_fork_untrack(rl_fork_hooks *hooks);
-void rl_fork_track_client(rl_client *client);
+void rl_fork_track_client(rl_client *client); /* client.c: its hooks */
 /* In a child: what is deliberately never freed (kept reachable) */
 void rl_fork_leave(void *what);
 
@@ -399,6 +399,7 @@ int64_t rl_retry_pause_ms(int64_t previous_ms, int tries, int later);
 int rl_validate_request(const rl_request *req);
 int rl_resolve_stored(rl_client *client, const rl_request *req, rl_request *out);
 void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *req);
+/* protocol.c: limit.lua's reply to one decision */
 int rl_decode_result(const redisReply *r, rl_result *out);
 /* combine.c: a valid plain decision of rl_execute's. ALONE: fewer than pool_size are out:
  * send it directly, then rl_combine_done; DECIDED: it went in a batch call
@@ -417,6 +418,7 @@ int rl_build_reset(rl_cmd *cmd, rl_client *client, const char *name, const char 
 /* Redis unreachable, the on_error policy decides (capacity: rl_spec_capacity) */
 void rl_fallback_result(const rl_client *client, int64_t capacity, int64_t permits, rl_result *out);
 int64_t rl_spec_capacity(const rl_spec *spec);
+/* rate.c: a spec's rates, the first one first */
 size_t rl_spec_rates(const rl_spec *spec, rl_rate *out);
 /* rate.c: "4/minute", "5/30 seconds", "3/500ms" (snprintf's return) */
 int rl_format_rate(char *buf, size_t size, int64_t limit, int64_t period_ms);
@@ -485,7 +487,7 @@ int rl_completions_reserve(rl_completions *q);
 void rl_completions_unreserve(rl_completions *q);
 void rl_completions_push(rl_completions *q, const rl_completion *c);
 
-/* reply helpers */
+/* protocol.c: element index of a script's reply, an integer */
 int rl_reply_int(const redisReply *r, size_t index, int64_t *out);
 /* reply.c: a reader that puts each reply in one block (rl_conn_open sets it
  * up on every connection); such a reply is freed with rl_reply_free, the
@@ -502,10 +504,12 @@ int rl_reader_get_reply(redisReader *reader, void **reply);
 #pragma GCC poison freeReplyObject
 #endif
 
-/* validation helpers: name non-empty, value in range */
+/* error.c: validation helpers: name non-empty, value in range */
 int rl_check_name(const char *what, const char *value);
 int rl_check_id(const char *id); /* non-empty, at most RL_ID_MAX bytes */
 int rl_check_range(const char *what, int64_t value, int64_t min, int64_t max);
+/* rate.c: the algorithms' names, by rl_algorithm (valid ones only) */
+extern const char *const rl_algorithm_names[RL_ALGORITHM_COUNT];
 
 /* CLOCK_REALTIME + ms, for pthread_cond_timedwait */
 struct timespec rl_realtime_after(int ms);

@@ -14,28 +14,6 @@
  * depend on limit or permits. */
 #define RL_SLIDING_LOG_MAX 1000000000000000LL
 
-static const char *const algorithm_names[RL_ALGORITHM_COUNT] = {
-    "fixed_window", "sliding_log", "sliding_window", "token_bucket", "leaky_bucket", "gcra",
-};
-
-const char *rl_algorithm_name(rl_algorithm algorithm)
-{
-    if ((int)algorithm < 0 || algorithm >= RL_ALGORITHM_COUNT) return NULL;
-    return algorithm_names[algorithm];
-}
-
-int rl_algorithm_parse(const char *name, rl_algorithm *out)
-{
-    for (int i = 0; name && i < RL_ALGORITHM_COUNT; i++) {
-        if (!strcmp(name, algorithm_names[i])) {
-            *out = (rl_algorithm)i;
-            return RL_OK;
-        }
-    }
-    return rl_fail(RL_ERR_INVALID, "unknown algorithm '%s' (expected fixed_window, sliding_log, "
-                   "sliding_window, token_bucket, leaky_bucket or gcra)", name ? name : "(null)");
-}
-
 static int has_burst(rl_algorithm a)
 {
     return a == RL_TOKEN_BUCKET || a == RL_GCRA;
@@ -52,17 +30,6 @@ static int check_product(const char *what, int64_t a, int64_t b)
         return rl_fail_range(param, "for this rate", a, 0, RL_MAX_PRODUCT / b);
     }
     return RL_OK;
-}
-
-/* Every rate of a spec, the first one first; returns how many. */
-size_t rl_spec_rates(const rl_spec *spec, rl_rate *out)
-{
-    size_t n = spec->more_count < RL_MAX_RATES ? spec->more_count + 1 : RL_MAX_RATES;
-    out[0].limit = spec->limit;
-    out[0].period_ms = spec->period_ms;
-    out[0].burst = spec->burst;
-    for (size_t i = 1; i < n; i++) out[i] = spec->more[i - 1];
-    return n;
 }
 
 /* What one rate can hold: its burst (token_bucket, gcra) or its limit. */
@@ -93,7 +60,7 @@ static int validate_rate(rl_algorithm algorithm, const rl_rate *rate)
         if ((rc = rl_check_range("burst", rate->burst, 0, RL_MAX_EXACT / 2))) return rc;
     } else if (rate->burst != 0 && rate->burst != rate->limit) {
         return rl_fail(RL_ERR_INVALID, "burst applies to token_bucket and gcra only (%s got burst %lld)",
-                       algorithm_names[algorithm], (long long)rate->burst);
+                       rl_algorithm_names[algorithm], (long long)rate->burst);
     }
     int64_t capacity = rate_capacity(algorithm, rate);
     switch (algorithm) {
@@ -143,7 +110,7 @@ static int validate_spec(const rl_spec *spec)
     if (spec->initial_tokens != 0) {
         if (spec->algorithm != RL_TOKEN_BUCKET && spec->algorithm != RL_GCRA && spec->algorithm != RL_LEAKY_BUCKET)
             return rl_fail(RL_ERR_INVALID, "initial tokens apply to token_bucket, gcra and leaky_bucket (not %s)",
-                           algorithm_names[spec->algorithm]);
+                           rl_algorithm_names[spec->algorithm]);
         if (spec->initial_tokens != RL_EMPTY &&
             (rc = rl_check_range("initial_tokens", spec->initial_tokens, 1, RL_MAX_EXACT / 2)))
             return rc;
@@ -170,14 +137,14 @@ int rl_validate_request(const rl_request *req)
         if ((rc = rl_check_range("permits", req->permits, 1, RL_MAX_EXACT / 2))) return rc;
     } else if (req->permits > rl_spec_capacity(&req->spec)) {
         return rl_fail(RL_ERR_INVALID, "requested permits (%lld) exceed what the %s limiter can hold (%lld)",
-                       (long long)req->permits, algorithm_names[req->spec.algorithm],
+                       (long long)req->permits, rl_algorithm_names[req->spec.algorithm],
                        (long long)rl_spec_capacity(&req->spec));
     }
     if (req->op == RL_OP_RESERVE) {
         if (req->spec.algorithm != RL_TOKEN_BUCKET && req->spec.algorithm != RL_LEAKY_BUCKET &&
             req->spec.algorithm != RL_GCRA)
             return rl_fail(RL_ERR_INVALID, "reserve needs token_bucket, leaky_bucket or gcra (not %s)",
-                           algorithm_names[req->spec.algorithm]);
+                           rl_algorithm_names[req->spec.algorithm]);
         if ((rc = rl_check_range("max_wait_ms", req->max_wait_ms, 0, RL_MAX_PERIOD_MS))) return rc;
         rl_rate rates[RL_MAX_RATES];
         size_t n = rl_spec_rates(&req->spec, rates);
@@ -197,16 +164,16 @@ int rl_key(const rl_client *client, const char *name, const char *id, rl_algorit
     if (!client) return rl_fail(RL_ERR_INVALID, "client must not be NULL");
     if ((rc = rl_check_name("name", name)) || (rc = rl_check_id(id))) return rc;
     if (!rl_algorithm_name(algorithm)) return rl_fail(RL_ERR_INVALID, "unknown algorithm %d", (int)algorithm);
-    return rl_format_key(buf, size, client, name, id, algorithm_names[algorithm]);
+    return rl_format_key(buf, size, client, name, id, rl_algorithm_names[algorithm]);
 }
 
 /* The key suffix of rate i: the algorithm, then ":2", ":3"... */
 static void rate_suffix(char *buf, size_t size, rl_algorithm algorithm, size_t i)
 {
     if (i == 0) /* no snprintf: this is on every decision's path */
-        memcpy(buf, algorithm_names[algorithm], strlen(algorithm_names[algorithm]) + 1);
+        memcpy(buf, rl_algorithm_names[algorithm], strlen(rl_algorithm_names[algorithm]) + 1);
     else
-        snprintf(buf, size, "%s:%zu", algorithm_names[algorithm], i + 1);
+        snprintf(buf, size, "%s:%zu", rl_algorithm_names[algorithm], i + 1);
 }
 
 static void push_keys(rl_cmd *cmd, const rl_client *client, const char *name, const char *id, const rl_spec *spec)
@@ -234,14 +201,14 @@ void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *r
     /* the usual call in limit.lua's short form: 2 arguments, not 9, each costs Redis */
     if (n == 1 && req->now_ms == 0 && req->max_wait_ms == 0 && script_initial == -1 && cmd->batchable &&
         req->op != RL_OP_ACQUIRE_UP_TO) {
-        rl_cmd_cstr(cmd, algorithm_names[req->spec.algorithm]);
+        rl_cmd_cstr(cmd, rl_algorithm_names[req->spec.algorithm]);
         int64_t numbers[5] = {(int64_t)req->op, req->permits, rates[0].limit, rates[0].period_ms,
                               rate_capacity(req->spec.algorithm, &rates[0])};
         rl_cmd_short_form(cmd, numbers);
         return;
     }
     rl_cmd_int(cmd, req->now_ms);
-    rl_cmd_cstr(cmd, algorithm_names[req->spec.algorithm]);
+    rl_cmd_cstr(cmd, rl_algorithm_names[req->spec.algorithm]);
     rl_cmd_int(cmd, (int64_t)req->op);
     rl_cmd_int(cmd, req->permits);
     rl_cmd_int(cmd, req->max_wait_ms);
@@ -251,29 +218,6 @@ void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *r
         rl_cmd_int(cmd, rates[i].period_ms);
         rl_cmd_int(cmd, rate_capacity(req->spec.algorithm, &rates[i]));
     }
-}
-
-int rl_decode_result(const redisReply *r, rl_result *out)
-{
-    int64_t v[8];
-    int rc;
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 8)
-        return rl_fail(RL_ERR_PROTOCOL, "a limiter script returned an unexpected reply");
-    for (size_t i = 0; i < 8; i++)
-        if ((rc = rl_reply_int(r, i, &v[i]))) return rc;
-    if (v[7] < 0 || v[7] >= RL_MAX_RATES)
-        return rl_fail(RL_ERR_PROTOCOL, "a limiter script named rate %lld", (long long)v[7]);
-    out->allowed = v[0] != 0;
-    out->limit = v[1];
-    out->remaining = v[2];
-    out->retry_after_ms = v[3];
-    out->reset_after_ms = v[4];
-    out->wait_ms = v[5];
-    out->granted = v[6];
-    out->rate_index = (int)v[7];
-    out->fallback = 0;
-    out->local = 0;
-    return RL_OK;
 }
 
 /* Redis is unreachable and the client was told to decide without it. */

@@ -118,3 +118,38 @@ rl_reply_verdict rl_follow_reply(rl_client *c, const redisReply *r, rl_node *fro
     else if (kind == REPLY_READONLY) rl_topology_suspect(c, from);
     return kind;
 }
+
+/* ---- a script's reply ---- */
+
+int rl_reply_int(const redisReply *r, size_t index, int64_t *out)
+{
+    if (!r || r->type != REDIS_REPLY_ARRAY || index >= r->elements ||
+        r->element[index]->type != REDIS_REPLY_INTEGER)
+        return rl_fail(RL_ERR_PROTOCOL, "unexpected reply shape from a script");
+    *out = r->element[index]->integer;
+    return RL_OK;
+}
+
+/* limit.lua's reply to one decision */
+int rl_decode_result(const redisReply *r, rl_result *out)
+{
+    int64_t v[8];
+    int rc;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 8)
+        return rl_fail(RL_ERR_PROTOCOL, "a limiter script returned an unexpected reply");
+    for (size_t i = 0; i < 8; i++)
+        if ((rc = rl_reply_int(r, i, &v[i]))) return rc;
+    if (v[7] < 0 || v[7] >= RL_MAX_RATES)
+        return rl_fail(RL_ERR_PROTOCOL, "a limiter script named rate %lld", (long long)v[7]);
+    out->allowed = v[0] != 0;
+    out->limit = v[1];
+    out->remaining = v[2];
+    out->retry_after_ms = v[3];
+    out->reset_after_ms = v[4];
+    out->wait_ms = v[5];
+    out->granted = v[6];
+    out->rate_index = (int)v[7];
+    out->fallback = 0;
+    out->local = 0;
+    return RL_OK;
+}

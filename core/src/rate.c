@@ -1,5 +1,6 @@
 /* Rate strings: "10/s", "100/minute", "5 per 30 seconds", "3/500ms", and
- * several at once: "10/second;1000/hour". */
+ * several at once: "10/second;1000/hour"; the algorithms' names; a spec's
+ * rates. */
 #include <ctype.h>
 #include <string.h>
 #include <strings.h>
@@ -150,4 +151,37 @@ int rl_parse_rate(const char *text, int64_t *limit, int64_t *period_ms)
 int rl_parse_rates(const char *text, rl_spec *spec)
 {
     return rl_rates_parse(text, spec);
+}
+
+const char *const rl_algorithm_names[RL_ALGORITHM_COUNT] = {
+    "fixed_window", "sliding_log", "sliding_window", "token_bucket", "leaky_bucket", "gcra",
+};
+
+const char *rl_algorithm_name(rl_algorithm algorithm)
+{
+    if ((int)algorithm < 0 || algorithm >= RL_ALGORITHM_COUNT) return NULL;
+    return rl_algorithm_names[algorithm];
+}
+
+int rl_algorithm_parse(const char *name, rl_algorithm *out)
+{
+    for (int i = 0; name && i < RL_ALGORITHM_COUNT; i++) {
+        if (!strcmp(name, rl_algorithm_names[i])) {
+            *out = (rl_algorithm)i;
+            return RL_OK;
+        }
+    }
+    return rl_fail(RL_ERR_INVALID, "unknown algorithm '%s' (expected fixed_window, sliding_log, "
+                   "sliding_window, token_bucket, leaky_bucket or gcra)", name ? name : "(null)");
+}
+
+/* Every rate of a spec, the first one first; returns how many. */
+size_t rl_spec_rates(const rl_spec *spec, rl_rate *out)
+{
+    size_t n = spec->more_count < RL_MAX_RATES ? spec->more_count + 1 : RL_MAX_RATES;
+    out[0].limit = spec->limit;
+    out[0].period_ms = spec->period_ms;
+    out[0].burst = spec->burst;
+    for (size_t i = 1; i < n; i++) out[i] = spec->more[i - 1];
+    return n;
 }
