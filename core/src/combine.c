@@ -232,7 +232,7 @@ int rl_combine_decide(rl_client *c, const rl_request *req, rl_result *result, rl
         leave(&l);
         return RL_COMBINE_DECIDED;
     }
-    pthread_mutex_unlock(&q->mutex); /* done: w is the caller's alone */
+    pthread_mutex_unlock(&q->mutex); /* done: nobody writes w any more */
     if ((*outcome = w->outcome).status) {
         rl_fail(outcome->status, "%s", outcome->error);
     } else if (rl_decode_result(w->reply, result)) {
