@@ -151,7 +151,7 @@ static int submit_one(rl_state *st, CompletionsObject *self, ClientObject *clien
                       int64_t timeout_ms, char *err)
 {
     rl_target target = {NULL, NULL, self->q};
-    rl_client *rl = client_enter(st, client);
+    rl_client *rl = client_handle(st, client);
     if (!rl) return -1;
     int rc = client_hold_queue(client, self) < 0 ? RL_ERR_NOMEM
              : timeout_ms < 0                    ? rl_submit(rl, req, tag, &target)
@@ -199,7 +199,7 @@ static int decide_from_lease(rl_state *st, ClientObject *client, const rl_reques
 {
     char err[ERRBUF];
     int decided = 0;
-    rl_client *rl = client_enter(st, client);
+    rl_client *rl = client_handle(st, client);
     if (!rl) return -1;
     int rc = rl_decide_from_lease(rl, req, out, &decided);
     if (rc) save_errmsg(err, rc);
@@ -282,7 +282,7 @@ static PyObject *completions_submit_many(CompletionsObject *self, PyObject *cons
     if (!st || submit_prologue(st, self, "submit_many", args, nargs, 4, &tag) < 0) return NULL;
     if (limiter_batch(st, args[1], args[2], args[3], &reqs, &keeps, &n, &client) < 0) return NULL;
     if (n == 0) return PyLong_FromLong(0);
-    rl_client *rl = client_enter(st, client);
+    rl_client *rl = client_handle(st, client);
     if (!rl) goto done;
     if (rl_requests_validate(reqs, (size_t)n) != RL_OK) {
         /* nothing of a bad batch is submitted; rl_execute's refusal is the
@@ -412,7 +412,7 @@ static PyObject *submit_primitive(rl_state *st, CompletionsObject *self, PyObjec
         return NULL;
     }
     ClientObject *c = (ClientObject *)client;
-    rl_client *rl = client_enter(st, c);
+    rl_client *rl = client_handle(st, c);
     if (rl) {
         rl_target target = {NULL, NULL, self->q};
         rc = client_hold_queue(c, self) < 0 ? RL_ERR_NOMEM : prim_submit(rl, p, tag, &target);

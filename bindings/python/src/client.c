@@ -6,7 +6,7 @@
 
 /* ---- Client ------------------------------------------------------------------- */
 
-rl_client *client_enter(rl_state *st, ClientObject *c)
+rl_client *client_handle(rl_state *st, ClientObject *c)
 {
     if (!c->rl) raise_code(st, RL_ERR_CLOSED, "the client is not open");
     return c->rl;
@@ -268,7 +268,7 @@ static PyObject *client_close(ClientObject *self, PyObject *unused)
 
 void client_give_back(rl_state *st, ClientObject *c, const char *name)
 {
-    rl_client *rl = client_enter(st, c);
+    rl_client *rl = client_handle(st, c);
     if (!rl) { /* a closed client gave every lease back */
         PyErr_Clear();
         return;
@@ -339,7 +339,7 @@ static PyObject *limiter_stats_dict(const rl_limiter_stats *s)
 static PyObject *client_stats(ClientObject *self, PyObject *unused)
 {
     rl_state *st = STATE(self);
-    rl_client *rl = client_enter(st, self);
+    rl_client *rl = client_handle(st, self);
     rl_limiter_stats *all = NULL;
     PyObject *out = NULL;
     size_t n = 0, got = 0;
@@ -381,7 +381,7 @@ static rl_client *enter_named(rl_state *st, ClientObject *self, PyObject *name, 
         return NULL;
     }
     if (conv_text(st, name, "name", 0, keep, name_s, NULL) < 0) return NULL;
-    rl_client *rl = client_enter(st, self);
+    rl_client *rl = client_handle(st, self);
     if (!rl) Py_CLEAR(*keep);
     return rl;
 }
@@ -571,7 +571,7 @@ static PyObject *client_command(ClientObject *self, PyObject *args, PyObject *kw
         argv[i] = PyBytes_AS_STRING(b);
         lens[i] = (size_t)PyBytes_GET_SIZE(b);
     }
-    rl_client *rl = client_enter(st, self);
+    rl_client *rl = client_handle(st, self);
     if (!rl) goto done;
     CALL_WITHOUT_GIL(rc, err, rl_command_run(rl, slot, (int)n, argv, lens, &reply));
     if (rc) {
@@ -602,7 +602,7 @@ static PyObject *client_key(ClientObject *self, PyObject *args, PyObject *kw)
     if (!st || !PyArg_ParseTupleAndKeywords(args, kw, "sss|ip:_key", kwlist, &name, &id, &alg_name, &rate, &per_client))
         return NULL;
     if (rl_algorithm_parse(alg_name, &alg)) return raise_code(st, RL_ERR_INVALID, rl_errmsg());
-    rl_client *rl = client_enter(st, self);
+    rl_client *rl = client_handle(st, self);
     if (!rl) return NULL;
     int n = rl_key_build(rl, name, id, alg, per_client ? RL_SCOPE_PER_CLIENT : RL_SCOPE_OVERALL, rate, buf, sizeof buf);
     if (n < 0) return raise_code(st, n, rl_errmsg());
@@ -621,7 +621,7 @@ static PyObject *client_masters(ClientObject *self, PyObject *unused)
     rl_state *st = STATE(self);
     int slots[1024], n;
     char err[ERRBUF];
-    rl_client *rl = client_enter(st, self);
+    rl_client *rl = client_handle(st, self);
     if (!rl) return NULL;
     CALL_WITHOUT_GIL(n, err, rl_client_masters(rl, slots, 1024));
     if (n < 0) return raise_code(st, n, err);

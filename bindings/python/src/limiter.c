@@ -25,7 +25,7 @@ static int check_config(rl_state *st, ClientObject *client, const char *name, co
 {
     char err[ERRBUF];
     int rc;
-    rl_client *rl = client_enter(st, client);
+    rl_client *rl = client_handle(st, client);
     if (!rl) {
         PyErr_Clear();
         return 0;
@@ -265,7 +265,7 @@ static PyObject *limiter_run(LimiterObject *self, rl_state *st, rl_request *req,
     rl_result res = {0}; /* every field defined, whatever the core fills */
     char err[ERRBUF];
     int rc;
-    rl_client *rl = client_enter(st, self->client);
+    rl_client *rl = client_handle(st, self->client);
     if (!rl) {
         Py_DECREF(keep);
         return NULL;
@@ -401,7 +401,7 @@ static PyObject *limiter_reset(LimiterObject *self, PyObject *id)
 
     if (!st || limiter_ready(st, self) < 0) return NULL;
     if (conv_text(st, id, "id", 0, &keep, &id_s, NULL) < 0) return NULL;
-    rl_client *rl = client_enter(st, self->client);
+    rl_client *rl = client_handle(st, self->client);
     if (rl) {
         CALL_WITHOUT_GIL(rc, err, rl_reset(rl, PyBytes_AS_STRING(self->name), id_s, self->stored ? NULL : &self->spec));
     }
@@ -449,7 +449,7 @@ static PyObject *limiter_acquire_many(LimiterObject *self, PyObject *args, PyObj
         PyErr_NoMemory();
         goto done;
     }
-    rl_client *rl = client_enter(st, self->client);
+    rl_client *rl = client_handle(st, self->client);
     if (!rl) goto done;
     CALL_WITHOUT_GIL(rc, err, rl_execute_each(rl, reqs, (size_t)n, results, outcomes));
     out = batch_outcomes(st, rc, err, results, outcomes, n, return_exceptions);
@@ -488,7 +488,7 @@ static int current_spec(rl_state *st, LimiterObject *self, rl_spec *out)
         *out = self->spec;
         return 0;
     }
-    rl_client *rl = client_enter(st, self->client);
+    rl_client *rl = client_handle(st, self->client);
     if (!rl) return -1;
     CALL_WITHOUT_GIL(rc, err, rl_config_resolve(rl, PyBytes_AS_STRING(self->name), out));
     if (rc) {
@@ -504,7 +504,7 @@ static PyObject *entity_keys(rl_state *st, LimiterObject *self, const rl_spec *s
     PyObject *keep = NULL, *out = NULL;
     const char *id_s;
     if (conv_text(st, id, "id", 0, &keep, &id_s, NULL) < 0) return NULL;
-    rl_client *rl = client_enter(st, self->client);
+    rl_client *rl = client_handle(st, self->client);
     if (!rl) goto done;
     int rates = all ? (int)spec->more_count + 1 : 1;
     out = PyList_New(0);

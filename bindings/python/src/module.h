@@ -120,7 +120,7 @@ typedef struct {
 /* The rl_client, or NULL with ClientClosed raised when it never opened.
  * After close() the core refuses each call (RL_ERR_CLOSED): calls in flight
  * are the core's to count (rl_client_shutdown). */
-rl_client *client_enter(rl_state *st, ClientObject *c);
+rl_client *client_handle(rl_state *st, ClientObject *c);
 
 /* rl_leases_give_back(c, name) with the GIL released; never raises (a
  * closed client has nothing left to give back). */

@@ -40,7 +40,7 @@ static PyObject *sync_acquire(ClientObject *self, PyObject *args, PyObject *kw, 
         return NULL;
     }
     if (conv_text(st, name, "name", 0, &keep, &name_s, NULL) < 0) return NULL;
-    rl_client *rl = client_enter(st, self);
+    rl_client *rl = client_handle(st, self);
     if (!rl) {
         Py_DECREF(keep);
         return NULL;
@@ -84,7 +84,7 @@ static PyObject *sync_simple(ClientObject *self, PyObject *args, int lock, int w
         Py_DECREF(keep_name);
         return NULL;
     }
-    rl_client *rl = client_enter(st, self);
+    rl_client *rl = client_handle(st, self);
     if (rl) {
         CALL_WITHOUT_GIL(rc, err, lock ? with_lease ? rl_lock_extend(rl, name_s, id_s, lease_ms, &done)
                                                     : rl_lock_release(rl, name_s, id_s, &done)
@@ -129,7 +129,7 @@ static PyObject *sem_info(ClientObject *self, PyObject *args, int with_max)
     if (!PyArg_ParseTuple(args, with_max ? "OO" : "O", &name, &permits)) return NULL;
     if (permits && conv_int64(st, permits, "permits", &max) < 0) return NULL;
     if (conv_text(st, name, "name", 0, &keep, &name_s, NULL) < 0) return NULL;
-    rl_client *rl = client_enter(st, self);
+    rl_client *rl = client_handle(st, self);
     if (rl) {
         CALL_WITHOUT_GIL(rc, err,
                          with_max ? rl_semaphore_available(rl, name_s, max, &value) : rl_semaphore_holders(rl, name_s, &value));
@@ -169,7 +169,7 @@ PyObject *client_queue_push(ClientObject *self, PyObject *args)
         Py_DECREF(keep_q);
         return NULL;
     }
-    rl_client *rl = client_enter(st, self);
+    rl_client *rl = client_handle(st, self);
     if (rl) {
         CALL_WITHOUT_GIL(rc, err, rl_queue_push(rl, q, m, (size_t)mlen, delay_ms, &added));
     }
@@ -218,7 +218,7 @@ static PyObject *queue_pop(ClientObject *self, PyObject *args, PyObject *kw, int
         return NULL;
     }
     if (conv_text(st, queue, "queue", 0, &keep, &q, NULL) < 0) return NULL;
-    rl_client *rl = client_enter(st, self);
+    rl_client *rl = client_handle(st, self);
     if (!rl) {
         Py_DECREF(keep);
         return NULL;
@@ -261,7 +261,7 @@ PyObject *client_queue_size(ClientObject *self, PyObject *args)
     if (!st) return NULL;
     if (!PyArg_ParseTuple(args, "O:_queue_size", &queue)) return NULL;
     if (conv_text(st, queue, "queue", 0, &keep, &q, NULL) < 0) return NULL;
-    rl_client *rl = client_enter(st, self);
+    rl_client *rl = client_handle(st, self);
     if (rl) {
         CALL_WITHOUT_GIL(rc, err, rl_queue_size(rl, q, &size));
     }
@@ -287,7 +287,7 @@ PyObject *client_queue_remove(ClientObject *self, PyObject *args)
         Py_DECREF(keep_q);
         return NULL;
     }
-    rl_client *rl = client_enter(st, self);
+    rl_client *rl = client_handle(st, self);
     if (rl) {
         CALL_WITHOUT_GIL(rc, err, rl_queue_remove(rl, q, m, (size_t)mlen, &removed));
     }
