@@ -11,7 +11,9 @@
  *          CPU and Redis's time in scripts
  *          (bench_async.sh runs it against redis-benchmark, round by round)
  *        bench_async blocking THREADS [seconds]: the same for rl_acquire
- *          from THREADS threads on one client */
+ *          from THREADS threads on one client
+ *        RL_BENCH_POOL=N (submit, blocking): the client's pool_size, how many
+ *          plain decisions are out before blocking callers combine */
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -268,6 +270,7 @@ int main(int argc, char **argv)
         if (argc > 3) seconds = atof(argv[3]);
         rl_options o = RL_OPTIONS_INIT;
         if (argc > 4) o.max_batch = atoi(argv[4]);
+        if (getenv("RL_BENCH_POOL")) o.pool_size = atoi(getenv("RL_BENCH_POOL"));
         if (rl_client_open(&client, url, &o) || sscanf(url, "redis://%63[^:]:%d", host, &port) < 2) {
             fprintf(stderr, "%s\n", rl_errmsg());
             return 1;
