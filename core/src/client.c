@@ -30,11 +30,6 @@ const char *rl_client_id(const rl_client *client)
     return client->id;
 }
 
-const char *rl_publish_command(const rl_client *client)
-{
-    return client->url.mode == RL_MODE_CLUSTER ? "SPUBLISH" : "PUBLISH";
-}
-
 /* ---- open / close ------------------------------------------------------------ */
 
 void rl_client_free(rl_client *c)

@@ -319,3 +319,8 @@ int rl_batch_reply_ok(const redisReply *reply, size_t n)
         if (reply->element[i]->type != REDIS_REPLY_ARRAY && reply->element[i]->type != REDIS_REPLY_ERROR) return 0;
     return 1;
 }
+
+const char *rl_publish_command(const rl_client *client)
+{
+    return client->url.mode == RL_MODE_CLUSTER ? "SPUBLISH" : "PUBLISH";
+}

@@ -328,6 +328,9 @@ size_t rl_entity_tag_write(const char *name, const char *id, const char *owner, 
 void rl_sha256_hex(const void *data, size_t len, char *hex);
 /* Ids may be long (they are hashed into the key past 256 bytes). */
 #define RL_ID_MAX (1024 * 1024)
+/* The publish / subscribe commands the scripts and waiters use: sharded in a
+ * cluster so a wake-up reaches only the entity's shard. */
+const char *rl_publish_command(const rl_client *client);
 /* EVALSHA script nkeys: the caller appends keys and args after this */
 void rl_cmd_script(rl_cmd *cmd, int script, int nkeys);
 /* redisAppendCommandArgv without its formatting cost */
@@ -354,9 +357,6 @@ int rl_run(rl_client *client, rl_cmd *cmds, size_t n, redisReply **replies);
  * connection) fails only the commands it left without a reply. Returns the
  * first command's failure (its message in rl_errmsg()), else RL_OK. */
 int rl_run_each(rl_client *client, rl_cmd *cmds, size_t n, redisReply **replies, rl_outcome *outcomes);
-/* The publish / subscribe commands the scripts and waiters use: sharded in a
- * cluster so a wake-up reaches only the entity's shard. */
-const char *rl_publish_command(const rl_client *client);
 
 /* ---- the request protocol (protocol.c): one policy for both engines ---- */
 
@@ -394,6 +394,8 @@ void rl_script_load_command(int script, const char *argv[3], size_t lens[3]);
  * migration, where two masters redirect to each other; a failover). */
 #define RL_FREE_REDIRECTS 3
 int64_t rl_retry_pause_ms(int64_t previous_ms, int tries, int later);
+/* Redis unreachable, the on_error policy decides (capacity: rl_spec_capacity) */
+void rl_fallback_result(const rl_client *client, int64_t capacity, int64_t permits, rl_result *out);
 
 /* decisions, shared by rl_execute and rl_submit (limiter.c) */
 int rl_validate_request(const rl_request *req);
@@ -415,8 +417,6 @@ void rl_combining_start_afresh(rl_combining *q);
 /* DEL of every key of (name, id) under spec (NULL: the stored one, read
  * now if not cached) */
 int rl_build_reset(rl_cmd *cmd, rl_client *client, const char *name, const char *id, const rl_spec *spec);
-/* Redis unreachable, the on_error policy decides (capacity: rl_spec_capacity) */
-void rl_fallback_result(const rl_client *client, int64_t capacity, int64_t permits, rl_result *out);
 int64_t rl_spec_capacity(const rl_spec *spec);
 /* rate.c: a spec's rates, the first one first */
 size_t rl_spec_rates(const rl_spec *spec, rl_rate *out);
@@ -456,8 +456,9 @@ enum {
 };
 void rl_leases_end(rl_client *client, const char *name, const char *id, int how);
 
-/* sync.c: the semaphore / lock / queue commands, shared with rl_submit_* (every
- * argument copied into cmd) */
+/* primitive_commands.c: the semaphore / lock / queue checks and commands,
+ * shared by the blocking calls (sync.c) and rl_submit_* (every argument
+ * copied into cmd) */
 int rl_build_sem_call(rl_cmd *cmd, rl_client *client, const char *kind, const char *name, const char *op,
                       const char *id, int64_t max, int64_t lease, int enqueue);
 int rl_build_queue_push(rl_cmd *cmd, rl_client *client, const char *queue, const char *message, size_t len,
@@ -479,6 +480,7 @@ char *rl_wake_channel(const rl_client *client, const char *name, const char *kin
  * behind it. */
 #define RL_WAITER_TTL_MS 3000
 #define RL_QUEUE_POP_MAX 10000
+#define RL_MAX_PERMITS 1000000
 
 /* completions.c: room for one completion, made when its request is
  * submitted (RL_ERR_NOMEM fails that request), taken back if it is not
@@ -521,7 +523,8 @@ int rl_sleep(int64_t ms, const rl_wait *wait);
 int rl_parse_slots(rl_client *client, const redisReply *r, const char *asked_host, rl_node **map);
 /* SENTINEL get-master-addr-by-name; RL_ERR_PROTOCOL (no message) when it names no master */
 int rl_sentinel_master_addr(const redisReply *r, char **host, int *port);
-/* semaphore.lua acquire; delay_queue.lua pop (out owns what it holds, even on error) */
+/* primitive_commands.c: semaphore.lua acquire; delay_queue.lua pop (out owns
+ * what it holds, even on error) */
 int rl_decode_sem_acquire(const redisReply *r, int *granted, int64_t *fence, int64_t *first_lease_end);
 int rl_decode_queue_pop(const redisReply *r, rl_messages *out, int64_t *next_in);
 /* an integer reply (delay_queue push, ZCARD, ZREM); what names it in the error */

@@ -153,3 +153,19 @@ int rl_decode_result(const redisReply *r, rl_result *out)
     out->local = 0;
     return RL_OK;
 }
+
+/* Redis is unreachable and the client was told to decide without it. */
+void rl_fallback_result(const rl_client *client, int64_t capacity, int64_t permits, rl_result *out)
+{
+    int allow = client->options.on_error == RL_ON_ERROR_ALLOW;
+    out->allowed = allow;
+    out->limit = capacity;
+    out->remaining = 0;
+    out->retry_after_ms = allow ? -1 : 1000;
+    out->reset_after_ms = 0;
+    out->wait_ms = 0;
+    out->fallback = 1;
+    out->granted = allow ? permits : 0;
+    out->rate_index = 0;
+    out->local = 0;
+}
