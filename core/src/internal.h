@@ -346,6 +346,8 @@ int rl_append_batch(redisContext *ctx, const rl_cmd *const *cmds, size_t n);
 /* reply answers a batch of n: its n elements are the decisions' own replies */
 int rl_batch_reply_ok(const redisReply *reply, size_t n);
 
+/* ---- the blocking engine (run.c) ---- */
+
 /* Sends n commands pipelined on one connection and reads the n replies.
  * Script calls answered NOSCRIPT are loaded and re-sent once (they did not
  * run). Never re-sends anything else. replies[i] must be freed by the caller
