@@ -2,7 +2,13 @@
 # Java: ratelimit (JNI; acquireAsync and blocking acquire) against Redisson's
 # RRateLimiter (tryAcquireAsync / tryAcquire) and Bucket4j with Lettuce
 # (AsyncBucketProxy / BucketProxy tryConsume), in one run on one Redis:
-# 64 and 1 requests in flight, 1 and 8 blocking threads. Then leases (issue
+# 64 and 1 requests in flight, 1 and 8 blocking threads. Beside them in each
+# group, "Lettuce running our script" (issue 35): Lettuce's sync (blocking
+# groups) or async API on one shared connection sending, per decision, the
+# EVALSHA our gcra limiter sends for that id (the loaded SHA, same keys and
+# arguments; captured with MONITOR, its reply checked to admit as ours), so
+# "ratelimit / this" is our binding against a plain good client running our
+# Lua; select those rows alone with "our script". Then leases (issue
 # 25): one hot key with and without LimiterConfig.lease(50 ms), blocking with
 # 1 and 8 threads and async with 64 in flight (ratio, script calls per decision).
 # Maven installs the binding (without its tests) and fetches Redisson,

@@ -8,6 +8,9 @@ import io.github.bucket4j.distributed.proxy.ProxyManager;
 import io.github.bucket4j.redis.lettuce.Bucket4jLettuce;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.api.async.RedisAsyncCommands;
+import io.lettuce.core.api.sync.RedisCommands;
+import io.lettuce.core.codec.ByteArrayCodec;
 import io.ratelimit.Algorithm;
 import io.ratelimit.Limiter;
 import io.ratelimit.LimiterConfig;
@@ -42,6 +45,12 @@ import org.redisson.config.Config;
  * median round's decisions/s, its latency percentiles and Redis's own CPU
  * time per decision (INFO cpu).
  *
+ * <p>"Lettuce running our script": Lettuce's own API on one shared
+ * connection (its usual use from many threads) sending, per decision, the
+ * very EVALSHA our limiter sends for that id (captured by MONITOR, see
+ * {@link ScriptCommand}): a plain good client running our Lua, synchronous
+ * beside the blocking rows and asynchronous beside the async ones.
+ *
  * <p>Leases (issue 25): the "hot key" rows put every caller on one key, with
  * and without {@code LimiterConfig.lease(50 ms)}, and report the ratio and
  * the script calls per decision (INFO commandstats).
@@ -56,6 +65,7 @@ public final class JavaBench {
     static final String LEASE_NAME = "lease 50 ms";
     /** Groups of the hot-key rows (leases). */
     static final String HOT = "hot key, ";
+    static final String OUR_SCRIPT = "Lettuce running our script: ";
 
     interface AsyncCall {
         CompletionStage<?> call(int chain);
@@ -299,6 +309,12 @@ public final class JavaBench {
         Limiter leased = ours.limiter("bench-hot-lease",
                 LimiterConfig.of(Algorithm.GCRA, Rate.of(LIMIT, Duration.ofSeconds(1))).lease(LEASE));
 
+        // Lettuce: one connection shared by every thread or chain, bytes (the packed arguments)
+        StatefulRedisConnection<byte[], byte[]> scripts = lettuce.connect(ByteArrayCodec.INSTANCE);
+        RedisCommands<byte[], byte[]> scriptSync = scripts.sync();
+        RedisAsyncCommands<byte[], byte[]> scriptAsync = scripts.async();
+        ScriptCommand[] ourCommand = new ScriptCommand[KEYS];
+
         RRateLimiter[] rrl = new RRateLimiter[KEYS];
         AsyncBucketProxy[] asyncBuckets = new AsyncBucketProxy[KEYS];
         BucketProxy[] syncBuckets = new BucketProxy[KEYS];
@@ -311,6 +327,8 @@ public final class JavaBench {
                     (AsyncCall) i -> rrl[i].tryAcquireAsync()));
             rows.add(new Row(group, "Bucket4j (Lettuce) AsyncBucketProxy.tryConsume", true, inflight,
                     (AsyncCall) i -> asyncBuckets[i].tryConsume(1)));
+            rows.add(new Row(group, OUR_SCRIPT + "async evalsha", true, inflight,
+                    (AsyncCall) i -> ourCommand[i].async(scriptAsync)));
         }
         for (int threads : new int[] {1, 8}) {
             String group = "blocking, " + threads + (threads == 1 ? " thread" : " threads");
@@ -319,6 +337,8 @@ public final class JavaBench {
                     (SyncCall) i -> rrl[i].tryAcquire()));
             rows.add(new Row(group, "Bucket4j (Lettuce) BucketProxy.tryConsume", false, threads,
                     (SyncCall) i -> syncBuckets[i].tryConsume(1)));
+            rows.add(new Row(group, OUR_SCRIPT + "evalsha", false, threads,
+                    (SyncCall) i -> ourCommand[i].sync(scriptSync)));
         }
         for (int threads : new int[] {1, 8}) {
             String group = HOT + "blocking, " + threads + (threads == 1 ? " thread" : " threads");
@@ -332,6 +352,17 @@ public final class JavaBench {
                 (AsyncCall) i -> leased.acquireAsync("hot")));
 
         rows.removeIf(row -> !(row.group() + " / " + row.name()).contains(only));
+
+        // the command our limiter sends for each id, before any other library talks to Redis
+        if (rows.stream().anyMatch(row -> row.name().startsWith(OUR_SCRIPT))) {
+            System.arraycopy(ScriptCommand.capture(url, limiter, ids, admin.sync()), 0, ourCommand, 0, KEYS);
+            List<?> reply = ourCommand[0].check(scripts, LIMIT);
+            for (ScriptCommand command : ourCommand) {
+                command.check(scripts, LIMIT); // each admits at our limit
+            }
+            System.out.printf("our script's command for %s: %s%nits reply, replayed by Lettuce: %s%n", ids[0],
+                    ourCommand[0], reply);
+        }
 
         // Redisson: one RRateLimiter per key, defaults (pool, threads, codec)
         RedissonClient redisson = null;
@@ -429,6 +460,7 @@ public final class JavaBench {
         if (redisson != null) {
             redisson.shutdown();
         }
+        scripts.close();
         admin.close();
         lettuce.shutdown();
     }
