@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "internal.h"
 
@@ -174,6 +173,7 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
 
     c = calloc(1, sizeof *c);
     if (!c) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    c->closing_work = rl_closing_work;
     pthread_mutex_init(&c->topology, NULL);
     rl_combining_init(&c->combining);
     pthread_cond_init(&c->discovered, NULL);
@@ -229,18 +229,4 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
     rl_clear_error();
     *out = c;
     return RL_OK;
-}
-
-int rl_sleep(int64_t ms, const rl_wait *wait)
-{
-    int64_t end = rl_now_ms() + ms;
-    for (;;) {
-        if (wait && wait->cancel && wait->cancel(wait->cancel_ctx))
-            return rl_fail(RL_ERR_CANCELLED, "wait cancelled");
-        int64_t left = end - rl_now_ms();
-        if (left <= 0) return RL_OK;
-        if (left > 50) left = 50;
-        struct timespec ts = {0, (long)left * 1000000L};
-        nanosleep(&ts, NULL);
-    }
 }

@@ -134,12 +134,13 @@ struct rl_client {
     struct rl_config_cache *configs; /* stored specs (config.c) */
     struct rl_leases *leases; /* leases (lease.c); NULL: none taken (out of memory) */
     char id[65];            /* rl_client_id: per-client quotas */
-    int64_t calls;          /* calls in flight and the closing state (closing.c; atomic) */
+    int64_t calls;          /* calls in flight and the closing state (calls.c; atomic) */
+    void (*closing_work)(rl_client *c); /* after the last call (closing.c's; set by rl_client_open) */
     int stop_waits;         /* rl_client_shutdown's: blocking waits return RL_ERR_CLOSED (atomic) */
     int shut_down;          /* the work after the last call is done (atomic) */
 };
 
-/* ---- calls in flight and closing (closing.c) ---- */
+/* ---- calls in flight (calls.c) ---- */
 
 /* The rest of the scope is a call in flight on client (rl_client_close
  * waits for it); after rl_client_shutdown the function returns
@@ -158,12 +159,22 @@ struct rl_client {
 int rl_call_begin(rl_client *client);
 void rl_call_end(rl_client *client);
 void rl_call_scope_end(rl_client **client);
+/* rl_client_shutdown refuses new calls: 1 when this thread is to do the
+ * closing work; rl_client_close waits until every call left and it is done. */
+int rl_calls_refuse(rl_client *client, int stop_waits);
+void rl_calls_wait_out(rl_client *client);
 /* In a forked child: the parent's calls in flight did not come along. */
 void rl_calls_start_afresh(rl_client *client);
 /* Blocking waits poll this: RL_ERR_CLOSED once rl_client_shutdown stopped
  * them; rl_client_sleep is rl_sleep that stops so too. */
 int rl_waits_stopped(const rl_client *client);
 int rl_client_sleep(rl_client *client, int64_t ms, const rl_wait *wait);
+
+/* ---- closing (closing.c) ---- */
+
+/* After the last call: gives the leases back, stops the I/O thread, closes
+ * the pooled connections (the client's closing_work). */
+void rl_closing_work(rl_client *client);
 /* Frees what rl_client_open made (client.c). submit.c: rl_async_stop
  * completes what is in flight with RL_ERR_CLOSED and stops the I/O thread;
  * rl_async_free joins it (if it stopped itself: called on it) and frees. */
@@ -517,7 +528,7 @@ extern const char *const rl_algorithm_names[RL_ALGORITHM_COUNT];
 
 /* CLOCK_REALTIME + ms, for pthread_cond_timedwait */
 struct timespec rl_realtime_after(int ms);
-/* Sleeps up to ms, in slices, polling cancel; RL_ERR_CANCELLED if it fired. */
+/* calls.c: sleeps up to ms, in slices, polling cancel; RL_ERR_CANCELLED if it fired. */
 int rl_sleep(int64_t ms, const rl_wait *wait);
 
 /* Reply decoders, reachable from the fuzz targets (fuzz/). */
