@@ -1,8 +1,9 @@
 /* The asynchronous engine's own types and functions, shared by async.c (the
- * I/O thread), dialer.c (the dialer thread), requests.c (a request's
- * completion), submit.c (submitting, starting and stopping), waits.c (waits
- * on the I/O thread), lease_async.c and lease.c (leases carried by it);
- * not installed. */
+ * I/O thread), dialer.c (the dialer thread), threads.c (starting, stopping,
+ * handing them requests), requests.c (a request's completion), waits.c
+ * (waits on the I/O thread), and the features it carries: submit.c
+ * (rl_submit_*), acquire_wait.c (timed acquires), lease_async.c and lease.c
+ * (leases); not installed. */
 #ifndef RL_ASYNC_H
 #define RL_ASYNC_H
 
@@ -207,7 +208,7 @@ void rl_async_finish(rl_async *a, rl_areq *r, int status, const redisReply *repl
 /* finishes everything on l with status and message */
 void rl_async_fail_list(rl_async *a, rl_areq_list *l, int status, const char *message);
 
-/* submit.c: hands r to the I/O thread (started if need be; its completion
+/* threads.c: hands r to the I/O thread (started if need be; its completion
  * room already reserved); on failure (closing) r is freed, its room kept */
 int rl_async_send(rl_client *c, rl_areq *r);
 /* starts the I/O thread if need be and has it look at its timers again */

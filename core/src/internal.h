@@ -175,7 +175,7 @@ int rl_client_sleep(rl_client *client, int64_t ms, const rl_wait *wait);
 /* After the last call: gives the leases back, stops the I/O thread, closes
  * the pooled connections (the client's closing_work). */
 void rl_closing_work(rl_client *client);
-/* Frees what rl_client_open made (client.c). submit.c: rl_async_stop
+/* Frees what rl_client_open made (client.c). threads.c: rl_async_stop
  * completes what is in flight with RL_ERR_CLOSED and stops the I/O thread;
  * rl_async_free joins it (if it stopped itself: called on it) and frees. */
 void rl_client_free(rl_client *client);
@@ -260,7 +260,7 @@ int rl_conn_error(rl_conn *conn, const char *what);
 int rl_tls_setup(rl_client *client);
 void rl_tls_free(rl_client *client);
 void rl_node_free(rl_node *node);
-/* In a forked child: what the parent's threads left (fork.c) */
+/* In a forked child: what the parent's threads left (fork.c; threads.c) */
 void rl_conn_abandon(rl_conn *conn);
 void rl_async_abandon(rl_client *client);
 
