@@ -1,10 +1,10 @@
 /* Blocking callers that overlap share batch calls (flat combining). At most
  * pool_size plain decisions of a client are out at once (a pooled
  * connection each); a caller that finds them out queues instead of waiting
- * for a connection. When a call comes back, the newest
- * caller queued becomes the next leader: it takes its own decision and the
- * oldest queued (up to max_batch in all) and runs them through rl_run_each,
- * the blocking engine's one
+ * for a connection, with the command its decision's caller (limiter.c)
+ * built. When a call comes back, the newest caller queued becomes the next
+ * leader: it takes its own command and the oldest queued (up to max_batch
+ * in all) and runs them through rl_run_each, the blocking engine's one
  * path (batch calls of limit.lua, redirects, NOSCRIPT), so Redis's cost per
  * decision falls as the queue grows while the calls out keep it busy. A
  * caller alone never queues: the direct round trip, no added latency. Each
@@ -195,22 +195,25 @@ static void queued_until_done(rl_client *c, rl_combining *q, rl_combined *w, int
     pthread_cleanup_pop(0);
 }
 
-int rl_combine_decide(rl_client *c, const rl_request *req, rl_result *result, rl_outcome *outcome)
+int rl_combine_enter(rl_client *c)
 {
     rl_combining *q = &c->combining;
     pthread_mutex_lock(&q->mutex);
     int alone = !q->head && q->leaders < c->options.pool_size;
     q->leaders += alone;
     pthread_mutex_unlock(&q->mutex);
-    if (alone) return RL_COMBINE_ALONE;
-    rl_combined *w = calloc(1, sizeof *w);
-    if (!w) return RL_COMBINE_UNCOUNTED;
-    rl_build_decision(&w->cmd, c, req);
-    if (w->cmd.failed) {
-        rl_cmd_free(&w->cmd);
-        free(w);
+    return alone ? RL_COMBINE_ALONE : RL_COMBINE_QUEUE;
+}
+
+int rl_combine_decide(rl_client *c, rl_cmd *cmd, rl_result *result, rl_outcome *outcome)
+{
+    rl_combining *q = &c->combining;
+    rl_combined *w = cmd->failed ? NULL : calloc(1, sizeof *w);
+    if (!w) {
+        rl_cmd_free(cmd);
         return RL_COMBINE_UNCOUNTED;
     }
+    rl_cmd_move(&w->cmd, cmd);
     pthread_cond_init(&w->woken, NULL);
     w->refs = 1;
     int64_t deadline_ms = rl_now_ms() + c->options.command_timeout_ms;

@@ -27,6 +27,15 @@ void rl_cmd_free(rl_cmd *cmd)
     cmd->argc = 0;
 }
 
+void rl_cmd_move(rl_cmd *to, const rl_cmd *from)
+{
+    uintptr_t lo = (uintptr_t)from, hi = lo + sizeof *from;
+    *to = *from;
+    for (int i = 0; i < to->argc; i++) /* what pointed into from's storage points into to's */
+        if ((uintptr_t)to->argv[i] >= lo && (uintptr_t)to->argv[i] < hi)
+            to->argv[i] = (const char *)to + ((uintptr_t)to->argv[i] - lo);
+}
+
 static void push_arg(rl_cmd *cmd, const char *s, size_t len, char *owned)
 {
     if (cmd->argc >= RL_CMD_MAX_ARGS || !s) {

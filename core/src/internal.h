@@ -315,6 +315,8 @@ typedef struct {
 
 void rl_cmd_init(rl_cmd *cmd);
 void rl_cmd_free(rl_cmd *cmd);
+/* cmd moved to to, which owns what it owned (from is left to drop, not to free) */
+void rl_cmd_move(rl_cmd *to, const rl_cmd *from);
 void rl_cmd_str(rl_cmd *cmd, const char *s, size_t len);
 void rl_cmd_cstr(rl_cmd *cmd, const char *s);
 /* a copy owned by cmd (for commands that outlive the caller's strings) */
@@ -416,12 +418,14 @@ int rl_resolve_stored(rl_client *client, const rl_request *req, rl_request *out)
 void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *req);
 /* protocol.c: limit.lua's reply to one decision */
 int rl_decode_result(const redisReply *r, rl_result *out);
-/* combine.c: a valid plain decision of rl_execute's. ALONE: fewer than pool_size are out:
- * send it directly, then rl_combine_done; DECIDED: it went in a batch call
- * and *outcome (and *result) say how; UNCOUNTED (no memory): send it
- * directly. */
-enum { RL_COMBINE_ALONE, RL_COMBINE_DECIDED, RL_COMBINE_UNCOUNTED };
-int rl_combine_decide(rl_client *c, const rl_request *req, rl_result *result, rl_outcome *outcome);
+/* combine.c: a valid plain decision of rl_execute's. ALONE: fewer than
+ * pool_size are out: send it directly, then rl_combine_done; QUEUE: build
+ * its command for rl_combine_decide, which takes it over and returns
+ * DECIDED (it went in a batch call: *outcome, and *result, say how) or
+ * UNCOUNTED (no memory: send it directly). */
+enum { RL_COMBINE_ALONE, RL_COMBINE_QUEUE, RL_COMBINE_DECIDED, RL_COMBINE_UNCOUNTED };
+int rl_combine_enter(rl_client *c);
+int rl_combine_decide(rl_client *c, rl_cmd *cmd, rl_result *result, rl_outcome *outcome);
 void rl_combine_done(rl_client *c);
 void rl_combine_pass(rl_combining *q); /* rl_combine_done with q->mutex held */
 void rl_combining_init(rl_combining *q);

@@ -375,9 +375,12 @@ static void execute(rl_client *client, const rl_request *requests, size_t n, rl_
     }
     if (leased) rl_leases_plan(client, requests, n, results, outcomes, plan, wants);
     /* overlapping callers share batch calls (combine.c) */
-    int combine = n == 1 && !outcomes[0].status && plan[0] == RL_PLAN_PLAIN
-                      ? rl_combine_decide(client, &requests[0], &results[0], &outcomes[0])
-                      : RL_COMBINE_UNCOUNTED;
+    int combine = n == 1 && !outcomes[0].status && plan[0] == RL_PLAN_PLAIN ? rl_combine_enter(client)
+                                                                           : RL_COMBINE_UNCOUNTED;
+    if (combine == RL_COMBINE_QUEUE) {
+        rl_build_decision(&cmds[0], client, &requests[0]);
+        combine = rl_combine_decide(client, &cmds[0], &results[0], &outcomes[0]);
+    }
     if (combine == RL_COMBINE_DECIDED) plan[0] = RL_PLAN_DONE;
     /* a second round for fetched blocks too small for their request */
     for (int round = 0; round < 2; round++) {
