@@ -23,6 +23,8 @@ static int check_wait(const rl_request *request, int64_t timeout_ms)
 /* After a try: the pause before the next one (ms), or -1 when r is the
  * answer: admitted, the on_error policy's, or its next chance comes past
  * the deadline, so waiting cannot help. */
+static void timed_step(rl_async *a, rl_areq *r);
+
 static int64_t next_try(const rl_result *r, int64_t left_ms)
 {
     if (r->allowed || r->fallback || r->retry_after_ms > left_ms) return -1;
@@ -75,6 +77,7 @@ int rl_submit_acquire_wait(rl_client *c, const rl_request *request, int64_t time
     w->request = *request;
     w->request.name = w->name;
     w->request.id = w->id;
+    w->timed = timed_step;
     w->until_ms = rl_now_ms() + timeout_ms;
     if (target->queue && (rc = rl_completions_reserve(target->queue))) {
         rl_async_req_free(r);
@@ -98,7 +101,7 @@ static void tried(void *ctx, const rl_completion *c)
     r->result = c->result;
     snprintf(r->failure, sizeof r->failure, "%s", c->error);
     if (pthread_equal(pthread_self(), a->thread) && a->stopping) {
-        rl_timed_step(a, r); /* closing: what was submitted is failed already */
+        timed_step(a, r); /* closing: what was submitted is failed already */
         return;
     }
     /* even while closing: the I/O thread fails what is submitted when it stops */
@@ -110,7 +113,7 @@ static void tried(void *ctx, const rl_completion *c)
     if (sleeping) rl_async_wake(a);
 }
 
-void rl_timed_try(rl_async *a, rl_areq *r)
+static void timed_try(rl_async *a, rl_areq *r)
 {
     rl_target target = {tried, r, NULL};
     /* decided from a lease (tried at once), or queued; else not queued */
@@ -118,12 +121,15 @@ void rl_timed_try(rl_async *a, rl_areq *r)
     if (rc) rl_async_finish(a, r, rc, NULL);
 }
 
-void rl_timed_step(rl_async *a, rl_areq *r)
+/* New (linked among the waits already), back from a try (it completes, or
+ * sleeps until its next), or its sleep is over (the next try goes out). */
+static void timed_step(rl_async *a, rl_areq *r)
 {
     rl_await *w = r->wait;
-    if (!w->async) { /* new: linked among the waits already */
+    if (!w->async || w->sleeping) {
         w->async = a;
-        rl_timed_try(a, r);
+        w->sleeping = 0;
+        timed_try(a, r);
         return;
     }
     int status = r->decided_status;

@@ -353,7 +353,7 @@ static void handle_reply(rl_async *a, rl_aconn *ac, rl_areq *r, const redisReply
         } else if (r->wait) {
             rl_wait_reply(a, r, reply);
         } else if (r->lease) {
-            if (!rl_lease_async_reply(a, r, reply)) rl_async_finish(a, r, RL_OK, reply);
+            if (!r->lease_ended(a, r, RL_OK, reply)) rl_async_finish(a, r, RL_OK, reply);
         } else {
             rl_async_finish(a, r, RL_OK, reply);
         }
@@ -429,7 +429,7 @@ static void take_submitted(rl_async *a)
     rl_areq *r;
     while ((r = list_pop(&batch))) {
         if (r->wait && !r->wait->linked) rl_wait_begin(a, r);
-        if (r->wait && r->wait->request.name) rl_timed_step(a, r); /* never sent itself: its tries are */
+        if (r->wait && r->wait->timed) r->wait->timed(a, r); /* never sent itself: its tries are */
         else rl_async_dispatch(a, r);
     }
     rl_wait_cancels(a, cancels, cancel_count);
@@ -579,7 +579,7 @@ static int64_t expire(rl_async *a, int64_t now)
     a->waiting = still;
     int64_t retry = rl_wait_expire(a, now);
     if (retry >= 0) NEXT(retry);
-    int64_t lease_due = rl_leases_tick(a, now);
+    int64_t lease_due = a->client->leases_tick(a, now);
     if (lease_due >= 0) NEXT(lease_due);
     return next;
 #undef NEXT

@@ -58,6 +58,9 @@ typedef struct rl_await {
      * is name, its id id); request.name NULL for the others */
     rl_request request;
     char *id;
+    /* its step (acquire_wait.c's): taken in, back from a try, or its sleep
+     * over; NULL for the others */
+    void (*timed)(struct rl_async *a, struct rl_areq *r);
     struct rl_async *async;   /* set when the I/O thread first takes it */
 } rl_await;
 
@@ -81,10 +84,14 @@ typedef struct rl_areq {
     int reserved;         /* its completion has room in target.queue (rl_completions_reserve) */
     int failed;           /* failed before it could be sent: completed with this status */
     char failure[200];    /* its message; or the last redirect or retry's reply */
-    struct rl_lease *lease;  /* a LEASE fetching this lease's next block (lease.c) */
+    struct rl_lease *lease;  /* a LEASE fetching this lease's next block (lease_async.c) */
+    /* set with lease (lease_async.c's): its reply came (1: r was sent again)
+     * or, reply NULL, it failed with status */
+    int (*lease_ended)(rl_async *a, struct rl_areq *r, int status, const redisReply *reply);
     rl_op lease_op;
     int64_t lease_sent_ms;
     char *reset_entity;   /* a reset's "name\0id": this client's leases on it are dropped again when it is done */
+    void (*reset_done)(rl_client *c, const struct rl_areq *r); /* that, set with reset_entity (lease_async.c's) */
     int group;            /* sent as the first of a batch of group decisions: one reply for them all */
     int reordered;        /* sent ahead of decisions with earlier deadlines (a cluster's batches) */
     int decided;          /* result (and decided_status) hold its decision already */
@@ -214,24 +221,18 @@ int rl_async_send(rl_client *c, rl_areq *r);
 /* starts the I/O thread if need be and has it look at its timers again */
 void rl_async_poke(rl_client *c);
 
-/* lease_async.c: the asynchronous side of leases (rl_leases_tick: lease.c) */
+/* lease_async.c: the asynchronous side of leases (the I/O thread calls it
+ * back through rl_areq's lease_ended and reset_done, and lease.c's timer
+ * through the client's leases_tick) */
 /* RL_OK when submitted through a lease (decided, parked or fetching), an
  * error, or RL_LEASE_NOT_TAKEN: send it as without a lease */
 #define RL_LEASE_NOT_TAKEN 1
 int rl_lease_submit(rl_client *c, const rl_request *req, uint64_t tag, const rl_target *target);
 /* rl_decide_from_lease for a valid leased request: 1 decided (out set, counted), else 0. */
 int rl_lease_try(rl_client *c, const rl_request *req, rl_result *out);
-/* the reply to r's LEASE: 1 when r was sent again (a plain acquire), else
- * r->decided holds its decision */
-int rl_lease_async_reply(rl_async *a, rl_areq *r, const redisReply *reply);
-void rl_lease_async_failed(rl_client *c, rl_areq *r, int status);
 /* a reset drops this client's leases on the entity when queued, and again
  * when done: a block fetched in between may predate the delete */
 int rl_lease_reset_begin(rl_client *c, rl_areq *r, const char *name, const char *id);
-void rl_lease_reset_done(rl_client *c, const rl_areq *r);
-/* the timer: gives back expired blocks; the next time to look, or -1 */
-int64_t rl_leases_tick(rl_async *a, int64_t now);
-
 /* waits.c: the I/O thread's side of the waits */
 void rl_wait_begin(rl_async *a, rl_areq *r);
 /* a try's reply: complete, or sleep until a wake-up, a check-in or the end */
@@ -247,11 +248,5 @@ int64_t rl_wait_expire(rl_async *a, int64_t now);
 void rl_wait_read(rl_async *a, rl_aconn *ac);
 void rl_wait_sub_send(rl_async *a, rl_aconn *ac, rl_achannel *ch, int on);
 void rl_wait_sub_lost(rl_async *a, rl_aconn *ac);
-
-/* acquire_wait.c: a timed acquire on the I/O thread: new (its first try
- * goes out) or back from a try (it completes, or sleeps until its next) */
-void rl_timed_step(rl_async *a, rl_areq *r);
-/* the next try, when its sleep is over */
-void rl_timed_try(rl_async *a, rl_areq *r);
 
 #endif

@@ -182,6 +182,7 @@ int rl_client_open(rl_client **out, const char *url, const rl_options *options)
     c->options.key_prefix = c->prefix;
     c->configs = rl_config_cache_new();
     c->leases = rl_leases_new();
+    c->leases_tick = rl_leases_tick;
     if (!c->prefix || !c->configs || !c->leases) {
         rl_client_free(c);
         return rl_fail(RL_ERR_NOMEM, "out of memory");

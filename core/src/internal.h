@@ -133,6 +133,7 @@ struct rl_client {
     struct rl_stats *stats; /* metrics (stats.c): made by the first counted decision */
     struct rl_config_cache *configs; /* stored specs (config.c) */
     struct rl_leases *leases; /* leases (lease.c); NULL: none taken (out of memory) */
+    int64_t (*leases_tick)(rl_async *a, int64_t now); /* their timer on the I/O thread (rl_leases_tick) */
     char id[65];            /* rl_client_id: per-client quotas */
     int64_t calls;          /* calls in flight and the closing state (calls.c; atomic) */
     void (*closing_work)(rl_client *c); /* after the last call (closing.c's; set by rl_client_open) */
@@ -444,6 +445,9 @@ int rl_format_rate(char *buf, size_t size, int64_t limit, int64_t period_ms);
 
 typedef struct rl_leases rl_leases;
 rl_leases *rl_leases_new(void);
+/* the I/O thread's timer (the client's leases_tick): gives back expired
+ * blocks; returns the next time to look, or -1 */
+int64_t rl_leases_tick(rl_async *a, int64_t now);
 void rl_leases_free(rl_leases *leases);
 /* in a forked child: the parent's leases are the parent's */
 void rl_leases_abandon(rl_client *client);

@@ -28,6 +28,7 @@ static void deliver(rl_client *c, const rl_parked *p, int status, const char *er
 }
 
 static int start_async_fetch(rl_client *c, rl_lease *e, rl_parked *p, int64_t want, int submitting);
+static int fetch_ended(rl_async *a, rl_areq *r, int status, const redisReply *reply);
 
 /* p's request, sent as without a lease. */
 static void start_plain(rl_client *c, const rl_lease *e, const rl_parked *p)
@@ -153,6 +154,7 @@ static int start_async_fetch(rl_client *c, rl_lease *e, rl_parked *p, int64_t wa
         r->capacity = p->capacity;
         r->stats = p->stats;
         r->lease = e;
+        r->lease_ended = fetch_ended;
         r->lease_op = p->op;
         r->lease_sent_ms = rl_now_ms();
         rl_lease_build(&r->cmd, c, e, want);
@@ -239,15 +241,20 @@ int rl_lease_try(rl_client *c, const rl_request *req, rl_result *out)
     return decided;
 }
 
-/* The I/O thread: the reply to r's LEASE. Returns 1 when r was sent again
- * (a plain acquire: the block is smaller than its permits); else r holds
- * its decision (r->decided) and the caller completes it. */
-int rl_lease_async_reply(rl_async *a, rl_areq *r, const redisReply *reply)
+/* The I/O thread (r's lease_ended): r's LEASE failed with status (timeout,
+ * connection, closing, a Redis error), or its reply came. Returns 1 when r
+ * was sent again (a plain acquire: the block is smaller than its permits);
+ * else r holds its decision (r->decided) and the caller completes it. */
+static int fetch_ended(rl_async *a, rl_areq *r, int status, const redisReply *reply)
 {
     rl_client *c = a->client;
     rl_lease *e = r->lease;
     int wake = 0;
     r->lease = NULL;
+    if (status) {
+        rl_lease_fetch_failed(c, e, status);
+        return 0;
+    }
     pthread_mutex_lock(&c->leases->mutex);
     rl_lease_got g = rl_lease_fetched_locked(c, e, RL_OK, reply, r->lease_sent_ms, r->lease_op, r->permits, &r->result, &wake);
     pthread_mutex_unlock(&c->leases->mutex);
@@ -266,15 +273,13 @@ int rl_lease_async_reply(rl_async *a, rl_areq *r, const redisReply *reply)
     return 1;
 }
 
-/* r's LEASE failed (timeout, connection, closing, a Redis error). */
-void rl_lease_async_failed(rl_client *c, rl_areq *r, int status)
-{
-    rl_lease *e = r->lease;
-    r->lease = NULL;
-    rl_lease_fetch_failed(c, e, status);
-}
-
 /* ---- a reset ------------------------------------------------------------------- */
+
+static void reset_done(rl_client *c, const rl_areq *r)
+{
+    const char *name = r->reset_entity;
+    rl_leases_end(c, name, name + strlen(name) + 1, RL_LEASES_DROP);
+}
 
 /* As the blocking reset does around its DEL. */
 int rl_lease_reset_begin(rl_client *c, rl_areq *r, const char *name, const char *id)
@@ -283,12 +288,7 @@ int rl_lease_reset_begin(rl_client *c, rl_areq *r, const char *name, const char 
     if (!(r->reset_entity = malloc(n + m))) return rl_fail(RL_ERR_NOMEM, "out of memory");
     memcpy(r->reset_entity, name, n);
     memcpy(r->reset_entity + n, id, m);
+    r->reset_done = reset_done;
     rl_leases_end(c, name, id, RL_LEASES_DROP);
     return RL_OK;
-}
-
-void rl_lease_reset_done(rl_client *c, const rl_areq *r)
-{
-    const char *name = r->reset_entity;
-    rl_leases_end(c, name, name + strlen(name) + 1, RL_LEASES_DROP);
 }

@@ -37,7 +37,7 @@ void rl_async_complete(rl_async *a, rl_areq *r, int status, const redisReply *re
     rl_completion c;
     if (r->silent) return;
     if (r->wait) rl_wait_ended(a, r, status);
-    if (r->lease) rl_lease_async_failed(a->client, r, status); /* its LEASE got no reply */
+    if (r->lease) r->lease_ended(a, r, status, NULL); /* its LEASE got no reply */
     memset(&c, 0, sizeof c);
     c.tag = r->tag;
     c.status = status;
@@ -94,7 +94,7 @@ void rl_async_complete(rl_async *a, rl_areq *r, int status, const redisReply *re
 /* A decision is done: completed unless it already was (timed out). */
 void rl_async_finish(rl_async *a, rl_areq *r, int status, const redisReply *reply)
 {
-    if (r->reset_entity) rl_lease_reset_done(a->client, r);
+    if (r->reset_entity) r->reset_done(a->client, r);
     if (r->kind <= REQ_POP && !r->abandoned) rl_async_complete(a, r, status, reply);
     rl_async_req_free(r);
 }

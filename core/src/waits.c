@@ -343,9 +343,8 @@ int64_t rl_wait_expire(rl_async *a, int64_t now)
     rl_areq *r;
     while ((r = list_pop(&a->sleepers))) {
         int64_t at = r->retry_at_ms;
-        if (at <= now && r->wait->request.name) {
-            r->wait->sleeping = 0;
-            rl_timed_try(a, r);
+        if (at <= now && r->wait->timed) {
+            r->wait->timed(a, r);
             continue;
         }
         if (at <= now) {
