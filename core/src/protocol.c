@@ -1,4 +1,4 @@
-/* The request protocol both engines follow (client.c blocking, async.c on
+/* The request protocol both engines follow (run.c blocking, async.c on
  * the I/O thread): which commands share a batch call and how its reply
  * splits, what a reply means (the answer, a redirect, "not now", a script
  * not loaded), how long to keep trying, and SCRIPT LOAD. The engines move

@@ -1,4 +1,5 @@
-/* Semaphore, lock and delay queue: the waiting side of the library. */
+/* Semaphore, lock and delay queue: the waiting side of the library (their
+ * commands and replies: primitive_commands.c). */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
