@@ -7,9 +7,10 @@ what docs/semantics.md promises for the algorithm.
                   start across a rate change and ends at start + period, or
                   when its key's TTL, set at the last write, runs out)
   sliding_log     at most limit live permits in any interval of period
-                  (with the edge and the clock-going-back rules; the log is
-                  gone once its TTL runs out: set by an admission, or by a
-                  refund that takes a call back in part)
+                  (with the edge and the clock-going-back rules; a refund
+                  takes back the oldest live permits; the log is gone once
+                  its TTL runs out: set by an admission, or by a refund
+                  that takes a call back in part)
   sliding_window  at most limit per aligned window (the estimate weighs
                   the previous one in on top)
   token_bucket    at most burst + d x limit / period in any d ms (counted at
@@ -73,7 +74,7 @@ class SlidingLog:
         return t - rate.period if self.edge is None else max(t - rate.period, self.edge)
 
     def live(self, t, rate):
-        """The calls the log still counts at t (refunds take back the newest of them)."""
+        """The calls the log still counts at t (refunds take back the oldest of them)."""
         return [c for c in self.calls if c[0] > self.cut(t, rate)]
 
     def admit(self, t, rate, n, latest, leased=None):
@@ -109,12 +110,14 @@ class SlidingLog:
     def refund(self, t, rate, n, latest):
         if self.key_end is not None and latest > self.key_end:
             self.calls, self.edge = [], None
-        for c in reversed(self.live(t, rate)):  # the newest permits go back
+        # the oldest live permits go back, as in the script: which call is taken back in part decides the TTL
+        newest = max((c[0] for c in self.calls), default=None)
+        for c in self.live(t, rate):
             back = min(n, c[1])
             c[1] -= back
             n -= back
             if back and c[1]:
-                self.key_end = c[0] + rate.period  # a call taken back in part sets the TTL again
+                self.key_end = newest + rate.period  # a call taken back in part sets the TTL again
         self.calls = [c for c in self.calls if c[1] > 0]
 
 
