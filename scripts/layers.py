@@ -15,8 +15,9 @@ LAYERS = [
     # no I/O: errors, the clock, fork hooks, replies, rates, URLs, keys,
     # completion queues, the calls in flight (calls), the metrics' counters
     ("base", {"error", "platform", "fork", "reply", "rate", "url", "keys", "completions", "calls", "stats"}),
-    # commands and replies on the wire, connections, where a command goes
-    ("transport", {"command", "conn", "topology", "protocol", "primitive_commands"}),
+    # commands and replies on the wire (a decision's, a primitive's),
+    # connections, where a command goes
+    ("transport", {"command", "conn", "topology", "protocol", "decision_commands", "primitive_commands"}),
     # the leases' table and its decisions: no client, connection or thread
     ("policy", {"lease_policy"}),
     # what moves commands: the blocking engine (run, combine) and the I/O

@@ -413,7 +413,8 @@ int64_t rl_retry_pause_ms(int64_t previous_ms, int tries, int later);
 /* Redis unreachable, the on_error policy decides (capacity: rl_spec_capacity) */
 void rl_fallback_result(const rl_client *client, int64_t capacity, int64_t permits, rl_result *out);
 
-/* decisions, shared by rl_execute and rl_submit (limiter.c) */
+/* decisions, shared by rl_execute, rl_submit and leases (decision_commands.c;
+ * rl_resolve_stored, rl_build_reset: limiter.c) */
 int rl_validate_request(const rl_request *req);
 int rl_resolve_stored(rl_client *client, const rl_request *req, rl_request *out);
 void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *req);
@@ -433,8 +434,9 @@ void rl_combining_init(rl_combining *q);
 void rl_combining_destroy(rl_combining *q);
 void rl_combining_start_afresh(rl_combining *q);
 /* DEL of every key of (name, id) under spec (NULL: the stored one, read
- * now if not cached) */
+ * now if not cached); decision_commands.c: under spec, after its checks */
 int rl_build_reset(rl_cmd *cmd, rl_client *client, const char *name, const char *id, const rl_spec *spec);
+int rl_build_delete(rl_cmd *cmd, const rl_client *client, const char *name, const char *id, const rl_spec *spec);
 int64_t rl_spec_capacity(const rl_spec *spec);
 /* rate.c: a spec's rates, the first one first */
 size_t rl_spec_rates(const rl_spec *spec, rl_rate *out);
