@@ -233,6 +233,7 @@ int rl_lease_try(rl_client *c, const rl_request *req, rl_result *out);
 /* a reset drops this client's leases on the entity when queued, and again
  * when done: a block fetched in between may predate the delete */
 int rl_lease_reset_begin(rl_client *c, rl_areq *r, const char *name, const char *id);
+
 /* waits.c: the I/O thread's side of the waits */
 void rl_wait_begin(rl_async *a, rl_areq *r);
 /* a try's reply: complete, or sleep until a wake-up, a check-in or the end */

@@ -1,4 +1,6 @@
-/* Internal interfaces of the core; not installed. */
+/* Internal interfaces of the core; not installed. Its files call only their
+ * own layer or lower: base, transport, policy, engines, features, api
+ * (scripts/layers.py says which file sits where, and why). */
 #ifndef RL_INTERNAL_H
 #define RL_INTERNAL_H
 
