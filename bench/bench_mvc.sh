@@ -5,11 +5,13 @@
 # this checkout's binding ("after") and for the binding as it was at an older
 # commit ("before", default fe77e02: before issue 35's engine work), the two
 # apps running side by side on one Redis. Every row is wrk with a fixed number
-# of connections for the same seconds; each round runs all six rows, the
-# first rotating, and reports after / before per path (neighbours in time:
-# the machine's load moves both). The median, min and max of those ratios
-# over the rounds close the run, with each row's median req/s, p99 and Redis's
-# script calls per request (under 1 when the core batches decisions).
+# of connections for the same seconds; each round runs every path on both
+# builds back to back (the first path rotating, the first build alternating)
+# and reports after / before per path (neighbours in time: the machine's load
+# moves both). The median, min and max of those ratios over the rounds close
+# the run, with each row's median req/s, p99 and Redis's script calls per
+# request (under 1 when the core batches decisions). /none is the control:
+# the same code in both apps, so its ratio's spread is the run's noise.
 # The older binding is built in its own worktree (git worktree add, never a
 # checkout here) and installed under the Maven version 0.1.0-before-<commit>.
 # Usage: bench/bench_mvc.sh [seconds per row] [rounds] [connections]
@@ -68,11 +70,11 @@ for k in "${!builds[@]}"; do
 done
 
 scripts() { redis-cli -p "$port" INFO commandstats | awk -F'[=,:]' '/^cmdstat_eval(sha)?:/ { n += $3 } END { print n + 0 }'; }
-# one row: wrk on build k's path for the seconds; prints req/s, p99 (ms) and script calls per request
+# one row: wrk on build $1's path $2 for $3 seconds; prints req/s, p99 (ms) and script calls per request
 row() {
   local out s0
   s0=$(scripts)
-  out=$(wrk -t2 -c"$connections" -d"${seconds}s" --latency "http://127.0.0.1:$((http_port + $1))/$2")
+  out=$(wrk -t2 -c"$connections" -d"${3}s" --timeout 30s --latency "http://127.0.0.1:$((http_port + $1))/$2")
   if grep -q 'Non-2xx\|Socket errors' <<<"$out"; then
     echo "${builds[$1]} /$2: $(grep 'Non-2xx\|Socket errors' <<<"$out" | tr '\n' ' ')" >&2
     exit 1
@@ -84,18 +86,20 @@ row() {
     END { printf "%.0f %.2f %.3f\n", rps, p99, (s1 - s0) / n }' <<<"$out"
 }
 paths=(none acquire starter)
-rows=()
-for k in "${!builds[@]}"; do for p in "${paths[@]}"; do rows+=("$k $p"); done; done
-for r in "${rows[@]}"; do row $r >/dev/null; done # warm-up: JIT, connections, scripts loaded
+# warm-up: JIT (Spring's request path wants more than a short row), connections
+for k in "${!builds[@]}"; do for p in "${paths[@]}"; do row "$k" "$p" $((seconds > 10 ? seconds : 10)) >/dev/null; done; done
 echo "Spring MVC under wrk -t2 -c$connections, ${seconds} s per row, $rounds rounds; builds: ${builds[*]}" \
   "(${versions[*]}); $(nproc) cores, client and both apps on this machine"
 declare -A got per
 ratios=
 for ((r = 0; r < rounds; r++)); do
-  for ((i = 0; i < ${#rows[@]}; i++)); do
-    read -r k p <<<"${rows[(r + i) % ${#rows[@]}]}"
-    got[$k,$p]=$(row "$k" "$p")
-    per[$k,$p]+="${got[$k,$p]// /,} "
+  for ((i = 0; i < ${#paths[@]}; i++)); do
+    p=${paths[(r + i) % ${#paths[@]}]}
+    for ((j = 0; j < ${#builds[@]}; j++)); do
+      k=$(((r + j) % ${#builds[@]}))
+      got[$k,$p]=$(row "$k" "$p" "$seconds")
+      per[$k,$p]+="${got[$k,$p]// /,} "
+    done
   done
   line="round $((r + 1)):"
   for p in "${paths[@]}"; do
