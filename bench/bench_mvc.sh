@@ -13,7 +13,8 @@
 # request (under 1 when the core batches decisions). /none is the control:
 # the same code in both apps, so its ratio's spread is the run's noise.
 # The older binding is built in its own worktree (git worktree add, never a
-# checkout here) and installed under the Maven version 0.1.0-before-<commit>.
+# checkout here; kept for the next run) and installed under the Maven version
+# 0.1.0-before-<short hash>, leaving this checkout's 0.1.0-SNAPSHOT be.
 # Usage: bench/bench_mvc.sh [seconds per row] [rounds] [connections]
 #   RL_BENCH_BEFORE=<commit> (empty: after alone), RL_BENCH_BEFORE_DIR=<its worktree>
 #   e.g. bench/bench_mvc.sh 10 5 64
@@ -28,12 +29,11 @@ mvn -B -q -f bindings/java install -DskipTests
 builds=(after)
 versions=(0.1.0-SNAPSHOT)
 if [[ -n $before ]]; then
-  dir=${RL_BENCH_BEFORE_DIR:-/tmp/rl-mvc-before-$before}
-  [[ -d $dir ]] || git worktree add --detach "$dir" "$before"
-  [[ $(git -C "$dir" rev-parse HEAD) == $(git rev-parse "$before^{commit}") ]] ||
-    { echo "$dir is not at $before" >&2; exit 1; }
-  version=0.1.0-before-$before
-  # its own version, so that installing it leaves this checkout's 0.1.0-SNAPSHOT be
+  short=$(git rev-parse --short "$before^{commit}")
+  dir=${RL_BENCH_BEFORE_DIR:-/tmp/rl-mvc-before-$short}
+  [[ -d $dir ]] || git worktree add --detach "$dir" "$short"
+  [[ $(git -C "$dir" rev-parse --short HEAD) == "$short" ]] || { echo "$dir is not at $short" >&2; exit 1; }
+  version=0.1.0-before-$short
   sed -i "s/0\.1\.0-SNAPSHOT/$version/" "$dir"/bindings/java/{,core/,spring-boot-starter/}pom.xml
   mvn -B -q -f "$dir/bindings/java" install -DskipTests
   builds+=(before)
@@ -129,6 +129,6 @@ if [[ -n $before ]]; then
   for p in "${paths[@]}"; do
     # shellcheck disable=SC2086 # one "path,ratio" a word
     read -r m lo hi < <(printf '%s\n' $ratios | grep "^$p," | cut -d, -f2 | median)
-    echo "/$p after / before ($before): median ${m}x, min ${lo}x, max ${hi}x over $rounds rounds"
+    echo "/$p after / before ($short): median ${m}x, min ${lo}x, max ${hi}x over $rounds rounds"
   done
 fi
