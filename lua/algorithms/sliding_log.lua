@@ -112,8 +112,16 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
   if op == REFUND then
     -- the oldest live permits go: the log cannot tell whose permits are unused, and moving an admission
     -- later only counts it longer (removing the newest moved others' admissions earlier: over-admission)
-    local left = min(permits, count)
-    count = count - left
+    -- the count after, from the totals as the next call reads it: permits once taken back count again
+    -- while an older member lives again (a longer period, a clock gone back), so the members may hold
+    -- fewer than `count` and the refund stops where they end
+    local left, rank = min(permits, count), expired
+    local rest, oldest = left, entry(key, rank)
+    while oldest and rest >= oldest[3] do
+      rest, rank = rest - oldest[3], rank + 1
+      oldest = entry(key, rank)
+    end
+    if oldest then count = (newest[2] - oldest[2] + oldest[3] - rest) % WRAP else count, left = 0, left - rest end
     local reset_after = 0 -- when the newest permit left slides out
     if count > 0 then reset_after = newest[1] + period - now end
     local function write()

@@ -26,7 +26,7 @@ import limiter_model as m
 
 
 class LeasedCall(tuple):
-    """sliding_log's (t, permits) for a lease's block: told apart from an
+    """sliding_log's (t, permits, total) for a lease's block: told apart from an
     equal call by identity, as the script tells members apart by total."""
 
 
@@ -51,9 +51,8 @@ def book(alg, v, n: int, valid: int):
     if alg in (m.FixedWindow, m.SlidingWindow):
         return alg.take(v, n), {"start": v["start"]}
     if alg is m.SlidingLog:
-        calls = v["calls"]
-        call = LeasedCall((max([now + valid] + [c[0] for c in calls[-1:]]), n))
-        taken = m.SlidingLog.take(v, n)  # the edge and what slid out, as any call
+        taken = m.SlidingLog.take(v, n)  # the edge, the total and what slid out, as any call
+        call = LeasedCall((max(now + valid, taken["calls"][-1][0]), n, taken["calls"][-1][2]))
         booked = dict(taken, calls=taken["calls"][:-1] + [call], live=taken["live"][:-1] + [call])
         return booked, {"call": call}
     booked = alg.take(m.later(alg, v, valid), n)
@@ -87,7 +86,7 @@ def take_back(alg, v, stored, record, u: int, rate, now: int):
         used, calls = call[1] - u, v["calls"][:-1]
         at = max([min(now, call[0])] + [c[0] for c in calls[-1:]])
         if used:
-            calls = calls + [(at, used)]
+            calls = calls + [(at, used, calls[-1][2] + used if calls else used)]
         view = m.SlidingLog.load((tuple(calls), v["edge"]), rate, now)
         view["rearmed"] = at if used else None  # a ZREM alone sets no TTL
         return view, u

@@ -113,9 +113,12 @@ class FixedWindow:
 
 class SlidingLog:
     """At most limit permits in any interval of period; a permit taken at t
-    counts during [t, t + period). Stored: the calls [(t, permits)] oldest
-    first, and the edge (the largest now - period of the admitted calls: a
-    permit at or before it never counts again)."""
+    counts during [t, t + period). Stored: the calls [(t, permits, total)]
+    oldest first (total: the permits taken through the call when it was
+    logged; a refund leaves it), and the edge (the largest now - period of
+    the admitted calls: a permit at or before it never counts again). The
+    live count is a difference of totals, so permits taken back from a call
+    count again once an older call is live again (docs: stricter)."""
 
     name = "sliding_log"
 
@@ -132,7 +135,8 @@ class SlidingLog:
 
     @staticmethod
     def count(v):
-        return sum(n for _, n in v["live"])
+        live = v["live"]
+        return live[-1][2] - live[0][2] + live[0][1] if live else 0
 
     @staticmethod
     def remaining(v):
@@ -147,9 +151,10 @@ class SlidingLog:
         now, calls = v["now"], v["calls"]
         # a clock that went back logs the call at the newest call's time
         at = max(now, calls[-1][0]) if calls else now
+        call = (at, n, calls[-1][2] + n if calls else n)
         edge = now - v["rate"].period if v["edge"] is None else max(v["edge"], now - v["rate"].period)
-        calls = [c for c in calls if c[0] > edge] + [(at, n)]
-        return {"now": now, "rate": v["rate"], "calls": calls, "edge": edge, "live": v["live"] + [(at, n)]}
+        calls = [c for c in calls if c[0] > edge] + [call]
+        return {"now": now, "rate": v["rate"], "calls": calls, "edge": edge, "live": v["live"] + [call]}
 
     @staticmethod
     def give(v, n):
@@ -160,12 +165,12 @@ class SlidingLog:
         calls, live, rearmed = list(v["calls"]), list(v["live"]), None
         first = len(calls) - len(live)  # live calls are the newest ones
         left = min(n, SlidingLog.count(v))
-        while left > 0:
-            t, k = live.pop(0)
+        while left > 0 and live:  # the count may hold permits taken back before: they are not there
+            t, k, total = live.pop(0)
             del calls[first]
             if k > left:
-                live.insert(0, (t, k - left))
-                calls.insert(first, (t, k - left))
+                live.insert(0, (t, k - left, total))
+                calls.insert(first, (t, k - left, total))
                 rearmed = calls[-1][0]
             left -= min(left, k)
         return dict(v, calls=calls, live=live, rearmed=rearmed)
