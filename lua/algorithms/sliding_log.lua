@@ -39,17 +39,18 @@ end
 local function sliding_log_member(ms, total, n, edge)
   return string.format('%d:%016d:%d:%d', ms, total, n, edge)
 end
--- the live member holding the k-th oldest of the `count` live permits: the first whose total reaches
--- base + k (binary search on rank, from the first live one)
-local function sliding_log_holding(key, k, newest, count, expired)
+-- the live member whose sliding out leaves `room`: the one below the first that, as the oldest live one,
+-- counts no more (the count from a member falls with its rank; binary search from the first live one).
+-- Not where the totals reach what must go: permits taken back below a member count as long as it does
+local function sliding_log_holding(key, room, newest, expired)
   local WRAP = 2000000000000000
-  local base = newest[2] - count
-  local lo, hi = expired, redis.call('ZCARD', key) - 1 -- the newest qualifies
+  local lo, hi = expired + 1, redis.call('ZCARD', key) -- hi: none left, which leaves room
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
-    if (sliding_log_entry(key, mid)[2] - base) % WRAP >= k then hi = mid else lo = mid + 1 end
+    local e = sliding_log_entry(key, mid)
+    if (newest[2] - e[2]) % WRAP + e[3] <= room then hi = mid else lo = mid + 1 end
   end
-  return sliding_log_entry(key, lo)
+  return sliding_log_entry(key, lo - 1)
 end
 local function sliding_log_add(key, at, m, ttl)
   redis.call('ZADD', key, at, m)
@@ -144,7 +145,7 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
   if count + permits > limit then
     -- wait until the oldest live permits the request needs have slid out
     return {0, limit, max(0, limit - count),
-            sliding_log_holding(key, count + permits - limit, newest, count, expired)[1] + period - now,
+            sliding_log_holding(key, limit - permits, newest, expired)[1] + period - now,
             newest[1] + period - now, 0, 0, 0}
   end
   if op == PEEK then
