@@ -184,10 +184,10 @@ RL_API int rl_client_open(rl_client **out, const char *url, const rl_options *op
  * (and the calls they make), and when the last returns (at once when none
  * is) the client gives every lease's unused permits back (bounded by the
  * command timeout), stops its I/O thread (asynchronous requests and waits
- * complete with RL_ERR_CLOSED) and closes its connections. stop_waits:
- * blocking waits in flight (rl_acquire_wait, the semaphore, lock and queue
- * waits) return RL_ERR_CLOSED within about 100 ms instead of at their
- * timeout. The memory stays valid until rl_client_close, so a binding calls
+ * complete with RL_ERR_CLOSED) and closes its connections and pipes.
+ * stop_waits: blocking waits in flight (rl_acquire_wait, the semaphore, lock
+ * and queue waits) return RL_ERR_CLOSED within about 100 ms instead of at
+ * their timeout. The memory stays valid until rl_client_close, so a binding calls
  * this for its close() while other threads may still hold the pointer.
  * Thread-safe and idempotent (a later call may still stop the waits); in a
  * completion callback, the I/O thread stops once the callback returns.

@@ -613,6 +613,12 @@ void *rl_async_io_thread(void *arg)
                 rl_fail(RL_ERR_CLOSED, "%s", closed);
                 rl_async_conn_drop(a, a->conns[i], RL_ERR_CLOSED);
             }
+            /* its descriptors go with it, not at the client's free (after a
+             * shutdown, that waits for its last reference: a GC, a Cleaner) */
+            pthread_mutex_lock(&a->mutex);
+            a->sleeping = 0; /* nobody wakes it any more */
+            rl_async_close_wake(a);
+            pthread_mutex_unlock(&a->mutex);
             return NULL;
         }
         pthread_mutex_unlock(&a->mutex);

@@ -189,6 +189,8 @@ struct rl_async {
 /* async.c: the I/O thread */
 void *rl_async_io_thread(void *arg);
 void rl_async_wake(rl_async *a);
+/* threads.c: the wake pipe closed, by the I/O thread as it ends (or a free) */
+void rl_async_close_wake(rl_async *a);
 /* the command connection to node, or (sub) its subscriber connection; NULL: no memory */
 rl_aconn *rl_async_find_conn(rl_async *a, rl_node *node, int sub);
 /* routes r and appends it to its server's output (or parks it) */

@@ -30,8 +30,7 @@ static int async_start(rl_client *c)
             pthread_mutex_unlock(&a->mutex);
             pthread_join(a->dialer, NULL);
         }
-        if (a->wake_fds[0] >= 0) close(a->wake_fds[0]);
-        if (a->wake_fds[1] >= 0) close(a->wake_fds[1]);
+        rl_async_close_wake(a);
         free(a->polls);
         pthread_cond_destroy(&a->dial_wanted);
         pthread_mutex_destroy(&a->mutex);
@@ -40,6 +39,14 @@ static int async_start(rl_client *c)
     }
     __atomic_store_n(&c->async, a, __ATOMIC_RELEASE);
     return RL_OK;
+}
+
+void rl_async_close_wake(rl_async *a)
+{
+    for (int i = 0; i < 2; i++) {
+        if (a->wake_fds[i] >= 0) close(a->wake_fds[i]);
+        a->wake_fds[i] = -1;
+    }
 }
 
 static void free_conns(rl_async *a)
@@ -67,8 +74,7 @@ void rl_async_abandon(rl_client *c)
 {
     rl_async *a = c->async;
     if (!a) return;
-    close(a->wake_fds[0]);
-    close(a->wake_fds[1]);
+    rl_async_close_wake(a);
     rl_fork_leave(a);
     c->async = NULL;
 }
@@ -94,8 +100,7 @@ void rl_async_free(rl_client *c)
     if (!a) return;
     rl_async_stop(c);
     free_conns(a);
-    close(a->wake_fds[0]);
-    close(a->wake_fds[1]);
+    rl_async_close_wake(a);
     pthread_cond_destroy(&a->dial_wanted);
     pthread_mutex_destroy(&a->mutex);
     free(a);

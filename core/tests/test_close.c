@@ -1,6 +1,7 @@
 /* rl_client_close and rl_client_shutdown while other threads call
  * (closing.c): no call touches freed memory (run under ASan and TSan), each
  * returns or fails with RL_ERR_CLOSED, waits stop, the close is prompt. */
+#include <dirent.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -200,6 +201,37 @@ static void shutdown_in_a_callback(void)
     rl_client_close(shut_in_callback);
 }
 
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *dir = opendir("/dev/fd");
+    if (!dir) return -1;
+    for (struct dirent *e; (e = readdir(dir));) n += e->d_name[0] != '.';
+    closedir(dir);
+    return n;
+}
+
+/* A shutdown releases the client's descriptors (sockets, the I/O thread's
+ * pipe) at once; its memory waits for rl_client_close (in Java, the
+ * Cleaner after a garbage collection). */
+static void shutdown_closes_descriptors(void)
+{
+    int before = open_fds();
+    rl_client *client = open_client(&redis, NULL);
+    rl_request req = {.name = "fds", .id = "f", .spec = one_an_hour, .permits = 1};
+    int status = 99;
+    rl_target target = {.fn = count_completion, .ctx = &status};
+    rl_result r;
+    CHECK_OK(rl_submit(client, &req, 1, &target)); /* the I/O thread, its pipe and connection */
+    CHECK_OK(rl_acquire(client, "fds", "g", &one_an_hour, 1, &r)); /* a pooled connection */
+    for (int64_t end = now_ms() + 2000; __atomic_load_n(&status, __ATOMIC_SEQ_CST) == 99 && now_ms() < end;)
+        sleep_ms(5);
+    CHECK(open_fds() > before);
+    CHECK_EQ(rl_client_shutdown(client, 0), 1);
+    CHECK_EQ(open_fds(), before);
+    rl_client_close(client);
+}
+
 int main(void)
 {
     redis_start(&redis);
@@ -208,6 +240,7 @@ int main(void)
     calls_after_shutdown();
     shutdown_lets_calls_finish();
     shutdown_in_a_callback();
+    shutdown_closes_descriptors();
     redis_stop(&redis);
     return test_summary("close");
 }
