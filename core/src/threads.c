@@ -87,8 +87,8 @@ void rl_async_stop(rl_client *c)
     if (!a || a->joined) return;
     pthread_mutex_lock(&a->mutex);
     a->closing = 1;
+    rl_async_wake(a); /* under the mutex: the thread closes its pipe under it once it sees closing */
     pthread_mutex_unlock(&a->mutex);
-    rl_async_wake(a);
     if (pthread_equal(pthread_self(), a->thread)) return;
     pthread_join(a->thread, NULL);
     a->joined = 1;
