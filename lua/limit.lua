@@ -51,13 +51,18 @@ local server_clock = false
 -- token_bucket's and leaky_bucket's write: their amount (`field`: level,
 -- water) as of ts under period, for ttl ms; at ttl 0 the state is fresh
 -- and the key goes. booking: a lease's id, kept as `bk` (else a `bk` the
--- state had goes: the booking is no longer on top)
-local function bucket_store(key, field, amount, ts, period, ttl, booking, had_booking)
+-- state had goes: the booking is no longer on top). hold: the blocks
+-- leased out, "<end>:<permits>" (else the stored one stays as it is)
+local function bucket_store(key, field, amount, ts, period, ttl, booking, had_booking, hold)
   if ttl <= 0 then return redis.call('DEL', key) end
   if booking then
-    redis.call('HSET', key, field, amount, 'ts', ts, 'period', period, 'bk', booking)
+    redis.call('HSET', key, field, amount, 'ts', ts, 'period', period, 'bk', booking, 'hold', hold)
   else
-    redis.call('HSET', key, field, amount, 'ts', ts, 'period', period)
+    if hold then
+      redis.call('HSET', key, field, amount, 'ts', ts, 'period', period, 'hold', hold)
+    else
+      redis.call('HSET', key, field, amount, 'ts', ts, 'period', period)
+    end
     if had_booking then redis.call('HDEL', key, 'bk') end
   end
   redis.call('PEXPIRE', key, ttl)
@@ -229,14 +234,14 @@ local function limit(decide, kb, nk, ab, permits)
     -- state's: every other write drops it), and then (the latest time its permits may have been taken, grant
     -- time, amount before the grant, permits used)
     local function bucket_booking(handle, stored, same_period, n, t)
-      local ts, amount, before, g, block, id =
+      local ends, amount, before, g, block, id =
         string.match(handle, '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+):(%x+)$')
-      ts, g, block = tonumber(ts), tonumber(g), tonumber(block)
-      if not ts or stored[4] ~= id or tonumber(stored[2]) ~= ts or tonumber(stored[1]) ~= tonumber(amount)
+      ends, g, block = tonumber(ends), tonumber(g), tonumber(block)
+      if not ends or stored[4] ~= id or tonumber(stored[2]) ~= g or tonumber(stored[1]) ~= tonumber(amount)
           or not same_period or n > block or t < g then
         return nil
       end
-      return math.min(t, ts), g, tonumber(before), block - n
+      return math.min(t, ends), g, tonumber(before), block - n
     end
     local replies = {}
     for i = 1, nk do

@@ -6,8 +6,10 @@ script's formulas wherever the model's own primitives can say them:
              acquire of 1's denial); the block is min(want, max(1, half of
              the least remaining))
   booking    the block counts as taken at the latest time it may really be
-             admitted, g + validity: the buckets take it from their state
-             that much later (so nobody spends the refill of the validity);
+             admitted, g + validity: token_bucket and leaky_bucket take it
+             now and hold it until then (the level refills no higher than
+             the bucket less the blocks held), gcra books it that much
+             later (so nobody spends the refill of the validity);
              sliding_log logs it there; the windows count it in the window
              of g, and the validity ends at that window's last ms
   give back  only while the booking is still on top (the state holds the
@@ -55,7 +57,12 @@ def book(alg, v, n: int, valid: int):
         call = LeasedCall((max(now + valid, taken["calls"][-1][0]), n, taken["calls"][-1][2]))
         booked = dict(taken, calls=taken["calls"][:-1] + [call], live=taken["live"][:-1] + [call])
         return booked, {"call": call}
-    booked = alg.take(m.later(alg, v, valid), n)
+    if alg is m.Gcra:
+        booked = alg.take(m.later(alg, v, valid), n)
+    else:  # the block is taken now and held until the validity ends, with any block still held
+        until, held = v["hold"]
+        held = m.holding(v)
+        booked = dict(alg.take(v, n), hold=(max(until if held else 0, now + valid), held + n))
     return booked, {"state": alg.save(booked), "before": v, "g": now, "block": n, "end": now + valid}
 
 
@@ -97,12 +104,14 @@ def take_back(alg, v, stored, record, u: int, rate, now: int):
                 or u > record["block"]:
             return None
         return alg.give(v, u), u
-    same_rate = record["state"][-1] == rate.period
+    same_rate = record["state"][2] == rate.period
     if stored.state != record["state"] or not same_rate or u > record["block"] \
             or now < record["g"]:
         return None
-    at = min(now, record["end"])
-    w = m.later(alg, record["before"], at - record["g"])
+    # the block leaves the hold (blocks held before it stay); its used permits are taken at the latest
+    # time they may have been, from the state before the grant
+    at, (until, held) = min(now, record["end"]), record["state"][3]
+    w = m.later(alg, dict(record["before"], hold=(until, held - record["block"])), at - record["g"])
     return m.later(alg, alg.take(w, record["block"] - u), now - at), u
 
 
