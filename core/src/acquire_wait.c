@@ -2,7 +2,9 @@
  * denial's retry_after_ms, never past the deadline. One rule (next_try)
  * for both forms: rl_acquire_wait sleeps between its tries; the tries of
  * rl_submit_acquire_wait are rl_submit calls spaced by the I/O thread's
- * timer, where the wait sits among the others (waits.c: cancel, close). */
+ * timer, where the wait sits among the others (waits.c: cancel, close).
+ * A stored spec is the one the client's cache has at each try, in both
+ * (rl_config_resolve; its two halves on the I/O thread). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,8 +62,8 @@ int rl_submit_acquire_wait(rl_client *c, const rl_request *request, int64_t time
         return rl_fail(RL_ERR_INVALID, "a target is a callback or a completion queue (exactly one)");
     if ((rc = check_wait(request, timeout_ms))) return rc;
     if (request->stored_spec) {
-        /* read once, here: the tries run on the I/O thread, which never
-         * waits for Redis. Unreadable: rl_submit applies the policy. */
+        /* the first try's, here, as rl_submit would: the later ones look
+         * again (spec_lookup). Unreadable: rl_submit applies the policy. */
         if (rl_resolve_stored(c, request, &resolved)) return rl_submit(c, request, tag, target);
         request = &resolved;
     }
@@ -78,6 +80,7 @@ int rl_submit_acquire_wait(rl_client *c, const rl_request *request, int64_t time
     w->request.name = w->name;
     w->request.id = w->id;
     w->timed = timed_step;
+    w->stored = request == &resolved;
     w->until_ms = rl_now_ms() + timeout_ms;
     if (target->queue && (rc = rl_completions_reserve(target->queue))) {
         rl_async_req_free(r);
@@ -121,15 +124,66 @@ static void timed_try(rl_async *a, rl_areq *r)
     if (rc) rl_async_finish(a, r, rc, NULL);
 }
 
+/* r's stored spec read again (status, reply), or why not: it is taken in
+ * (the client's cache), and the next try goes out under it, or the wait
+ * ends as a try that failed would. */
+static void spec_read(rl_async *a, void *ctx, int status, const redisReply *reply)
+{
+    rl_areq *r = ctx;
+    rl_await *w = r->wait;
+    int rc = rl_config_read_done(a->client, w->name, status, reply, &w->request.spec);
+    if (!rc && !w->cancelled && !a->stopping) {
+        timed_try(a, r);
+        return;
+    }
+    /* cancelled or closing meanwhile: the last try's denial stands */
+    r->decided_status = rc;
+    snprintf(r->failure, sizeof r->failure, "%s", rc ? rl_errmsg() : "");
+    timed_step(a, r);
+}
+
+/* A later try of a stored spec: under the spec as the cache has it now,
+ * or once it is read again (stale), the I/O thread waiting for nobody. */
+static void spec_lookup(rl_async *a, rl_areq *r)
+{
+    rl_await *w = r->wait;
+    rl_areq *read;
+    int rc;
+    if (rl_config_cached(a->client, w->name, &w->request.spec, &rc)) {
+        if (rc) rl_async_finish(a, r, rc, NULL);
+        else timed_try(a, r);
+        return;
+    }
+    if (!(read = rl_async_req_new(REQ_READ))) {
+        rl_async_finish(a, r, rl_fail(RL_ERR_NOMEM, "out of memory"), NULL);
+        return;
+    }
+    read->read_done = spec_read;
+    read->read_ctx = r;
+    read->deadline_ms = rl_now_ms() + a->client->options.command_timeout_ms;
+    rl_config_read_command(&read->cmd, a->client, w->name);
+    if (read->cmd.failed) {
+        rl_async_req_free(read);
+        rl_async_finish(a, r, rl_fail(RL_ERR_NOMEM, "out of memory building a command"), NULL);
+        return;
+    }
+    rl_async_dispatch(a, read);
+}
+
 /* New (linked among the waits already), back from a try (it completes, or
  * sleeps until its next), or its sleep is over (the next try goes out). */
 static void timed_step(rl_async *a, rl_areq *r)
 {
     rl_await *w = r->wait;
-    if (!w->async || w->sleeping) {
+    if (!w->async) { /* its spec was resolved as it was submitted */
         w->async = a;
-        w->sleeping = 0;
         timed_try(a, r);
+        return;
+    }
+    if (w->sleeping) {
+        w->sleeping = 0;
+        if (w->stored) spec_lookup(a, r);
+        else timed_try(a, r);
         return;
     }
     int status = r->decided_status;
