@@ -124,22 +124,41 @@ static void timed_try(rl_async *a, rl_areq *r)
     if (rc) rl_async_finish(a, r, rc, NULL);
 }
 
-/* r's stored spec read again (status, reply), or why not: it is taken in
- * (the client's cache), and the next try goes out under it, or the wait
+/* A stored spec's read in flight and the waits it is for: one read per
+ * name at a time, however many waits find the cache stale together. */
+struct rl_spec_read {
+    struct rl_spec_read *next; /* on rl_async.spec_reads */
+    rl_areq *waits;            /* chained by rl_await.joined */
+    char name[];
+};
+
+/* The read came back (status, reply), or failed: taken in (the client's
+ * cache), then each wait's next try goes out under the spec, or the wait
  * ends as a try that failed would. */
 static void spec_read(rl_async *a, void *ctx, int status, const redisReply *reply)
 {
-    rl_areq *r = ctx;
-    rl_await *w = r->wait;
-    int rc = rl_config_read_done(a->client, w->name, status, reply, &w->request.spec);
-    if (!rc && !w->cancelled && !a->stopping) {
-        timed_try(a, r);
-        return;
+    struct rl_spec_read *read = ctx, **p = &a->spec_reads;
+    rl_spec spec;
+    char failure[200];
+    while (*p != read) p = &(*p)->next;
+    *p = read->next;
+    int rc = rl_config_read_done(a->client, read->name, status, reply, &spec);
+    snprintf(failure, sizeof failure, "%s", rc ? rl_errmsg() : "");
+    for (rl_areq *r = read->waits, *next; r; r = next) {
+        rl_await *w = r->wait;
+        next = w->joined;
+        w->joined = NULL;
+        if (!rc) w->request.spec = spec;
+        if (!rc && !w->cancelled && !a->stopping) {
+            timed_try(a, r);
+            continue;
+        }
+        /* cancelled or closing meanwhile: the last try's denial stands */
+        r->decided_status = rc;
+        snprintf(r->failure, sizeof r->failure, "%s", failure);
+        timed_step(a, r);
     }
-    /* cancelled or closing meanwhile: the last try's denial stands */
-    r->decided_status = rc;
-    snprintf(r->failure, sizeof r->failure, "%s", rc ? rl_errmsg() : "");
-    timed_step(a, r);
+    free(read);
 }
 
 /* A later try of a stored spec: under the spec as the cache has it now,
@@ -147,27 +166,42 @@ static void spec_read(rl_async *a, void *ctx, int status, const redisReply *repl
 static void spec_lookup(rl_async *a, rl_areq *r)
 {
     rl_await *w = r->wait;
-    rl_areq *read;
+    struct rl_spec_read *read = a->spec_reads;
+    rl_areq *command;
     int rc;
     if (rl_config_cached(a->client, w->name, &w->request.spec, &rc)) {
         if (rc) rl_async_finish(a, r, rc, NULL);
         else timed_try(a, r);
         return;
     }
-    if (!(read = rl_async_req_new(REQ_READ))) {
+    while (read && strcmp(read->name, w->name)) read = read->next;
+    if (read) {
+        w->joined = read->waits;
+        read->waits = r;
+        return;
+    }
+    size_t len = strlen(w->name);
+    if (!(read = malloc(sizeof *read + len + 1)) || !(command = rl_async_req_new(REQ_READ))) {
+        free(read);
         rl_async_finish(a, r, rl_fail(RL_ERR_NOMEM, "out of memory"), NULL);
         return;
     }
-    read->read_done = spec_read;
-    read->read_ctx = r;
-    read->deadline_ms = rl_now_ms() + a->client->options.command_timeout_ms;
-    rl_config_read_command(&read->cmd, a->client, w->name);
-    if (read->cmd.failed) {
-        rl_async_req_free(read);
+    memcpy(read->name, w->name, len + 1);
+    read->waits = r;
+    w->joined = NULL;
+    command->read_done = spec_read;
+    command->read_ctx = read;
+    command->deadline_ms = rl_now_ms() + a->client->options.command_timeout_ms;
+    rl_config_read_command(&command->cmd, a->client, w->name);
+    if (command->cmd.failed) {
+        rl_async_req_free(command);
+        free(read);
         rl_async_finish(a, r, rl_fail(RL_ERR_NOMEM, "out of memory building a command"), NULL);
         return;
     }
-    rl_async_dispatch(a, read);
+    read->next = a->spec_reads;
+    a->spec_reads = read;
+    rl_async_dispatch(a, command); /* it may complete here, at once */
 }
 
 /* New (linked among the waits already), back from a try (it completes, or

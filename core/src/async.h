@@ -61,6 +61,7 @@ typedef struct rl_await {
     rl_request request;
     char *id;
     int stored;               /* request.spec is the stored one: each later try looks again */
+    struct rl_areq *joined;   /* the next wait for the same read of it (acquire_wait.c) */
     /* its step (acquire_wait.c's): taken in, back from a try, or its sleep
      * over; NULL for the others */
     void (*timed)(struct rl_async *a, struct rl_areq *r);
@@ -178,6 +179,7 @@ struct rl_async {
     rl_areq_list waiting; /* to dispatch again at retry_at_ms */
     rl_areq_list sleepers; /* waits between tries: at retry_at_ms or when woken */
     rl_areq *waits;        /* every unfinished wait (rl_await.prev / next) */
+    struct rl_spec_read *spec_reads; /* stored specs read for timed acquires, one per name (acquire_wait.c) */
     uint64_t *cancels;  /* tags rl_cancel asked for; guarded by mutex */
     size_t cancel_count, cancel_cap;
     int stopping;       /* the I/O thread completes everything: no clean-ups any more */
