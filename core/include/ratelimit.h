@@ -554,8 +554,10 @@ RL_API int rl_submit_semaphore_acquire(rl_client *client, const char *name, int6
                                        int64_t timeout_ms, uint64_t tag, const rl_target *target);
 /* rl_acquire_wait without blocking (same rules, results and refusals): each
  * try is one rl_submit (leases, metrics, the on_error policy), the pause
- * between tries a timer of the I/O thread. A stored spec is read once, here.
- * rl_cancel ends it with RL_ERR_CANCELLED, but a try in flight stands: a
+ * between tries a timer of the I/O thread. A stored spec is, at each try, the
+ * one the client's cache has then, as in rl_acquire_wait: the first try's is
+ * read here when not cached, a later one's on the I/O thread (not blocking
+ * it) once older than config_refresh_ms. rl_cancel ends it with RL_ERR_CANCELLED, but a try in flight stands: a
  * decision is not undone, so one that admits completes admitted. */
 RL_API int rl_submit_acquire_wait(rl_client *client, const rl_request *request, int64_t timeout_ms, uint64_t tag,
                                   const rl_target *target);

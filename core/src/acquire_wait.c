@@ -2,7 +2,9 @@
  * denial's retry_after_ms, never past the deadline. One rule (next_try)
  * for both forms: rl_acquire_wait sleeps between its tries; the tries of
  * rl_submit_acquire_wait are rl_submit calls spaced by the I/O thread's
- * timer, where the wait sits among the others (waits.c: cancel, close). */
+ * timer, where the wait sits among the others (waits.c: cancel, close).
+ * A stored spec is the one the client's cache has at each try, in both
+ * (rl_config_resolve; its two halves on the I/O thread). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,8 +62,8 @@ int rl_submit_acquire_wait(rl_client *c, const rl_request *request, int64_t time
         return rl_fail(RL_ERR_INVALID, "a target is a callback or a completion queue (exactly one)");
     if ((rc = check_wait(request, timeout_ms))) return rc;
     if (request->stored_spec) {
-        /* read once, here: the tries run on the I/O thread, which never
-         * waits for Redis. Unreadable: rl_submit applies the policy. */
+        /* the first try's, here, as rl_submit would: the later ones look
+         * again (spec_lookup). Unreadable: rl_submit applies the policy. */
         if (rl_resolve_stored(c, request, &resolved)) return rl_submit(c, request, tag, target);
         request = &resolved;
     }
@@ -78,6 +80,7 @@ int rl_submit_acquire_wait(rl_client *c, const rl_request *request, int64_t time
     w->request.name = w->name;
     w->request.id = w->id;
     w->timed = timed_step;
+    w->stored = request == &resolved;
     w->until_ms = rl_now_ms() + timeout_ms;
     if (target->queue && (rc = rl_completions_reserve(target->queue))) {
         rl_async_req_free(r);
@@ -121,15 +124,100 @@ static void timed_try(rl_async *a, rl_areq *r)
     if (rc) rl_async_finish(a, r, rc, NULL);
 }
 
+/* A stored spec's read in flight and the waits it is for: one read per
+ * name at a time, however many waits find the cache stale together. */
+struct rl_spec_read {
+    struct rl_spec_read *next; /* on rl_async.spec_reads */
+    rl_areq *waits;            /* chained by rl_await.joined */
+    char name[];
+};
+
+/* The read came back (status, reply), or failed: taken in (the client's
+ * cache), then each wait's next try goes out under the spec, or the wait
+ * ends as a try that failed would. */
+static void spec_read(rl_async *a, void *ctx, int status, const redisReply *reply)
+{
+    struct rl_spec_read *read = ctx, **p = &a->spec_reads;
+    rl_spec spec;
+    char failure[200];
+    while (*p != read) p = &(*p)->next;
+    *p = read->next;
+    int rc = rl_config_read_done(a->client, read->name, status, reply, &spec);
+    snprintf(failure, sizeof failure, "%s", rc ? rl_errmsg() : "");
+    for (rl_areq *r = read->waits, *next; r; r = next) {
+        rl_await *w = r->wait;
+        next = w->joined;
+        w->joined = NULL;
+        if (!rc) w->request.spec = spec;
+        if (!rc && !w->cancelled && !a->stopping) {
+            timed_try(a, r);
+            continue;
+        }
+        /* cancelled or closing meanwhile: the last try's denial stands */
+        r->decided_status = rc;
+        snprintf(r->failure, sizeof r->failure, "%s", failure);
+        timed_step(a, r);
+    }
+    free(read);
+}
+
+/* A later try of a stored spec: under the spec as the cache has it now,
+ * or once it is read again (stale), the I/O thread waiting for nobody. */
+static void spec_lookup(rl_async *a, rl_areq *r)
+{
+    rl_await *w = r->wait;
+    struct rl_spec_read *read = a->spec_reads;
+    rl_areq *command;
+    int rc;
+    if (rl_config_cached(a->client, w->name, &w->request.spec, &rc)) {
+        if (rc) rl_async_finish(a, r, rc, NULL);
+        else timed_try(a, r);
+        return;
+    }
+    while (read && strcmp(read->name, w->name)) read = read->next;
+    if (read) {
+        w->joined = read->waits;
+        read->waits = r;
+        return;
+    }
+    size_t len = strlen(w->name);
+    if (!(read = malloc(sizeof *read + len + 1)) || !(command = rl_async_req_new(REQ_READ))) {
+        free(read);
+        rl_async_finish(a, r, rl_fail(RL_ERR_NOMEM, "out of memory"), NULL);
+        return;
+    }
+    memcpy(read->name, w->name, len + 1);
+    read->waits = r;
+    w->joined = NULL;
+    command->read_done = spec_read;
+    command->read_ctx = read;
+    command->deadline_ms = rl_now_ms() + a->client->options.command_timeout_ms;
+    rl_config_read_command(&command->cmd, a->client, w->name);
+    if (command->cmd.failed) {
+        rl_async_req_free(command);
+        free(read);
+        rl_async_finish(a, r, rl_fail(RL_ERR_NOMEM, "out of memory building a command"), NULL);
+        return;
+    }
+    read->next = a->spec_reads;
+    a->spec_reads = read;
+    rl_async_dispatch(a, command); /* it may complete here, at once */
+}
+
 /* New (linked among the waits already), back from a try (it completes, or
  * sleeps until its next), or its sleep is over (the next try goes out). */
 static void timed_step(rl_async *a, rl_areq *r)
 {
     rl_await *w = r->wait;
-    if (!w->async || w->sleeping) {
+    if (!w->async) { /* its spec was resolved as it was submitted */
         w->async = a;
-        w->sleeping = 0;
         timed_try(a, r);
+        return;
+    }
+    if (w->sleeping) {
+        w->sleeping = 0;
+        if (w->stored) spec_lookup(a, r);
+        else timed_try(a, r);
         return;
     }
     int status = r->decided_status;

@@ -315,7 +315,7 @@ static void dials_done(rl_async *a)
 
 static void handle_reply(rl_async *a, rl_aconn *ac, rl_areq *r, const redisReply *reply)
 {
-    if (r->kind > REQ_POP) {
+    if (r->kind > REQ_READ) {
         /* loaded (or not): a later NOSCRIPT (SCRIPT FLUSH) loads it again */
         if (r->kind == REQ_SCRIPT_LOAD) ac->loading &= ~(1u << r->cmd.script);
         rl_async_req_free(r);
@@ -466,7 +466,7 @@ static void read_replies(rl_async *a, rl_aconn *ac)
         if (!reply) return;
         rl_areq *r = list_pop(&ac->inflight);
         if (r) ac->count--;
-        if (r && r->kind <= REQ_POP && (r->redirects > 0 || r->reordered)) ac->resent--;
+        if (r && r->kind <= REQ_READ && (r->redirects > 0 || r->reordered)) ac->resent--;
         if (!r) {
             rl_reply_free(reply);
             rl_fail(RL_ERR_PROTOCOL, "a reply nobody asked for");
@@ -516,7 +516,7 @@ static int64_t expire(rl_async *a, int64_t now)
             continue;
         }
         for (rl_areq *r = ac->inflight.head; r; r = r->next) {
-            if (r->kind > REQ_POP || r->abandoned) continue;
+            if (r->kind > REQ_READ || r->abandoned) continue;
             if (r->deadline_ms <= now) {
                 rl_fail(RL_ERR_TIMEOUT, "no reply within %d ms", a->client->options.command_timeout_ms);
                 rl_async_complete(a, r, RL_ERR_TIMEOUT, NULL);

@@ -11,7 +11,8 @@
 
 #include "internal.h"
 
-/* REQ_DECISION..REQ_POP complete the caller's request; the others are ours. */
+/* REQ_DECISION..REQ_READ complete their submitter's request (a caller's,
+ * or REQ_READ's feature); the others are ours. */
 typedef enum {
     REQ_DECISION,
     REQ_ACQUIRE,
@@ -20,6 +21,7 @@ typedef enum {
     REQ_COUNT,     /* an integer reply: DEL, ZCARD, ZREM */
     REQ_INFO,      /* semaphore info: holders, or available out of permits */
     REQ_POP,
+    REQ_READ,      /* a feature's own read: its reply goes to read_done, not to a target */
     REQ_ASKING,
     REQ_SCRIPT_LOAD
 } rl_req_kind;
@@ -58,6 +60,8 @@ typedef struct rl_await {
      * is name, its id id); request.name NULL for the others */
     rl_request request;
     char *id;
+    int stored;               /* request.spec is the stored one: each later try looks again */
+    struct rl_areq *joined;   /* the next wait for the same read of it (acquire_wait.c) */
     /* its step (acquire_wait.c's): taken in, back from a try, or its sleep
      * over; NULL for the others */
     void (*timed)(struct rl_async *a, struct rl_areq *r);
@@ -94,6 +98,11 @@ typedef struct rl_areq {
     void (*reset_done)(rl_client *c, const struct rl_areq *r); /* that, set with reset_entity (lease_async.c's) */
     int group;            /* sent as the first of a batch of group decisions: one reply for them all */
     int reordered;        /* sent ahead of decisions with earlier deadlines (a cluster's batches) */
+    /* REQ_READ: its reply, or (reply NULL) why there is none, as it
+     * completes on the I/O thread (a timed acquire's stored spec:
+     * acquire_wait.c) */
+    void (*read_done)(rl_async *a, void *ctx, int status, const redisReply *reply);
+    void *read_ctx;
     int decided;          /* result (and decided_status) hold its decision already */
     int decided_status;
     rl_result result;
@@ -170,6 +179,7 @@ struct rl_async {
     rl_areq_list waiting; /* to dispatch again at retry_at_ms */
     rl_areq_list sleepers; /* waits between tries: at retry_at_ms or when woken */
     rl_areq *waits;        /* every unfinished wait (rl_await.prev / next) */
+    struct rl_spec_read *spec_reads; /* stored specs read for timed acquires, one per name (acquire_wait.c) */
     uint64_t *cancels;  /* tags rl_cancel asked for; guarded by mutex */
     size_t cancel_count, cancel_cap;
     int stopping;       /* the I/O thread completes everything: no clean-ups any more */

@@ -211,18 +211,23 @@ static int parse_stored(const char *name, const redisReply *r, int *found, rl_sp
     return RL_OK;
 }
 
+void rl_config_read_command(rl_cmd *cmd, const rl_client *client, const char *name)
+{
+    rl_cmd_init(cmd);
+    rl_cmd_cstr(cmd, "HMGET");
+    config_key(cmd, client, name);
+    rl_cmd_cstr(cmd, "algorithm");
+    rl_cmd_cstr(cmd, "rates");
+    rl_cmd_cstr(cmd, "initial_tokens");
+    rl_cmd_cstr(cmd, "scope");
+}
+
 static int fetch(rl_client *client, const char *name, int *found, rl_spec *spec)
 {
     rl_cmd cmd;
     redisReply *reply;
     int rc;
-    rl_cmd_init(&cmd);
-    rl_cmd_cstr(&cmd, "HMGET");
-    config_key(&cmd, client, name);
-    rl_cmd_cstr(&cmd, "algorithm");
-    rl_cmd_cstr(&cmd, "rates");
-    rl_cmd_cstr(&cmd, "initial_tokens");
-    rl_cmd_cstr(&cmd, "scope");
+    rl_config_read_command(&cmd, client, name);
     rc = rl_run(client, &cmd, 1, &reply);
     rl_cmd_free(&cmd);
     if (rc) return rc;
@@ -328,16 +333,42 @@ static int lookup(rl_client *client, const char *name, int *found, rl_spec *spec
     return fetch(client, name, found, spec);
 }
 
-/* The stored spec for name; a stale one serves while Redis cannot be read. */
+/* The rule rl_config_resolve follows, in two halves so that the I/O thread
+ * can read without blocking between them: the cached answer while fresh,
+ * else (0) a read, whose outcome rl_config_read_done takes in. */
+int rl_config_cached(rl_client *client, const char *name, rl_spec *out, int *rc)
+{
+    int found;
+    if (!cache_get(client->configs, name, client->options.config_refresh_ms, &found, out)) return 0;
+    *rc = found ? RL_OK : not_stored(name);
+    return 1;
+}
+
+/* A stale spec serves while Redis cannot be read. */
+int rl_config_read_done(rl_client *client, const char *name, int status, const redisReply *reply, rl_spec *out)
+{
+    int found = 0;
+    if (!status && !(status = parse_stored(name, reply, &found, out))) cache_put(client, name, found, out);
+    if (status) {
+        if (rl_unreachable(status) && cache_get(client->configs, name, -1, &found, out) && found) return RL_OK;
+        return status;
+    }
+    return found ? RL_OK : not_stored(name);
+}
+
 int rl_config_resolve(rl_client *client, const char *name, rl_spec *out)
 {
     RL_IN_FLIGHT(client);
-    int found, rc;
-    if ((rc = lookup(client, name, &found, out))) {
-        if (rl_unreachable(rc) && cache_get(client->configs, name, -1, &found, out) && found) return RL_OK;
-        return rc;
-    }
-    return found ? RL_OK : not_stored(name);
+    redisReply *reply = NULL;
+    rl_cmd cmd;
+    int rc;
+    if (rl_config_cached(client, name, out, &rc)) return rc;
+    rl_config_read_command(&cmd, client, name);
+    rc = rl_run(client, &cmd, 1, &reply);
+    rl_cmd_free(&cmd);
+    rc = rl_config_read_done(client, name, rc, reply, out);
+    rl_reply_free(reply);
+    return rc;
 }
 
 /* The same spec, however its defaults were spelled (burst 0 = limit). */

@@ -419,6 +419,13 @@ void rl_fallback_result(const rl_client *client, int64_t capacity, int64_t permi
  * rl_resolve_stored, rl_build_reset: limiter.c) */
 int rl_validate_request(const rl_request *req);
 int rl_resolve_stored(rl_client *client, const rl_request *req, rl_request *out);
+/* config.c: rl_config_resolve's two halves, for the I/O thread, which never
+ * waits for Redis: 1 when the cache answers (*rc: RL_OK, out set, or why
+ * not), 0 when name must be read (the command: rl_config_read_command);
+ * the read's status and reply taken in: cached, and rl_config_resolve's answer */
+int rl_config_cached(rl_client *client, const char *name, rl_spec *out, int *rc);
+void rl_config_read_command(rl_cmd *cmd, const rl_client *client, const char *name);
+int rl_config_read_done(rl_client *client, const char *name, int status, const redisReply *reply, rl_spec *out);
 void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *req);
 /* protocol.c: limit.lua's reply to one decision */
 int rl_decode_result(const redisReply *r, rl_result *out);

@@ -36,6 +36,10 @@ void rl_async_complete(rl_async *a, rl_areq *r, int status, const redisReply *re
 {
     rl_completion c;
     if (r->silent) return;
+    if (r->kind == REQ_READ) {
+        r->read_done(a, r->read_ctx, status, status == RL_OK ? reply : NULL);
+        return;
+    }
     if (r->wait) rl_wait_ended(a, r, status);
     if (r->lease) r->lease_ended(a, r, status, NULL); /* its LEASE got no reply */
     memset(&c, 0, sizeof c);
@@ -95,7 +99,7 @@ void rl_async_complete(rl_async *a, rl_areq *r, int status, const redisReply *re
 void rl_async_finish(rl_async *a, rl_areq *r, int status, const redisReply *reply)
 {
     if (r->reset_entity) r->reset_done(a->client, r);
-    if (r->kind <= REQ_POP && !r->abandoned) rl_async_complete(a, r, status, reply);
+    if (r->kind <= REQ_READ && !r->abandoned) rl_async_complete(a, r, status, reply);
     rl_async_req_free(r);
 }
 

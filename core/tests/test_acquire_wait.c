@@ -1,8 +1,10 @@
 /* rl_submit_acquire_wait: admitted after waiting retry_after on the I/O
  * thread, the last denial at once when waiting cannot help, cancelled,
  * closed, never more admitted than the limit, a dead Redis's error within
- * the timeout, and the blocking call's refusals. */
+ * the timeout, the blocking call's refusals, and a stored spec followed
+ * at every try. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -252,6 +254,91 @@ static void test_leased(void)
     teardown(&f);
 }
 
+/* HMGET calls Redis has run (INFO commandstats): reads of stored specs. */
+static long long spec_reads(void)
+{
+    redisContext *c = redis_raw(&redis);
+    redisReply *info = redisCommand(c, "INFO commandstats");
+    const char *at = info && info->type == REDIS_REPLY_STRING ? strstr(info->str, "cmdstat_hmget:calls=") : NULL;
+    long long n = at ? atoll(at + strlen("cmdstat_hmget:calls=")) : 0;
+    if (info) freeReplyObject(info);
+    redisFree(c);
+    return n;
+}
+
+/* A stored spec is looked up again at every try, as rl_acquire_wait does:
+ * lowered by another client mid-wait (this one's cache goes stale and is
+ * read again), the waiters are held to the new rate, not the one they were
+ * submitted with. gcra 5/s, 5 taken, then 1 a minute: the stored TAT lets
+ * one through under the new rate; the old would admit one every 200 ms. */
+static void test_follows_the_stored_spec(void)
+{
+    enum { WAITERS = 20 };
+    rl_options o = RL_OPTIONS_INIT;
+    o.config_refresh_ms = 100;
+    rl_client *c = open_client(&redis, &o), *admin = open_client(&redis, NULL);
+    tally t = {PTHREAD_MUTEX_INITIALIZER, 0, 0};
+    rl_target target = {count, &t, NULL};
+    rl_spec fast = {.algorithm = RL_GCRA, .limit = 5, .period_ms = 1000};
+    rl_spec slow = {.algorithm = RL_GCRA, .limit = 1, .period_ms = 60000};
+    rl_request req = {.name = "aw-stored", .id = "u", .permits = 1, .stored_spec = 1};
+    rl_result r;
+    CHECK_OK(rl_config_set(c, "aw-stored", &fast));
+    for (int i = 0; i < 5; i++) {
+        CHECK_OK(rl_execute(c, &req, 1, &r));
+        CHECK(r.allowed);
+    }
+    long long reads = spec_reads();
+    for (int i = 0; i < WAITERS; i++) CHECK_OK(rl_submit_acquire_wait(c, &req, 3000, (uint64_t)(200 + i), &target));
+    CHECK_OK(rl_config_set(admin, "aw-stored", &slow)); /* before their first retry, 200 ms on */
+    int64_t at = now_ms();
+    for (int i = 0; i < 100; i++) {
+        pthread_mutex_lock(&t.mutex);
+        int completed = t.completed;
+        pthread_mutex_unlock(&t.mutex);
+        if (completed == WAITERS) break;
+        sleep_ms(50);
+    }
+    int64_t took = now_ms() - at;
+    reads = spec_reads() - reads;
+    rl_client_close(c);
+    rl_client_close(admin);
+    CHECK_EQ(t.completed, WAITERS);
+    CHECK(t.admitted <= 1);
+    /* retrying together, the waiters share a read of the stale spec (about
+     * one, not one each) */
+    CHECK(reads >= 1 && reads < WAITERS / 2);
+    /* the rest gave up when the new rate put their next chance past the deadline */
+    CHECK(took < 2500);
+}
+
+/* The stored spec deleted mid-wait: the waiter ends as rl_acquire_wait
+ * would, with RL_ERR_INVALID, instead of deciding under the old spec. */
+static void test_stored_spec_deleted(void)
+{
+    rl_options o = RL_OPTIONS_INIT;
+    o.config_refresh_ms = 100;
+    fixture f = setup(&redis, &o);
+    rl_client *admin = open_client(&redis, NULL);
+    rl_spec spec = {.algorithm = RL_GCRA, .limit = 1, .period_ms = 1000};
+    rl_request req = {.name = "aw-deleted", .id = "u", .permits = 1, .stored_spec = 1};
+    rl_completion done;
+    rl_result r;
+    int deleted;
+    CHECK_OK(rl_config_set(f.c, "aw-deleted", &spec));
+    CHECK_OK(rl_execute(f.c, &req, 1, &r));
+    CHECK_OK(rl_submit_acquire_wait(f.c, &req, 3000, 30, &f.target));
+    CHECK_OK(rl_config_delete(admin, "aw-deleted", &deleted));
+    CHECK(deleted);
+    CHECK(take_one(f.q, &done, 5000));
+    CHECK_EQ(done.status, RL_ERR_INVALID);
+    CHECK(strstr(done.error, "no configuration is stored") != NULL);
+    rl_wait wait = {3000, NULL, NULL};
+    CHECK_EQ(rl_acquire_wait(f.c, &req, &wait, &r), RL_ERR_INVALID);
+    rl_client_close(admin);
+    teardown(&f);
+}
+
 int main(void)
 {
     redis_start(&redis);
@@ -263,6 +350,8 @@ int main(void)
     test_dead_redis();
     test_refused();
     test_leased();
+    test_follows_the_stored_spec();
+    test_stored_spec_deleted();
     redis_stop(&redis);
     return test_summary("acquire_wait");
 }

@@ -125,6 +125,31 @@ def test_async_many_tasks_never_over_admit(server, raw):
     run(main())
 
 
+def test_async_timed_acquire_follows_the_stored_spec(server, raw):
+    # issue 41: a stored spec lowered by another client mid-wait holds the
+    # waiters to the new rate, as it does the blocking timed acquire, not to
+    # the rate they were submitted with (which admitted 19 of them)
+    async def main():
+        admin = ratelimit.Client(server.url)
+        try:
+            admin.configure("aio-stored", "5/s", algorithm="gcra")
+            async with await aio.AsyncClient.connect(server.url, config_refresh=0.1) as client:
+                lim = client.limiter("aio-stored")
+                assert all([await lim.acquire("u") for _ in range(5)])
+                waiters = [asyncio.ensure_future(lim.acquire("u", timeout=6)) for _ in range(20)]
+                await asyncio.sleep(0.05)  # submitted; their next tries are 200 ms away
+                admin.configure("aio-stored", "1/minute", algorithm="gcra")
+                start = time.monotonic()
+                results = await asyncio.gather(*waiters)
+                # the TAT the old rate left lets one through under the new one
+                assert sum(bool(r) for r in results) <= 1
+                # the others gave up once the new rate put their next chance past the timeout
+                assert time.monotonic() - start < 3
+        finally:
+            admin.close()
+    run(main())
+
+
 def test_async_errors(server, raw):
     async def main():
         with pytest.raises(ratelimit.ConnectionError):

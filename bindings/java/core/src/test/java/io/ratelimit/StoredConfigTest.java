@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -15,7 +17,7 @@ import org.junit.jupiter.api.Test;
  * Limiter specs stored in Redis (Redisson's setRate / trySetRate / getConfig):
  * configure, read, delete, limiters that follow the stored spec, the check
  * that an explicit spec agrees, and a change reaching another client within
- * its configRefresh. Each test uses names of its own: a client caches stored
+ * its configRefresh (timed asynchronous acquires included, mid-wait). Each test uses names of its own: a client caches stored
  * specs (and their absence) across the FLUSHALL between tests.
  */
 class StoredConfigTest extends RedisTestBase {
@@ -115,6 +117,35 @@ class StoredConfigTest extends RedisTestBase {
             assertEquals(7, r.remaining(), "the window kept its count across the change");
             // the asynchronous path follows the stored spec as well
             assertEquals(10, lim.acquireAsync("u").get().limit());
+        }
+    }
+
+    @Test
+    void timedAsyncAcquiresFollowAStoredSpecLoweredMidWait() throws Exception {
+        // issue 41: every retry of tryAcquireAsync uses the spec as the
+        // client's cache has it then, as tryAcquire does, not the one it was
+        // submitted with (under which 19 of these waiters were admitted)
+        try (RateLimitClient follower = RateLimitClient.connect(redis.url(),
+                ClientOptions.defaults().configRefresh(Duration.ofMillis(100)))) {
+            client.configure("lowered", LimiterConfig.of(Algorithm.GCRA, "5/second"));
+            Limiter lim = follower.limiter("lowered");
+            for (int i = 0; i < 5; i++) {
+                assertTrue(lim.acquire("u").allowed(), "call " + i);
+            }
+            List<CompletableFuture<Result>> waiters = new ArrayList<>();
+            for (int i = 0; i < 20; i++) {
+                waiters.add(lim.tryAcquireAsync("u", 1, Duration.ofSeconds(6)));
+            }
+            client.configure("lowered", LimiterConfig.of(Algorithm.GCRA, "1/minute")); // before their retries, 200 ms on
+            long changed = System.nanoTime();
+            int admitted = 0;
+            for (CompletableFuture<Result> w : waiters) {
+                admitted += w.get().allowed() ? 1 : 0;
+            }
+            long tookMs = (System.nanoTime() - changed) / 1_000_000;
+            // the TAT the old rate left lets one through under the new one
+            assertTrue(admitted <= 1, admitted + " admitted after the rate was lowered to 1/minute");
+            assertTrue(tookMs < 3000, "the others gave up after " + tookMs + " ms, not at once under the new rate");
         }
     }
 
