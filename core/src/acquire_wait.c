@@ -169,7 +169,7 @@ static void spec_lookup(rl_async *a, rl_areq *r)
     struct rl_spec_read *read = a->spec_reads;
     rl_areq *command;
     int rc;
-    if (rl_config_cached(a->client, w->name, &w->request.spec, &rc)) {
+    if (rl_config_cache_lookup(a->client, w->name, &w->request.spec, &rc)) {
         if (rc) rl_async_finish(a, r, rc, NULL);
         else timed_try(a, r);
         return;

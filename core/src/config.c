@@ -336,7 +336,7 @@ static int lookup(rl_client *client, const char *name, int *found, rl_spec *spec
 /* The rule rl_config_resolve follows, in two halves so that the I/O thread
  * can read without blocking between them: the cached answer while fresh,
  * else (0) a read, whose outcome rl_config_read_done takes in. */
-int rl_config_cached(rl_client *client, const char *name, rl_spec *out, int *rc)
+int rl_config_cache_lookup(rl_client *client, const char *name, rl_spec *out, int *rc)
 {
     int found;
     if (!cache_get(client->configs, name, client->options.config_refresh_ms, &found, out)) return 0;
@@ -362,7 +362,7 @@ int rl_config_resolve(rl_client *client, const char *name, rl_spec *out)
     redisReply *reply = NULL;
     rl_cmd cmd;
     int rc;
-    if (rl_config_cached(client, name, out, &rc)) return rc;
+    if (rl_config_cache_lookup(client, name, out, &rc)) return rc;
     rl_config_read_command(&cmd, client, name);
     rc = rl_run(client, &cmd, 1, &reply);
     rl_cmd_free(&cmd);

@@ -423,7 +423,7 @@ int rl_resolve_stored(rl_client *client, const rl_request *req, rl_request *out)
  * waits for Redis: 1 when the cache answers (*rc: RL_OK, out set, or why
  * not), 0 when name must be read (the command: rl_config_read_command);
  * the read's status and reply taken in: cached, and rl_config_resolve's answer */
-int rl_config_cached(rl_client *client, const char *name, rl_spec *out, int *rc);
+int rl_config_cache_lookup(rl_client *client, const char *name, rl_spec *out, int *rc);
 void rl_config_read_command(rl_cmd *cmd, const rl_client *client, const char *name);
 int rl_config_read_done(rl_client *client, const char *name, int status, const redisReply *reply, rl_spec *out);
 void rl_build_decision(rl_cmd *cmd, const rl_client *client, const rl_request *req);
