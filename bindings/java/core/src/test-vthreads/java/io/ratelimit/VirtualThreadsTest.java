@@ -347,6 +347,16 @@ class VirtualThreadsTest extends RedisTestBase {
         assertEquals(platform, virtual);
         assertEquals(12, platform.size());
 
+        // a stored spec: the fresh cached copy (rl_config_cached) decides as the stored spec does
+        client.configure("vt-same-stored", LimiterConfig.of(Algorithm.GCRA, Rate.of(5, Duration.ofSeconds(10))));
+        Limiter stored = client.limiter("vt-same-stored");
+        List<String> storedPlatform = sequence(stored, "p", t0);
+        List<String> storedVirtual = new ArrayList<>();
+        onVirtualThread(() -> storedVirtual.addAll(sequence(stored, "v", t0)));
+        assertEquals(storedPlatform, storedVirtual);
+        assertEquals(platform, storedPlatform, "the same spec, stored or given");
+        assertEquals(lim.key("v").replace("vt-same", "vt-same-stored"), stored.key("v"));
+
         List<String> failures = new ArrayList<>();
         Runnable failing = () -> {
             failures.add(describe(assertThrows(RateLimitException.class, () -> lim.acquire("nul\0id"))));
