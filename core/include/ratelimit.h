@@ -693,6 +693,14 @@ RL_API int rl_requests_validate(const rl_request *requests, size_t n);
  * when none is stored. */
 RL_API int rl_config_resolve(rl_client *client, const char *name, rl_spec *out);
 
+/* rl_config_resolve without I/O, for callers that must never block (a
+ * Java virtual thread, which would hold its carrier): *fresh = 1 and out
+ * set when the client's cached copy of name's stored spec was read within
+ * config_refresh_ms, so a request made with it decides exactly as one with
+ * stored_spec would; else *fresh = 0 (nothing cached, stale, or nothing
+ * stored: rl_submit would read Redis). Thread-safe; never blocks. */
+RL_API int rl_config_cached(rl_client *client, const char *name, rl_spec *out, int *fresh);
+
 /* spec's rates, the first first (burst 0 where it is the limit); returns
  * how many (1..RL_MAX_RATES). */
 RL_API size_t rl_spec_rates(const rl_spec *spec, rl_rate *out);

@@ -371,6 +371,21 @@ int rl_config_resolve(rl_client *client, const char *name, rl_spec *out)
     return rc;
 }
 
+/* Never a round trip: the cached copy only while it is fresh (what
+ * rl_submit would use without reading Redis). */
+int rl_config_cached(rl_client *client, const char *name, rl_spec *out, int *fresh)
+{
+    RL_IN_FLIGHT(client);
+    int found = 0, rc;
+    rl_clear_error();
+    if (!fresh) return rl_fail(RL_ERR_INVALID, "fresh must not be NULL");
+    *fresh = 0;
+    if (!client || !out) return rl_fail(RL_ERR_INVALID, "client and out must not be NULL");
+    if ((rc = rl_check_name("name", name))) return rc;
+    *fresh = cache_get(client->configs, name, client->options.config_refresh_ms, &found, out) && found;
+    return RL_OK;
+}
+
 /* The same spec, however its defaults were spelled (burst 0 = limit). */
 static int same_spec(const rl_spec *a, const rl_spec *b)
 {

@@ -201,6 +201,23 @@ static jboolean n_config_delete(JNIEnv *env, jclass cls, jlong handle, jbyteArra
     return deleted ? JNI_TRUE : JNI_FALSE;
 }
 
+/* rl_config_cached: the stored spec when the cached copy is fresh, else null (never a round trip) */
+static jlongArray n_config_cached(JNIEnv *env, jclass cls, jlong handle, jbyteArray name)
+{
+    (void)cls;
+    rl_spec spec;
+    char buf[128], *cname;
+    int fresh = 0;
+    if (copy_bytes_small(env, name, buf, sizeof buf, &cname)) return NULL;
+    int rc = rl_config_cached(client_of(handle), cname, &spec, &fresh);
+    free_bytes(cname, buf);
+    if (rc) {
+        throw_status(env, rc);
+        return NULL;
+    }
+    return fresh ? spec_out(env, &spec) : NULL;
+}
+
 static void n_config_check(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jlongArray array)
 {
     (void)cls;
@@ -266,6 +283,20 @@ static void n_reset(JNIEnv *env, jclass cls, jlong handle, jbyteArray name, jbyt
     rl_request req;
     if (make_request(env, &req, name, id, spec, 0, 0, 0, 0, 0)) return;
     int rc = rl_reset(client_of(handle), req.name, req.id, req.stored_spec ? NULL : &req.spec);
+    free_request(&req);
+    if (rc) throw_status(env, rc);
+}
+
+/* rl_submit_reset: completes through AsyncCalls.completeOp (value: the keys deleted) */
+static void n_reset_async(JNIEnv *env, jclass cls, jlong handle, jlong ctx, jlong tag, jbyteArray name, jbyteArray id,
+                          jlongArray spec)
+{
+    (void)cls;
+    rl_request req;
+    if (make_request(env, &req, name, id, spec, 0, 0, 0, 0, 0)) return;
+    rl_target target = {on_op_complete, (void *)(intptr_t)ctx, NULL};
+    int rc = rl_submit_reset(client_of(handle), req.name, req.id, req.stored_spec ? NULL : &req.spec, (uint64_t)tag,
+                             &target);
     free_request(&req);
     if (rc) throw_status(env, rc);
 }
@@ -399,10 +430,12 @@ static const JNINativeMethod methods[] = {
     {"configGet", "(J" B ")" SPEC, (void *)n_config_get},
     {"configDelete", "(J" B ")Z", (void *)n_config_delete},
     {"configCheck", "(J" B SPEC ")V", (void *)n_config_check},
+    {"configCached", "(J" B ")" SPEC, (void *)n_config_cached},
     {"clientId", "(J)Ljava/lang/String;", (void *)n_client_id},
     {"decide", "(J" B B SPEC "JIJJJ)" RESULT, (void *)n_decide},
     {"acquireWait", "(J" HANDLE B B SPEC "JJJ)" RESULT, (void *)n_acquire_wait},
     {"reset", "(J" B B SPEC ")V", (void *)n_reset},
+    {"resetAsync", "(JJJ" B B SPEC ")V", (void *)n_reset_async},
     {"execute", "(J[[B[[B[[J[J[I[J[J)[Ljava/lang/Object;", (void *)n_execute},
     {"submit", "(JJJ" B B SPEC "JIJJJJ)V", (void *)n_submit},
     {"leasesGiveBack", "(J" B ")V", (void *)n_leases_give_back},

@@ -234,7 +234,7 @@ static jboolean n_queue_remove(JNIEnv *env, jclass cls, jlong handle, jbyteArray
  * The messages are ours to free whatever happens; a completion that cannot
  * reach Java (no JNIEnv, no memory for its arrays) fails its future with
  * RL_ERR_NOMEM, or leaves it to the close when even that is impossible. */
-static void on_op_complete(void *ctx, const rl_completion *c)
+void on_op_complete(void *ctx, const rl_completion *c)
 {
     rl_messages taken = c->messages;
     int status = c->status;
@@ -379,6 +379,48 @@ static void n_queue_pop_async(JNIEnv *env, jclass cls, jlong handle, jlong ctx, 
     if (rc) throw_status(env, rc);
 }
 
+/* One round trip, the completion's value: live holders (max 0) or permits available */
+static void n_sem_info_async(JNIEnv *env, jclass cls, jlong handle, jlong ctx, jlong tag, jbyteArray name, jlong max)
+{
+    (void)cls;
+    char buf[128], *cname;
+    if (copy_bytes_small(env, name, buf, sizeof buf, &cname)) return;
+    rl_target target = op_target(ctx);
+    int rc = rl_submit_semaphore_info(client_of(handle), cname, max, (uint64_t)tag, &target);
+    free_bytes(cname, buf);
+    if (rc) throw_status(env, rc);
+}
+
+static void n_queue_size_async(JNIEnv *env, jclass cls, jlong handle, jlong ctx, jlong tag, jbyteArray queue)
+{
+    (void)cls;
+    char buf[128], *cqueue;
+    if (copy_bytes_small(env, queue, buf, sizeof buf, &cqueue)) return;
+    rl_target target = op_target(ctx);
+    int rc = rl_submit_queue_size(client_of(handle), cqueue, (uint64_t)tag, &target);
+    free_bytes(cqueue, buf);
+    if (rc) throw_status(env, rc);
+}
+
+/* the completion's value: 1 when the message was removed */
+static void n_queue_remove_async(JNIEnv *env, jclass cls, jlong handle, jlong ctx, jlong tag, jbyteArray queue,
+                                 jbyteArray message)
+{
+    (void)cls;
+    char buf[128], *cqueue, *cmsg;
+    size_t len;
+    if (copy_bytes_small(env, queue, buf, sizeof buf, &cqueue)) return;
+    if (copy_bytes(env, message, &cmsg, &len)) {
+        free_bytes(cqueue, buf);
+        return;
+    }
+    rl_target target = op_target(ctx);
+    int rc = rl_submit_queue_remove(client_of(handle), cqueue, cmsg, len, (uint64_t)tag, &target);
+    free_bytes(cqueue, buf);
+    free(cmsg);
+    if (rc) throw_status(env, rc);
+}
+
 /* rl_cancel: the wait under tag completes with RL_ERR_CANCELLED, holding nothing */
 static void n_cancel(JNIEnv *env, jclass cls, jlong handle, jlong tag)
 {
@@ -404,6 +446,9 @@ static const JNINativeMethod methods[] = {
     {"semRefreshAsync", "(JJJZ" B B "J)V", (void *)n_sem_refresh_async},
     {"queuePushAsync", "(JJJ" B B "J)V", (void *)n_queue_push_async},
     {"queuePopAsync", "(JJJ" B "JJ)V", (void *)n_queue_pop_async},
+    {"semInfoAsync", "(JJJ" B "J)V", (void *)n_sem_info_async},
+    {"queueSizeAsync", "(JJJ" B ")V", (void *)n_queue_size_async},
+    {"queueRemoveAsync", "(JJJ" B B ")V", (void *)n_queue_remove_async},
     {"cancel", "(JJ)V", (void *)n_cancel},
 };
 

@@ -53,6 +53,8 @@ jobject new_result(JNIEnv *env, const rl_result *r);
 /* rl_submit's callback: AsyncCalls.complete on the client's I/O thread;
  * ctx is the global reference from Native.asyncContext. */
 void on_complete(void *ctx, const rl_completion *c);
+/* The other calls' callback (primitives_jni.c): AsyncCalls.completeOp. */
+void on_op_complete(void *ctx, const rl_completion *c);
 
 /* The I/O thread's JNIEnv, attaching it to the JVM on its first completion
  * (it stays attached until it ends); NULL if the JVM refuses. */

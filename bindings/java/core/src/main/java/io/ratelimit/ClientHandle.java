@@ -119,6 +119,19 @@ final class ClientHandle implements Runnable {
         }
     }
 
+    /**
+     * Withdraws the wait behind a future {@link #submit} or {@link #submitOp}
+     * returned without completing it (a virtual thread interrupted in a
+     * blocking call): the core's completion then says how the wait ended.
+     */
+    void withdraw(CompletableFuture<?> future) {
+        if (future instanceof AsyncOp) {
+            cancelWait(((AsyncOp<?>) future).tag);
+        } else if (future instanceof AsyncCalls.Waiting) {
+            cancelWait(((AsyncCalls.Waiting) future).tag);
+        }
+    }
+
     /** Polled from C during blocking waits, on the waiting thread (a close stops them in the core). */
     boolean cancelRequested() {
         return Thread.currentThread().isInterrupted();

@@ -24,6 +24,9 @@ public final class DelayQueue {
 
     /** Schedules {@code message} after {@code delay}; false if it was already queued. */
     public boolean push(String message, Duration delay) {
+        if (VirtualThreads.current()) {
+            return VirtualThreads.await(pushAsync(message, delay));
+        }
         byte[] bytes = Native.bytes(message);
         long ms = Native.millis("delay", delay);
         return client.call(ptr -> Native.queuePush(ptr, nameBytes, bytes, ms));
@@ -31,6 +34,9 @@ public final class DelayQueue {
 
     /** Takes up to {@code max} messages that are due now. */
     public List<String> popReady(int max) {
+        if (VirtualThreads.current()) {
+            return VirtualThreads.await(popReadyAsync(max));
+        }
         return strings(client.call(ptr -> Native.queuePop(ptr, null, nameBytes, max, 0)));
     }
 
@@ -40,6 +46,11 @@ public final class DelayQueue {
      * stops the wait with {@link CancelledException}.
      */
     public List<String> pop(int max, Duration timeout) {
+        if (VirtualThreads.current()) {
+            // the I/O thread waits for a push, parked on
+            CompletableFuture<List<String>> f = popAsync(max, timeout);
+            return VirtualThreads.awaitWait(f, () -> client.handle.withdraw(f));
+        }
         long ms = Native.millis("timeout", timeout);
         ClientHandle h = client.handle;
         return strings(client.call(ptr -> Native.queuePop(ptr, h, nameBytes, max, ms)));
@@ -92,12 +103,20 @@ public final class DelayQueue {
 
     /** Messages queued, due or not. */
     public long size() {
+        if (VirtualThreads.current()) {
+            return VirtualThreads.await(client.submitOp(new AsyncOp<>(client, false, d -> d.value, d -> {}),
+                    (ptr, context, tag) -> Native.queueSizeAsync(ptr, context, tag, nameBytes)));
+        }
         return client.call(ptr -> Native.queueSize(ptr, nameBytes));
     }
 
     /** Removes a queued message; false if it was not there. */
     public boolean remove(String message) {
         byte[] bytes = Native.bytes(message);
+        if (VirtualThreads.current()) {
+            return VirtualThreads.await(client.submitOp(new AsyncOp<>(client, false, d -> d.value == 1, d -> {}),
+                    (ptr, context, tag) -> Native.queueRemoveAsync(ptr, context, tag, nameBytes, bytes)));
+        }
         return client.call(ptr -> Native.queueRemove(ptr, nameBytes, bytes));
     }
 

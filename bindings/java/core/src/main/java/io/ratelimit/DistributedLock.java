@@ -39,6 +39,11 @@ public final class DistributedLock {
 
     /** Waits up to {@code timeout}; an interrupt stops the wait with {@link CancelledException}. */
     public Optional<Lock> tryAcquire(Duration timeout) {
+        if (VirtualThreads.current()) {
+            // the I/O thread waits for this caller, parked on
+            CompletableFuture<Optional<Lock>> f = tryAcquireAsync(timeout);
+            return VirtualThreads.awaitWait(f, () -> client.handle.withdraw(f));
+        }
         long timeoutMs = Native.millis("timeout", timeout);
         long leaseMs = Native.millis("lease", lease);
         ClientHandle h = client.handle;

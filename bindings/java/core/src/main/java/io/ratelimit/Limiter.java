@@ -119,6 +119,11 @@ public final class Limiter implements AutoCloseable {
      * interrupt flag stays set.
      */
     public Result tryAcquire(String id, long permits, Duration timeout) {
+        if (VirtualThreads.current()) {
+            // the core's timed acquire on its I/O thread, parked on
+            CompletableFuture<Result> f = tryAcquireAsync(id, permits, timeout);
+            return VirtualThreads.awaitWait(f, () -> client.handle.withdraw(f));
+        }
         byte[] idBytes = Native.name("id", id);
         long timeoutMs = Native.millis("timeout", timeout);
         ClientHandle h = client.handle;
@@ -158,10 +163,34 @@ public final class Limiter implements AutoCloseable {
     /** Deletes the state of {@code id} (every rate): it starts again as a new entity. */
     public void reset(String id) {
         byte[] idBytes = Native.name("id", id);
+        if (VirtualThreads.current()) {
+            resetParked(idBytes);
+            return;
+        }
         client.call(ptr -> {
             Native.reset(ptr, nameBytes, idBytes, spec);
             return null;
         });
+    }
+
+    /** {@link #reset} on a virtual thread: rl_submit_reset, parked on. */
+    private void resetParked(byte[] idBytes) {
+        long[] known = spec != null ? spec : cachedStoredSpec();
+        if (known == null) {
+            // rl_submit_reset would read the stored spec on this thread: a platform thread does
+            client.callOffCarrier(ptr -> {
+                Native.reset(ptr, nameBytes, idBytes, null);
+                return null;
+            });
+            return;
+        }
+        VirtualThreads.await(client.submitOp(new AsyncOp<>(client, false, d -> null, d -> {}),
+                (ptr, context, tag) -> Native.resetAsync(ptr, context, tag, nameBytes, idBytes, known)));
+    }
+
+    /** The stored spec when this client's copy is fresh (no round trip), else null. */
+    private long[] cachedStoredSpec() {
+        return client.call(ptr -> Native.configCached(ptr, nameBytes));
     }
 
     /**
@@ -282,20 +311,46 @@ public final class Limiter implements AutoCloseable {
      */
     private CompletableFuture<Result> submit(String id, long permits, Request.Op op, Duration maxWait, long nowMs,
             long timeoutMs) {
+        long maxWaitMs;
+        try {
+            maxWaitMs = op == Request.Op.RESERVE ? Native.millis("maxWait", maxWait) : 0;
+        } catch (RateLimitException e) {
+            return CompletableFuture.failedFuture(e);
+        }
+        return submit(id, permits, op, maxWaitMs, nowMs, timeoutMs);
+    }
+
+    private CompletableFuture<Result> submit(String id, long permits, Request.Op op, long maxWaitMs, long nowMs,
+            long timeoutMs) {
         ClientHandle.Decision d = new ClientHandle.Decision();
         try {
             d.id = Native.name("id", id);
-            d.maxWaitMs = op == Request.Op.RESERVE ? Native.millis("maxWait", maxWait) : 0;
         } catch (RateLimitException e) {
             return CompletableFuture.failedFuture(e);
         }
         d.name = nameBytes;
         d.spec = spec;
+        d.maxWaitMs = maxWaitMs;
         d.permits = permits;
         d.op = op.ordinal();
         d.nowMs = nowMs;
         d.leaseMs = leaseMs;
         d.timeoutMs = timeoutMs;
+        if (spec == null && VirtualThreads.current()) {
+            // rl_submit reads a stored spec it has no fresh copy of on the
+            // submitting thread: with the fresh copy the request is the one it
+            // would make; without, a platform thread submits (and reads)
+            long[] cached;
+            try {
+                cached = cachedStoredSpec();
+            } catch (RateLimitException e) {
+                return CompletableFuture.failedFuture(e);
+            }
+            if (cached == null) {
+                return VirtualThreads.offload(() -> client.submit(d));
+            }
+            d.spec = cached;
+        }
         return client.submit(d);
     }
 
@@ -341,6 +396,10 @@ public final class Limiter implements AutoCloseable {
     }
 
     private Result decide(String id, long permits, Request.Op op, long maxWaitMs, long nowMs) {
+        if (VirtualThreads.current()) {
+            // one round trip through the I/O thread (pipelined with every other caller's), parked on
+            return VirtualThreads.await(submit(id, permits, op, maxWaitMs, nowMs, 0));
+        }
         byte[] idBytes = Native.name("id", id);
         return client.call(ptr -> Native.decide(ptr, nameBytes, idBytes, spec, permits, op.ordinal(), maxWaitMs,
                 nowMs, leaseMs));
@@ -363,7 +422,7 @@ public final class Limiter implements AutoCloseable {
             return;
         }
         try {
-            client.call(ptr -> {
+            client.callOffCarrier(ptr -> {
                 Native.leasesGiveBack(ptr, nameBytes);
                 return null;
             });

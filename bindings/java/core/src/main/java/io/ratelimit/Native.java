@@ -175,6 +175,12 @@ final class Native {
     /** Throws InvalidArgumentException naming both when a different spec is stored for name. */
     static native void configCheck(long client, byte[] name, long[] spec);
 
+    /**
+     * rl_config_cached: the stored spec when this client's cached copy is
+     * fresh (a decision with it is the stored spec's), else null; never a round trip.
+     */
+    static native long[] configCached(long client, byte[] name);
+
     static native NativePermit semAcquire(long client, ClientHandle cancel, boolean lock, byte[] name, long max,
             long leaseMs, long timeoutMs);
 
@@ -232,6 +238,17 @@ final class Native {
 
     /** timeoutMs 0: what is due now. */
     static native void queuePopAsync(long client, long context, long tag, byte[] queue, long max, long timeoutMs);
+
+    /** rl_submit_reset: the completion's value is the keys deleted. */
+    static native void resetAsync(long client, long context, long tag, byte[] name, byte[] id, long[] spec);
+
+    /** rl_submit_semaphore_info: the completion's value is the live holders (max 0) or the permits available. */
+    static native void semInfoAsync(long client, long context, long tag, byte[] name, long max);
+
+    static native void queueSizeAsync(long client, long context, long tag, byte[] queue);
+
+    /** The completion's value: 1 when the message was removed. */
+    static native void queueRemoveAsync(long client, long context, long tag, byte[] queue, byte[] message);
 
     /** rl_cancel: the wait under {@code tag} completes with CANCELLED and holds nothing. */
     static native void cancel(long client, long tag);

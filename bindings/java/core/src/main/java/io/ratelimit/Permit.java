@@ -82,12 +82,18 @@ public final class Permit implements AutoCloseable {
         }
 
         boolean refresh(Duration lease) {
+            if (VirtualThreads.current()) {
+                return VirtualThreads.await(refreshAsync(lease));
+            }
             long ms = Native.millis("lease", lease);
             byte[] id = Native.bytes(permit.id);
             return client.call(ptr -> Native.semRefresh(ptr, lock, nameBytes, id, ms));
         }
 
         boolean release() {
+            if (VirtualThreads.current()) {
+                return VirtualThreads.await(releaseAsync()); // released at most once there too
+            }
             if (!released.compareAndSet(false, true)) {
                 return false;
             }

@@ -55,6 +55,10 @@ public final class RateLimitClient implements AutoCloseable {
      * while Redis is down and decisions follow the policy until it answers.
      */
     public static RateLimitClient connect(String url, ClientOptions options) {
+        if (VirtualThreads.current()) {
+            // connecting has no asynchronous form: a platform thread dials
+            return VirtualThreads.offload(() -> connect(url, options));
+        }
         Native.notNull("options", options);
         long ptr = Native.open(Native.name("url", url), Native.name("prefix", options.prefix()),
                 options.connectTimeoutMs(), options.commandTimeoutMs(), options.poolSizeOrUnset(),
@@ -110,7 +114,7 @@ public final class RateLimitClient implements AutoCloseable {
     public Limiter limiter(String name, LimiterConfig config) {
         Native.notNull("config", config);
         byte[] nameBytes = Native.name("name", name);
-        call(ptr -> {
+        callOffCarrier(ptr -> {
             Native.configCheck(ptr, nameBytes, config.toNative());
             return null;
         });
@@ -143,7 +147,7 @@ public final class RateLimitClient implements AutoCloseable {
     private Limiter stored(String name, long leaseMs) {
         byte[] nameBytes = Native.name("name", name);
         // the core's check: its cache, and no failure in an outage under allow / deny
-        call(ptr -> {
+        callOffCarrier(ptr -> {
             Native.configCheck(ptr, nameBytes, null);
             return null;
         });
@@ -181,20 +185,20 @@ public final class RateLimitClient implements AutoCloseable {
     private boolean store(String name, LimiterConfig config, boolean ifAbsent) {
         Native.notNull("config", config);
         byte[] nameBytes = Native.name("name", name);
-        return call(ptr -> Native.configSet(ptr, nameBytes, config.toNative(), ifAbsent));
+        return callOffCarrier(ptr -> Native.configSet(ptr, nameBytes, config.toNative(), ifAbsent));
     }
 
     /** The spec stored for {@code name}, read from Redis now (not the cache); empty when none is. */
     public Optional<LimiterConfig> getConfig(String name) {
         byte[] nameBytes = Native.name("name", name);
-        long[] spec = call(ptr -> Native.configGet(ptr, nameBytes));
+        long[] spec = callOffCarrier(ptr -> Native.configGet(ptr, nameBytes));
         return spec == null ? Optional.empty() : Optional.of(LimiterConfig.fromNative(spec));
     }
 
     /** Deletes the spec stored for {@code name}; true when there was one. Entities' state stays. */
     public boolean deleteConfig(String name) {
         byte[] nameBytes = Native.name("name", name);
-        return call(ptr -> Native.configDelete(ptr, nameBytes));
+        return callOffCarrier(ptr -> Native.configDelete(ptr, nameBytes));
     }
 
     /** A fair counting semaphore of {@code permits} whose leases expire after {@code lease} unless refreshed. */
@@ -264,7 +268,7 @@ public final class RateLimitClient implements AutoCloseable {
             maxWaits[i] = r.maxWaitMs();
             leases[i] = l.leaseMs();
         }
-        Object[] each = call(ptr -> Native.execute(ptr, names, ids, specs, permits, ops, maxWaits, leases));
+        Object[] each = callOffCarrier(ptr -> Native.execute(ptr, names, ids, specs, permits, ops, maxWaits, leases));
         List<Outcome> outcomes = new ArrayList<>(n);
         for (Object o : each) {
             outcomes.add(o instanceof Result ? Outcome.of((Result) o) : Outcome.failed((RateLimitException) o));
@@ -289,6 +293,18 @@ public final class RateLimitClient implements AutoCloseable {
      * Submits one decision to the client's I/O thread; the future completes
      * there. The pending future keeps this client reachable until then.
      */
+    /**
+     * A call the core makes only blocking (stored specs, batches, a lease
+     * give-back): on a virtual thread it runs on a platform thread while the
+     * virtual thread parks, so it never holds a carrier.
+     */
+    <T> T callOffCarrier(ClientHandle.Call<T> call) {
+        if (VirtualThreads.current()) {
+            return VirtualThreads.offload(() -> call(call));
+        }
+        return call(call);
+    }
+
     CompletableFuture<Result> submit(ClientHandle.Decision decision) {
         try {
             return handle.submit(this, decision);
@@ -409,6 +425,14 @@ public final class RateLimitClient implements AutoCloseable {
     @Override
     public void close() {
         try {
+            if (VirtualThreads.current()) {
+                // the shutdown may give leases back (a round trip)
+                VirtualThreads.offload(() -> {
+                    handle.shutdown();
+                    return null;
+                });
+                return;
+            }
             handle.shutdown();
         } finally {
             Reference.reachabilityFence(this);

@@ -75,6 +75,11 @@ public final class Semaphore {
      * (the thread keeps its interrupt flag).
      */
     public Optional<Permit> tryAcquire(Duration timeout) {
+        if (VirtualThreads.current()) {
+            // the I/O thread waits in the queue for this caller, parked on
+            CompletableFuture<Optional<Permit>> f = tryAcquireAsync(timeout);
+            return VirtualThreads.awaitWait(f, () -> client.handle.withdraw(f));
+        }
         long timeoutMs = Native.millis("timeout", timeout);
         long leaseMs = Native.millis("lease", lease);
         ClientHandle h = client.handle;
@@ -114,12 +119,24 @@ public final class Semaphore {
 
     /** Permits free right now. */
     public long available() {
+        if (permits > 0 && VirtualThreads.current()) { // 0 would ask for the holders: the core's range check must say no
+            return info(permits);
+        }
         return client.call(ptr -> Native.semAvailable(ptr, nameBytes, permits));
     }
 
     /** Live holders right now. */
     public long holders() {
+        if (VirtualThreads.current()) {
+            return info(0);
+        }
         return client.call(ptr -> Native.semHolders(ptr, nameBytes));
+    }
+
+    /** rl_submit_semaphore_info on a virtual thread, parked on: the permits available of max, or the holders (0). */
+    private long info(long max) {
+        return VirtualThreads.await(client.submitOp(new AsyncOp<>(client, false, d -> d.value, d -> {}),
+                (ptr, context, tag) -> Native.semInfoAsync(ptr, context, tag, nameBytes, max)));
     }
 
     public String name() {

@@ -35,7 +35,7 @@ public final class RedisServer implements AutoCloseable {
     /** A server on this port (e.g. one a client was already pointed at while it was dead). */
     public static RedisServer start(int port) throws Exception {
         Process p = new ProcessBuilder("redis-server", "--port", String.valueOf(port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no").redirectErrorStream(true)
+                "--save", "", "--appendonly", "no", "--enable-debug-command", "local").redirectErrorStream(true)
                 .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
         RedisServer server = new RedisServer(port, p);
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
