@@ -230,18 +230,12 @@ local function limit(decide, kb, nk, ab, permits)
     -- denied as an acquire of one, which (as any call) starts a new entity's refill
     permits, op = 1, ACQUIRE
   elseif op == GIVE_BACK then
-    -- for token_bucket and leaky_bucket, whether the booking a handle names is still on top (its id is the
-    -- state's: every other write drops it), and then (the latest time its permits may have been taken, grant
-    -- time, amount before the grant, permits used)
-    local function bucket_booking(handle, stored, same_period, n, t)
-      local ends, amount, before, g, block, id =
-        string.match(handle, '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+):(%x+)$')
-      ends, g, block = tonumber(ends), tonumber(g), tonumber(block)
-      if not ends or stored[4] ~= id or tonumber(stored[2]) ~= g or tonumber(stored[1]) ~= tonumber(amount)
-          or not same_period or n > block or t < g then
-        return nil
-      end
-      return math.min(t, ends), g, tonumber(before), block - n
+    -- for token_bucket and leaky_bucket: whether the booking a handle names is still on top (its id is the
+    -- state's: every other write drops it), as written at its grant, under the same period
+    local function bucket_booking(handle, stored, same_period, n)
+      local g, amount, block, id = string.match(handle, '^(%-?%d+):(%-?%d+):(%d+):(%x+)$')
+      return g and stored[4] == id and tonumber(stored[2]) == tonumber(g) and tonumber(stored[1]) == tonumber(amount)
+        and same_period and n <= tonumber(block)
     end
     local replies = {}
     for i = 1, nk do

@@ -16,10 +16,12 @@
 -- later spec counts only what drained, at its own rate. Holds of blocks
 -- booked while one is out add up and last until the latest ends. The
 -- booking's id is stored as `bk`, which every other write drops.
--- Handle "<validity end>:<water>:<water before>:<now>:<block>:<id>";
--- GIVE_BACK only while that booking is on top (its id is the state's): the
--- block leaves the hold, and the used permits count as poured at the
--- latest time they can have been (now, or the end of the validity).
+-- Handle "<now>:<water>:<block>:<id>"; GIVE_BACK only while that booking
+-- is on top (its id is the state's) and the period is the same: the
+-- unused permits come out of the water as of the grant and leave the hold,
+-- the used ones stay held until it ends; nothing drains in the give-back
+-- (its spec may be older than the stored one), the next caller drains it
+-- at its own rate.
 -- State: hash {water = permits * period, ts = last update (ms), period[, bk]
 -- [, hold = "<end ms>:<permits>"]}
 return function(key, now_us, capacity, period, _, permits, op, max_wait, initial, commit, handle,
@@ -29,6 +31,12 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
   local now, full = floor(now_us / 1000), capacity * period
 
   local state = redis.call('HMGET', key, 'water', 'ts', 'period', 'bk', 'hold')
+  local on_top = op == GIVE_BACK and bucket_booking(handle, state, tonumber(state[3]) == period, permits)
+  if on_top then
+    -- read below as written so: the unused permits out at the grant, out of the hold
+    local ends, held = string.match(state[5], '^(%d+):(%d+)$')
+    state[1], state[5] = state[1] - permits * period, ends .. ':' .. (held - permits)
+  end
   local water, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
   local starts_short = false -- a new entity with less than full room
   -- blocks leased out: the water drains no lower than `held` permits until `held_until`
@@ -78,25 +86,10 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
 
   local reset_after
   if op == GIVE_BACK then
-    local at, g, before, used = bucket_booking(handle, state, stored_period == period, permits, now)
-    if not at then
-      return {1, capacity, max(0, floor((full - water) / period)), -1, max(hold_left, ceil(water / capacity)), 0, 0,
-              0}
-    end
-    -- the block leaves the hold (blocks booked before it stay held); its used permits are poured at `at` into
-    -- the water before the grant, and it drains to now: down to the rest's block until the hold ends
-    held = held - used - permits
-    local rest = held * period
-    water = max(rest, before - (at - g) * capacity) + used * period
-    if now <= held_until then
-      water = max(rest, water - (now - at) * capacity)
-    else
-      water = max(0, max(rest, water - (held_until - at) * capacity) - (now - held_until) * capacity)
-    end
-    hold_left = held > 0 and max(0, held_until - now + ceil(rest / capacity)) or 0
     reset_after = max(hold_left, ceil(water / capacity))
-    return {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, 0, permits, 0},
-      {bucket_store, key, 'water', water, now, period, reset_after, nil, state[4], held_until .. ':' .. held}
+    local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, 0, on_top and permits or 0, 0}
+    if not on_top then return r end
+    return r, {bucket_store, key, 'water', state[1], state[2], period, reset_after, nil, state[4], state[5]}
   end
   if op == REFUND then
     water = max(bottom, water - permits * period)
@@ -126,12 +119,11 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
   end
   if op == LEASE then
     local valid = min(max_wait, floor(period / 2))
-    local before = water
     water = water + pour
     if held_until <= now then held = 0 end
     held, held_until = held + permits, max(held_until, now + valid)
     reset_after = max(held_until - now + ceil(held * period / capacity), ceil(water / capacity))
-    local handle_out = string.format('%d:%d:%d:%d:%d:%s', now + valid, water, before, now, permits, handle)
+    local handle_out = string.format('%d:%d:%d:%s', now, water, permits, handle)
     return {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, valid, handle_out, 0},
       {bucket_store, key, 'water', water, now, period, reset_after, handle, nil, held_until .. ':' .. held}
   end

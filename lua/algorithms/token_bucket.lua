@@ -15,12 +15,13 @@
 -- counts only the refill that happened, at its own rate. Holds of blocks
 -- booked while one is out add up and last until the latest ends. The
 -- booking's id (the LEASE's last argument) is stored as `bk`, which every
--- other write drops. Handle "<validity end>:<level>:<level before>:<now>:
--- <block>:<id>"; GIVE_BACK only while that booking is on top (its id is
--- the state's: equal levels and times prove nothing, a write in the same ms
--- can store both): the block leaves the hold, and the used permits count
--- as taken at the latest time they can have been (now, or the end of the
--- validity).
+-- other write drops. Handle "<now>:<level>:<block>:<id>"; GIVE_BACK only
+-- while that booking is on top (its id is the state's: equal levels and
+-- times prove nothing, a write in the same ms can store both) and the
+-- period is the same: the unused permits go back into the level as of the
+-- grant and leave the hold, the used ones stay held until it ends. The
+-- give-back refills nothing: its spec may be older than the stored one
+-- (a lease's is its grant's), and the next caller refills at its own.
 -- State: hash {level = tokens * period, ts = last update (ms), period[, bk]
 -- [, hold = "<end ms>:<permits>"]}
 return function(key, now_us, limit, period, burst, permits, op, max_wait, initial, commit, handle,
@@ -30,6 +31,12 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
   local now, full = floor(now_us / 1000), burst * period
 
   local state = redis.call('HMGET', key, 'level', 'ts', 'period', 'bk', 'hold')
+  local on_top = op == GIVE_BACK and bucket_booking(handle, state, tonumber(state[3]) == period, permits)
+  if on_top then
+    -- read below as written so: the unused permits back at the grant, out of the hold
+    local ends, held = string.match(state[5], '^(%d+):(%d+)$')
+    state[1], state[5] = state[1] + permits * period, ends .. ':' .. (held - permits)
+  end
   local level, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
   local starts_short = false -- a new entity with fewer than full tokens
   -- blocks leased out: `held` permits kept out of the level until `held_until`
@@ -80,24 +87,10 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
   end
 
   if op == GIVE_BACK then
-    local at, g, before, used = bucket_booking(handle, state, stored_period == period, permits, now)
-    if not at then
-      return {1, burst, max(0, floor(level / period)), -1, max(hold_left, ceil((full - level) / limit)), 0, 0, 0}
-    end
-    -- the block leaves the hold (blocks booked before it stay held); its used permits are taken at `at`
-    -- from the level before the grant, and it refills to now: under the rest's cap until the hold ends
-    held = held - used - permits
-    local rest_cap = full - held * period
-    level = min(rest_cap, before + (at - g) * limit) - used * period
-    if now <= held_until then
-      level = min(rest_cap, level + (now - at) * limit)
-    else
-      level = min(full, min(rest_cap, level + (held_until - at) * limit) + (now - held_until) * limit)
-    end
-    hold_left = held > 0 and max(0, held_until - now + ceil(held * period / limit)) or 0
     local reset_after = max(hold_left, ceil((full - level) / limit))
-    return {1, burst, max(0, floor(level / period)), -1, reset_after, 0, permits, 0},
-      {bucket_store, key, 'level', level, now, period, reset_after, nil, state[4], held_until .. ':' .. held}
+    local r = {1, burst, max(0, floor(level / period)), -1, reset_after, 0, on_top and permits or 0, 0}
+    if not on_top then return r end
+    return r, {bucket_store, key, 'level', state[1], state[2], period, reset_after, nil, state[4], state[5]}
   end
   local reset_after
   if op == REFUND then
@@ -125,12 +118,11 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
   end
   if op == LEASE then
     local valid = min(max_wait, floor(full / (2 * limit)))
-    local before = level
     level = level - need
     if held_until <= now then held = 0 end
     held, held_until = held + permits, max(held_until, now + valid)
     reset_after = max(held_until - now + ceil(held * period / limit), ceil((full - level) / limit))
-    local handle_out = string.format('%d:%d:%d:%d:%d:%s', now + valid, level, before, now, permits, handle)
+    local handle_out = string.format('%d:%d:%d:%s', now, level, permits, handle)
     return {1, burst, max(0, floor(level / period)), -1, reset_after, valid, handle_out, 0},
       {bucket_store, key, 'level', level, now, period, reset_after, handle, nil, held_until .. ':' .. held}
   end

@@ -16,10 +16,10 @@ script's formulas wherever the model's own primitives can say them:
              lease's id: the buckets' and gcra's while no other write came
              after it, the windows' while the window and period last and no
              later lease booked; equal values prove nothing); then the
-             unused permits come off it, and (token_bucket, leaky_bucket,
-             sliding_log, whose state says when it was written) the used
-             ones count as taken at the latest time they may have been,
-             min(now, g + validity), from the state before the grant
+             unused permits come off it; sliding_log logs the used ones at
+             the latest time they may have been, min(now, g + validity);
+             token_bucket and leaky_bucket keep them held until the hold
+             ends and refill nothing at the give-back's (maybe older) rate
 
 A lease is a list of records, one per rate, that only this model reads."""
 from typing import Any, Dict, List, Optional
@@ -63,7 +63,7 @@ def book(alg, v, n: int, valid: int):
         until, held = v["hold"]
         held = m.holding(v)
         booked = dict(alg.take(v, n), hold=(max(until if held else 0, now + valid), held + n))
-    return booked, {"state": alg.save(booked), "before": v, "g": now, "block": n, "end": now + valid}
+    return booked, {"state": alg.save(booked), "block": n}
 
 
 def take_back(alg, v, stored, record, u: int, rate, now: int):
@@ -104,15 +104,14 @@ def take_back(alg, v, stored, record, u: int, rate, now: int):
                 or u > record["block"]:
             return None
         return alg.give(v, u), u
-    same_rate = record["state"][2] == rate.period
-    if stored.state != record["state"] or not same_rate or u > record["block"] \
-            or now < record["g"]:
+    amount, g, period, (until, held) = record["state"]
+    if stored.state != record["state"] or period != rate.period or u > record["block"]:
         return None
-    # the block leaves the hold (blocks held before it stay); its used permits are taken at the latest
-    # time they may have been, from the state before the grant
-    at, (until, held) = min(now, record["end"]), record["state"][3]
-    w = m.later(alg, dict(record["before"], hold=(until, held - record["block"])), at - record["g"])
-    return m.later(alg, alg.take(w, record["block"] - u), now - at), u
+    # the unused permits back as of the grant and out of the hold, the used ones held until it ends; nothing
+    # refilled at the give-back's rate (the next caller refills from the grant at its own)
+    back = u * period if alg is m.TokenBucket else -u * period
+    written = (amount + back, g, period, (until, held - u))
+    return dict(alg.load(written, rate, now), written=written), u
 
 
 def lease(model: m.Model, spec: m.Spec, id: str, want: int, valid: int, now: int):
@@ -168,6 +167,15 @@ def give_back(model: m.Model, spec: m.Spec, id: str, records: List[Dict[str, Any
             else:
                 del model.keys[k]
                 written[k] = None
+        elif out and "written" in out[0]:  # a bucket's state as of the grant, its TTL as read now
+            v, given = out
+            ttl = alg.ttl(v)
+            if ttl > 0:
+                model.keys[k] = m.Stored(v["written"], now + ttl, i, alg.name, rate)
+            else:
+                del model.keys[k]
+                ttl = None
+            written[k] = ttl
         elif out:
             v, given = out
             model._write(k, i, alg, v, written, refund=alg is m.SlidingLog)
