@@ -42,11 +42,6 @@ local function sliding_log_entry(key, rank)
   if not total then return nil, m[1] end
   return {m[2] + 0, total + 0, n + 0, edge + 0, m[1]}
 end
--- the refund marker {from, to, member}
-local function sliding_log_back(m)
-  local from, to = string.match(m, '^~(%d+):(%d+)$')
-  return {from + 0, to + 0, m}
-end
 local function sliding_log_member(ms, total, n, edge)
   return string.format('%d:%016d:%d:%d', ms, total, n, edge)
 end
@@ -70,16 +65,13 @@ local function sliding_log_holding(key, room, newest, expired, back)
   end
   return sliding_log_entry(key, lo - 1)
 end
--- logs a call; stale: a refund marker the oldest live member is past, deleted with it
-local function sliding_log_add(key, at, m, ttl, stale)
+-- logs a call for ttl ms, or (ttl false) a refund marker into the key its live calls keep (their TTL stands);
+-- old: the marker it replaces, or a stale one (the oldest live member is past it). One function, not two:
+-- each local function here is a closure the script makes per call
+local function sliding_log_add(key, at, m, ttl, old)
   redis.call('ZADD', key, at, m)
-  redis.call('PEXPIRE', key, ttl)
-  if stale then redis.call('ZREM', key, stale) end
-end
--- replaces the refund marker (a ZADD to the key the live calls keep: their TTL stands)
-local function sliding_log_mark(key, old, from, to)
+  if ttl then redis.call('PEXPIRE', key, ttl) end
   if old then redis.call('ZREM', key, old) end
-  redis.call('ZADD', key, '+inf', string.format('~%d:%d', from, to))
 end
 return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit, handle)
   local PEEK, REFUND, LEASE, GIVE_BACK = 1, 4, 5, 6
@@ -91,8 +83,9 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
   local edge = now - period -- scored <= edge: slid out
   local newest, top = entry(key, -1)
   local back, below = nil, -2 -- the refund marker; the rank below the newest call
-  if top then
-    back, below = sliding_log_back(top), -3
+  if top then -- {from, to, member}
+    local from, to = string.match(top, '^~(%d+):(%d+)$')
+    back, below = {from + 0, to + 0, top}, -3
     newest = entry(key, -2)
   end
 
@@ -164,9 +157,9 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
     local r = {1, limit, max(0, limit - count), -1, reset_after, 0, permits, 0}
     if left == 0 then return r end
     local from = active and back[1] or (newest[2] - count - left) % WRAP
-    local to, old = (newest[2] - count) % WRAP, back and back[3]
-    if commit then sliding_log_mark(key, old, from, to) return r end
-    return r, {sliding_log_mark, key, old, from, to}
+    local m, old = string.format('~%d:%d', from, (newest[2] - count) % WRAP), back and back[3]
+    if commit then sliding_log_add(key, '+inf', m, false, old) return r end
+    return r, {sliding_log_add, key, '+inf', m, false, old}
   end
 
   if count + permits > limit then
