@@ -1,7 +1,8 @@
 /* Bounded server cost (docs/semantics.md, "Cost budget"): every script is
  * driven with the worst valid inputs (largest limits and permits, many calls
- * in a window, rate changes, 100,000 expired holders and crashed waiters, a
- * queue with 100,000 due messages) and
+ * in a window, rate changes, the largest refunds of a 100,000-call log,
+ * 100,000 expired holders and crashed waiters, a queue with 100,000 due
+ * messages) and
  * Redis's own SLOWLOG (slowlog-log-slower-than 50000 us) must show no script
  * call that took 50 ms or more, while the results stay exact and every key
  * outlives its state. Runs against whatever redis-server is first on PATH
@@ -349,6 +350,87 @@ static void test_sliding_log_many_calls(void)
     free(res);
 }
 
+/* ---- refunds: the largest refund, against the longest log ---------------- */
+
+/* a log of n calls of 1 permit, 10 a ms from T0, under 10^15 per 10^7 ms */
+static void log_calls(const char *id, int n)
+{
+    rl_spec s = {.algorithm = RL_SLIDING_LOG, .limit = 1000000000000000LL, .period_ms = 10000000, .burst = 0};
+    rl_request *reqs = calloc(n, sizeof *reqs);
+    rl_result *res = calloc(n, sizeof *res);
+    for (int i = 0; i < n; i++)
+        reqs[i] = (rl_request){.name = "cost", .id = id, .spec = s, .permits = 1, .op = RL_OP_ACQUIRE, .now_ms = T0 + i / 10};
+    CHECK_OK(rl_execute(client, reqs, n, res));
+    CHECK_EQ(res[n - 1].remaining, s.limit - n);
+    free(reqs);
+    free(res);
+}
+
+static void test_refunds(void)
+{
+    /* every algorithm at its largest limit: all of it taken, then all of it back in one refund */
+    const int64_t exact = (int64_t)1 << 53, product = (int64_t)1 << 51;
+    rl_spec specs[] = {
+        {.algorithm = RL_FIXED_WINDOW, .limit = exact / 2, .period_ms = 1000, .burst = 0},
+        {.algorithm = RL_SLIDING_LOG, .limit = 1000000000000000LL, .period_ms = 1000, .burst = 0},
+        {.algorithm = RL_SLIDING_WINDOW, .limit = product / 1000, .period_ms = 1000, .burst = 0},
+        {.algorithm = RL_TOKEN_BUCKET, .limit = product / 1000, .period_ms = 1000, .burst = 0},
+        {.algorithm = RL_LEAKY_BUCKET, .limit = product / 1000, .period_ms = 1000, .burst = 0},
+        {.algorithm = RL_GCRA, .limit = 1000000, .period_ms = 1000, .burst = product / 1000},
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        rl_spec s = specs[i];
+        int64_t cap = s.burst ? s.burst : s.limit;
+        const char *name = rl_algorithm_name(s.algorithm);
+        int64_t now = redis_ms();
+        rl_result r = decide(name, s, cap, RL_OP_ACQUIRE, now);
+        CHECK_EQ(r.allowed, 1);
+        CHECK_EQ(r.remaining, 0);
+        r = decide(name, s, cap, RL_OP_REFUND, now);
+        CHECK_EQ(r.allowed, 1);
+        CHECK_EQ(r.remaining, cap);
+        r = decide(name, s, cap, RL_OP_ACQUIRE, now);
+        CHECK_EQ(r.allowed, 1);
+        CHECK_EQ(r.remaining, 0);
+        char key[128];
+        snprintf(key, sizeof key, "rl:{cost:%s}:%s", name, name);
+        CHECK(redis_int(raw, "PTTL %s", key) > 0);
+    }
+    check_slowlog("every algorithm: its largest refund");
+
+    /* sliding_log, the issue's case: 100,000 calls of 1 permit, then one refund of 100,000 (was one script
+     * call of 0.66-1.12 s: the refund read and rewrote each call it took back) */
+    enum { N = 100000 };
+    const int64_t limit = 1000000000000000LL, period = 10000000;
+    rl_spec s = {.algorithm = RL_SLIDING_LOG, .limit = limit, .period_ms = period, .burst = 0};
+    int64_t end = T0 + (N - 1) / 10;
+    log_calls("log", N);
+    slowlog_reset();
+    EXPECT(decide("log", s, N, RL_OP_REFUND, end), 1, limit, -1, 0);
+    CHECK_EQ(redis_int(raw, "ZCARD rl:{cost:log}:sliding_log"), N + 1); /* the calls, and the marker */
+    EXPECT(decide("log", s, limit, RL_OP_PEEK, end), 1, limit, -1, 0);
+    EXPECT(decide("log", s, 1, RL_OP_ACQUIRE, end), 1, limit - 1, -1, period);
+    /* the oldest live permits went: all of the log's, so the new one alone counts until it slides out */
+    EXPECT(decide("log", s, limit, RL_OP_PEEK, end), 0, limit - 1, period, period);
+    check_slowlog("sliding_log: a refund of 100,000 calls");
+
+    /* the largest refund (the limit) against the same log, and part of it: the oldest go first */
+    cmd("DEL rl:{cost:log}:sliding_log");
+    log_calls("log", N);
+    slowlog_reset();
+    EXPECT(decide("log", s, N / 2 + 5, RL_OP_REFUND, end), 1, limit - N / 2 + 5, -1, period);
+    /* 6 more than fit: 5 of the 10 calls at T0 + 5000 went back, so the other 5 and one at T0 + 5001 must
+     * slide out */
+    EXPECT(decide("log", s, limit - N / 2 + 11, RL_OP_PEEK, end), 0, limit - N / 2 + 5,
+           T0 + N / 20 + 1 + period - end, period);
+    EXPECT(decide("log", s, limit - N / 2 + 10, RL_OP_PEEK, end), 0, limit - N / 2 + 5, T0 + N / 20 + period - end,
+           period);
+    EXPECT(decide("log", s, limit, RL_OP_REFUND, end), 1, limit, -1, 0);
+    EXPECT(decide("log", s, limit, RL_OP_ACQUIRE, end), 1, 0, -1, period);
+    CHECK(redis_int(raw, "PTTL rl:{cost:log}:sliding_log") > 0);
+    check_slowlog("sliding_log: the largest refund of 100,000 calls");
+}
+
 /* ---- semaphore: 100,000 expired holders and crashed waiters -------------- */
 
 typedef struct {
@@ -535,6 +617,7 @@ int main(void)
     scenario("limiters", test_limiters_worst);
     scenario("sliding_log model", test_sliding_log_model);
     scenario("sliding_log many calls", test_sliding_log_many_calls);
+    scenario("refunds", test_refunds);
     scenario("semaphore", test_semaphore);
     scenario("delay queue", test_delay_queue);
     redisFree(raw);

@@ -17,8 +17,13 @@
 -- A clock that goes back logs the call at the newest member's time (later,
 -- so stricter, never looser).
 -- A rate change keeps the log: the new period and limit apply to it at once.
--- A refund takes back the oldest live permits (a member keeps its total
--- and holds fewer: the count reads the oldest live member's own permits).
+-- A refund takes back the oldest live permits without touching the calls:
+-- one member scored +inf, "~<from>:<to>", says the permits with totals in
+-- (from, to] were taken back. While the oldest live member's first permit
+-- is in that range, the count starts at `to`; once an older member lives
+-- again they count again (stricter); once the oldest live member is past
+-- `to` the marker is stale, and the next admission deletes it. So a refund
+-- costs a few lookups and one write, whatever it takes back.
 -- LEASE logs the block as ONE member at the end of its validity (at most
 -- half the period; later if the newest member is later), so it counts from
 -- before the grant until validity + period after it. Handle: that member,
@@ -26,14 +31,15 @@
 -- GIVE_BACK only while it is the newest member: it is logged again with
 -- the used permits at the latest time they can have been (now, or the end
 -- of the validity; not before the member below it).
--- State: zset {"<ms>:<total>:<permits>:<edge>" -> ms}
+-- State: zset {"<ms>:<total>:<permits>:<edge>" -> ms, at most one "~<from>:<to>" -> +inf}
 -- slid-out members this script call may still delete (one budget for a batch call's decisions)
 local sliding_log_purge = {left = 1000}
--- {ms, total, permits, edge, member} at rank
+-- {ms, total, permits, edge, member} at rank; at the refund marker's rank: nil and the marker
 local function sliding_log_entry(key, rank)
   local m = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
   if m[1] == nil then return nil end
   local total, n, edge = string.match(m[1], '^%d+:(%d+):(%d+):(%-?%d+):?%x*$')
+  if not total then return nil, m[1] end
   return {m[2] + 0, total + 0, n + 0, edge + 0, m[1]}
 end
 local function sliding_log_member(ms, total, n, edge)
@@ -42,19 +48,30 @@ end
 -- the live member whose sliding out leaves `room`: the one below the first that, as the oldest live one,
 -- counts no more (the count from a member falls with its rank; binary search from the first live one).
 -- Not where the totals reach what must go: permits taken back below a member count as long as it does
-local function sliding_log_holding(key, room, newest, expired)
+local function sliding_log_holding(key, room, newest, expired, back)
   local WRAP = 2000000000000000
   local lo, hi = expired + 1, redis.call('ZCARD', key) -- hi: none left, which leaves room
+  if back then hi = hi - 1 end -- the marker, on top, is no call
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
     local e = sliding_log_entry(key, mid)
-    if (newest[2] - e[2]) % WRAP + e[3] <= room then hi = mid else lo = mid + 1 end
+    -- the count from e as the oldest live member; the marker's range counts from its end
+    local from_e = (newest[2] - e[2]) % WRAP + e[3]
+    if back then
+      local to = (newest[2] - back[2]) % WRAP
+      if to < from_e and from_e <= (newest[2] - back[1]) % WRAP then from_e = to end
+    end
+    if from_e <= room then hi = mid else lo = mid + 1 end
   end
   return sliding_log_entry(key, lo - 1)
 end
-local function sliding_log_add(key, at, m, ttl)
+-- logs a call for ttl ms, or (ttl false) a refund marker into the key its live calls keep (their TTL stands);
+-- old: the marker it replaces, or a stale one (the oldest live member is past it). One function, not two:
+-- each local function here is a closure the script makes per call
+local function sliding_log_add(key, at, m, ttl, old)
   redis.call('ZADD', key, at, m)
-  redis.call('PEXPIRE', key, ttl)
+  if ttl then redis.call('PEXPIRE', key, ttl) end
+  if old then redis.call('ZREM', key, old) end
 end
 return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit, handle)
   local PEEK, REFUND, LEASE, GIVE_BACK = 1, 4, 5, 6
@@ -64,16 +81,30 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
   local entry, member = sliding_log_entry, sliding_log_member
 
   local edge = now - period -- scored <= edge: slid out
-  local newest = entry(key, -1)
+  local newest, top = entry(key, -1)
+  local back, below = nil, -2 -- the refund marker; the rank below the newest call
+  if top then -- {from, to, member}
+    local from, to = string.match(top, '^~(%d+):(%d+)$')
+    back, below = {from + 0, to + 0, top}, -3
+    newest = entry(key, -2)
+  end
 
-  -- live permits = newest total - the total just before the oldest live member's own permits (a refund
-  -- takes them from that member without renumbering the rest)
-  local count, expired = 0, 0
+  -- live permits = newest total - the total just before the oldest live member's permits, or the
+  -- marker's end while that total is in its range (the marker is active)
+  local count, expired, active, stale = 0, 0, false, nil
   if newest then
     edge = max(edge, newest[4])
     expired = redis.call('ZCOUNT', key, '-inf', edge)
     local oldest = entry(key, expired)
     if oldest then count = (newest[2] - oldest[2] + oldest[3]) % WRAP end
+    if back then
+      local to = (newest[2] - back[2]) % WRAP
+      if count <= to then
+        stale = back[3]
+      elseif count <= (newest[2] - back[1]) % WRAP then
+        count, active = to, true
+      end
+    end
   end
 
   local purge = sliding_log_purge
@@ -92,10 +123,13 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
   end
 
   if op == GIVE_BACK then
-    if not (newest and newest[5] == handle and permits <= newest[3] and now < newest[1] + period) then
+    -- a refund that took permits of the booking's member (the marker ends above the call below it) leaves
+    -- its unused permits counted: giving them back would move the totals below the marker's end
+    if not (newest and newest[5] == handle and permits <= newest[3] and now < newest[1] + period)
+        or (back and (newest[2] - back[2]) % WRAP < newest[3]) then
       return {1, limit, max(0, limit - count), -1, count > 0 and newest[1] + period - now or 0, 0, 0, 0}
     end
-    local used, below = newest[3] - permits, entry(key, -2)
+    local used, below = newest[3] - permits, entry(key, below)
     local at, total = min(now, newest[1]), used
     if below then
       at = max(at, below[1])
@@ -107,45 +141,31 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
     if used > 0 then reset_after = at + period - now elseif count > 0 then reset_after = below[1] + period - now end
     return {1, limit, max(0, limit - count), -1, reset_after, 0, permits, 0}, {function()
       redis.call('ZREM', key, newest[5])
+      if back and not below and used == 0 then redis.call('ZREM', key, back[3]) end -- no call left: no log
       if used > 0 then sliding_log_add(key, at, member(at, total, used, newest[4]), at + period - now) end
     end}
   end
   if op == REFUND then
     -- the oldest live permits go: the log cannot tell whose permits are unused, and moving an admission
-    -- later only counts it longer (removing the newest moved others' admissions earlier: over-admission)
-    -- the count after, from the totals as the next call reads it: permits once taken back count again
-    -- while an older member lives again (a longer period, a clock gone back), so the members may hold
-    -- fewer than `count` and the refund stops where they end
-    local left, rank = min(permits, count), expired
-    local rest, oldest = left, entry(key, rank)
-    while oldest and rest >= oldest[3] do
-      rest, rank = rest - oldest[3], rank + 1
-      oldest = entry(key, rank)
-    end
-    if oldest then count = (newest[2] - oldest[2] + oldest[3] - rest) % WRAP else count, left = 0, left - rest end
+    -- later only counts it longer (removing the newest moved others' admissions earlier: over-admission).
+    -- The marker's range grows by them (or starts at the oldest live member's first permit when it is
+    -- not active), so the count after is what the next call reads: no call is read or rewritten
+    local left = min(permits, count)
+    count = count - left
     local reset_after = 0 -- when the newest permit left slides out
     if count > 0 then reset_after = newest[1] + period - now end
-    local function write()
-      while left > 0 do
-        local e = entry(key, expired)
-        redis.call('ZREM', key, e[5])
-        if e[3] > left then -- keep the rest of this call's permits, under the same total
-          redis.call('ZADD', key, e[1], member(e[1], e[2], e[3] - left, e[4]))
-          -- the ZREM may have emptied (deleted) the key: its TTL again
-          redis.call('PEXPIRE', key, max(1, newest[1] + period - now))
-        end
-        left = left - min(left, e[3])
-      end
-    end
     local r = {1, limit, max(0, limit - count), -1, reset_after, 0, permits, 0}
-    if commit then write() return r end
-    return r, {write}
+    if left == 0 then return r end
+    local from = active and back[1] or (newest[2] - count - left) % WRAP
+    local m, old = string.format('~%d:%d', from, (newest[2] - count) % WRAP), back and back[3]
+    if commit then sliding_log_add(key, '+inf', m, false, old) return r end
+    return r, {sliding_log_add, key, '+inf', m, false, old}
   end
 
   if count + permits > limit then
     -- wait until the oldest live permits the request needs have slid out
     return {0, limit, max(0, limit - count),
-            sliding_log_holding(key, limit - permits, newest, expired)[1] + period - now,
+            sliding_log_holding(key, limit - permits, newest, expired, back)[1] + period - now,
             newest[1] + period - now, 0, 0, 0}
   end
   if op == PEEK then
@@ -169,6 +189,6 @@ return function(key, now_us, limit, period, _, permits, op, max_wait, _, commit,
   local m = member(at, total, permits, edge)
   if op == LEASE then m = m .. ':' .. handle end -- the booking's id: a member like it after a reset is not it
   local r = {1, limit, limit - count - permits, -1, at + period - now, valid, op == LEASE and m or permits, 0}
-  if commit then sliding_log_add(key, at, m, at + period - now) return r end
-  return r, {sliding_log_add, key, at, m, at + period - now}
+  if commit then sliding_log_add(key, at, m, at + period - now, stale) return r end
+  return r, {sliding_log_add, key, at, m, at + period - now, stale}
 end

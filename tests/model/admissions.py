@@ -9,8 +9,8 @@ what docs/semantics.md promises for the algorithm.
   sliding_log     at most limit live permits in any interval of period
                   (with the edge and the clock-going-back rules; a refund
                   takes back the oldest live permits; the log is gone once
-                  its TTL runs out: set by an admission, or by a refund
-                  that takes a call back in part)
+                  its TTL, set by an admission, runs out: a refund sets
+                  none)
   sliding_window  at most limit per aligned window (the estimate weighs
                   the previous one in on top)
   token_bucket    at most burst + d x limit / period in any d ms (counted at
@@ -112,14 +112,11 @@ class SlidingLog:
     def refund(self, t, rate, n, latest):
         if self.key_end is not None and latest > self.key_end:
             self.calls, self.edge = [], None
-        # the oldest live permits go back, as in the script: which call is taken back in part decides the TTL
-        newest = max((c[0] for c in self.calls), default=None)
+        # the oldest live permits go back, as in the script (which sets no TTL: the key_end stands)
         for c in self.live(t, rate):
             back = min(n, c[1])
             c[1] -= back
             n -= back
-            if back and c[1]:
-                self.key_end = newest + rate.period  # a call taken back in part sets the TTL again
         self.calls = [c for c in self.calls if c[1] > 0]
 
 

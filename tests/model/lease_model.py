@@ -87,14 +87,15 @@ def take_back(alg, v, stored, record, u: int, rate, now: int):
         return None
     if alg is m.SlidingLog:
         call = record["call"]
+        back = v["back"]
         if not v["calls"] or v["calls"][-1] is not call or u > call[1] \
-                or now >= call[0] + rate.period:
-            return None
+                or now >= call[0] + rate.period or (back and back[1] > call[2] - call[1]):
+            return None  # not on top, or a refund took permits of its call
         used, calls = call[1] - u, v["calls"][:-1]
         at = max([min(now, call[0])] + [c[0] for c in calls[-1:]])
         if used:
             calls = calls + [(at, used, calls[-1][2] + used if calls else used)]
-        view = m.SlidingLog.load((tuple(calls), v["edge"]), rate, now)
+        view = m.SlidingLog.load((tuple(calls), v["edge"], back if calls else None), rate, now)
         view["rearmed"] = at if used else None  # a ZREM alone sets no TTL
         return view, u
     if alg is m.Gcra:

@@ -114,29 +114,41 @@ class FixedWindow:
 class SlidingLog:
     """At most limit permits in any interval of period; a permit taken at t
     counts during [t, t + period). Stored: the calls [(t, permits, total)]
-    oldest first (total: the permits taken through the call when it was
-    logged; a refund leaves it), and the edge (the largest now - period of
-    the admitted calls: a permit at or before it never counts again). The
-    live count is a difference of totals, so permits taken back from a call
-    count again once an older call is live again (docs: stricter)."""
+    oldest first (total: the permits taken through the call), the edge (the
+    largest now - period of the admitted calls: a permit at or before it
+    never counts again), and what refunds took back: the permits with totals
+    in (from, to], or None. The live count is a difference of totals,
+    starting at `to` while the oldest live call's first permit is in that
+    range; once an older call is live again, the permits taken back count
+    again (docs: stricter)."""
 
     name = "sliding_log"
 
     @staticmethod
     def new(rate, now, initial):
-        return SlidingLog.load(((), None), rate, now), False
+        return SlidingLog.load(((), None, None), rate, now), False
 
     @staticmethod
     def load(stored, rate, now):
-        calls, edge = stored
+        calls, edge, back = stored
         cut = now - rate.period if edge is None else max(now - rate.period, edge)
         live = [c for c in calls if c[0] > cut]
-        return {"now": now, "rate": rate, "calls": list(calls), "edge": edge, "live": live}
+        return {"now": now, "rate": rate, "calls": list(calls), "edge": edge, "back": back, "live": live}
+
+    @staticmethod
+    def _counted(v):
+        """(the live count, whether it starts at the taken-back range's end)"""
+        live, back = v["live"], v["back"]
+        if not live:
+            return 0, False
+        base = live[0][2] - live[0][1]
+        if back and back[0] <= base < back[1]:
+            return live[-1][2] - back[1], True
+        return live[-1][2] - base, False
 
     @staticmethod
     def count(v):
-        live = v["live"]
-        return live[-1][2] - live[0][2] + live[0][1] if live else 0
+        return SlidingLog._counted(v)[0]
 
     @staticmethod
     def remaining(v):
@@ -147,6 +159,13 @@ class SlidingLog:
         return SlidingLog.count(v) + n <= v["rate"].limit
 
     @staticmethod
+    def stale(v):
+        """Whether the taken-back range is behind the oldest live call (or there is none): an
+        admission drops it."""
+        live, back = v["live"], v["back"]
+        return back is not None and (not live or live[0][2] - live[0][1] >= back[1])
+
+    @staticmethod
     def take(v, n):
         now, calls = v["now"], v["calls"]
         # a clock that went back logs the call at the newest call's time
@@ -154,26 +173,23 @@ class SlidingLog:
         call = (at, n, calls[-1][2] + n if calls else n)
         edge = now - v["rate"].period if v["edge"] is None else max(v["edge"], now - v["rate"].period)
         calls = [c for c in calls if c[0] > edge] + [call]
-        return {"now": now, "rate": v["rate"], "calls": calls, "edge": edge, "live": v["live"] + [call]}
+        back = None if SlidingLog.stale(v) else v["back"]
+        return {"now": now, "rate": v["rate"], "calls": calls, "edge": edge, "back": back,
+                "live": v["live"] + [call]}
 
     @staticmethod
     def give(v, n):
         """Takes back the oldest live permits (taking the newest would move
-        others' admissions earlier). A call taken back in part keeps the
-        rest and sets the key's TTL again, to the newest call's end
-        ("rearmed")."""
-        calls, live, rearmed = list(v["calls"]), list(v["live"]), None
-        first = len(calls) - len(live)  # live calls are the newest ones
-        left = min(n, SlidingLog.count(v))
-        while left > 0 and live:  # the count may hold permits taken back before: they are not there
-            t, k, total = live.pop(0)
-            del calls[first]
-            if k > left:
-                live.insert(0, (t, k - left, total))
-                calls.insert(first, (t, k - left, total))
-                rearmed = calls[-1][0]
-            left -= min(left, k)
-        return dict(v, calls=calls, live=live, rearmed=rearmed)
+        others' admissions earlier): the taken-back range grows by them, or
+        starts at the oldest live call's first permit. No call changes, and
+        no TTL is set ("rearmed": None)."""
+        count, active = SlidingLog._counted(v)
+        left = min(n, count)
+        if left == 0:
+            return dict(v, rearmed=None)
+        newest = v["live"][-1][2]
+        start = v["back"][0] if active else newest - count
+        return dict(v, back=(start, newest - count + left), rearmed=None)
 
     @staticmethod
     def fresh(v):
@@ -181,7 +197,7 @@ class SlidingLog:
 
     @staticmethod
     def save(v):
-        return (tuple(v["calls"]), v["edge"]) if v["calls"] else None
+        return (tuple(v["calls"]), v["edge"], v["back"]) if v["calls"] else None
 
     @staticmethod
     def ttl(v):  # the newest call + period

@@ -105,7 +105,9 @@ cases.append({"name": "sliding_log: a permit taken back counts again while an ol
     step("peek", 60, expect=full(False, 3, 0, 940, 990)),
     step("peek", 60, 2, expect=full(False, 3, 0, 940, 990)),
     step("refund", 60, 3, expect=full(True, 3, 3, -1, 0, granted=3)),
+    # the calls stay (a refund writes only its marker) until their TTL, and count nothing
     keys(),
+    step("acquire", 60, 3, expect=full(True, 3, 0, -1, 1000, granted=3)),
 ]})
 # go-redis redis_rate's AllowAtMost test: 10/s, burst 10
 cases.append({"name": "gcra: acquire up to n, as redis_rate AllowAtMost", "spec": spec("gcra", 10, 1000, 10), "steps": [
