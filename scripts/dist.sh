@@ -14,7 +14,10 @@
 #   RL_DIST_MACOS="aarch64"     macOS architectures (default aarch64 x86_64; "" none)
 #   RL_DIST_PYTHONS="3.9 3.11"  only these CPython versions (default 3.9 ... 3.13)
 #   RL_DIST_JAVA_GOALS=verify   Maven goals for the jar (default package, no tests;
-#                               verify runs the Java suite on the very jar shipped)
+#                               verify runs the Java suite on the very jar shipped,
+#                               the starter's on Spring Boot 3.5 and 4.0)
+#   RL_DIST_SECOND_JDK=HOME     with tests, the core suite again on that Java
+#                               (scripts/test.sh: Java 25, scripts/find-jdk.sh)
 #   RL_DIST_CACHE               tools and built dependencies (default ~/.cache/ratelimit-dist)
 # No Docker: Zig's cc cross-compiles for either architecture against glibc 2.17.
 # OpenSSL (Debian bookworm's source package) and hiredis (trixie's, as
@@ -371,19 +374,25 @@ done
 
 step "jar: natives for ${targets[*]/#/linux-} ${macs[*]/#/darwin-} (Maven ${RL_DIST_JAVA_GOALS:-package})"
 goals=${RL_DIST_JAVA_GOALS:-package}
-skip=()
-[ "$goals" = package ] && skip=(-DskipTests)
+mvn_args=()
+[ "$goals" = package ] && mvn_args=(-DskipTests)
 read -r -a goal_args <<<"$goals"
-if ! mvn -B -Dstyle.color=never -f bindings/java -Pdist -Dnative.dir="$work/jni-natives" "${skip[@]}" \
+[ -z "${RL_DIST_SECOND_JDK:-}" ] || mvn_args+=(-Drl.test.jdk="$RL_DIST_SECOND_JDK")
+if ! mvn -B -Dstyle.color=never -f bindings/java -Pdist -Dnative.dir="$work/jni-natives" "${mvn_args[@]}" \
     clean "${goal_args[@]}" >"$work/maven.log" 2>&1; then
   tail -n 100 "$work/maven.log"
   echo "dist.sh: Maven failed, full log: $work/maven.log" >&2
   exit 1
 fi
-# the test counts when the goals ran tests: per class, then the totals
-grep -E '^\[(INFO|WARNING|ERROR)\] Tests run:.*Time elapsed' "$work/maven.log" |
-  sed -E 's/^\[[A-Z]+\] //; s/, Time elapsed.* - in / /' || true
-grep -E '^\[(INFO|WARNING|ERROR)\] Tests run:' "$work/maven.log" | grep -v 'Time elapsed' | sed -E 's/^\[[A-Z]+\] /total: /' || true
+# the test counts when the goals ran tests: per class, then each run's totals,
+# a run named by its module and execution (second-jdk: RL_DIST_SECOND_JDK;
+# ratelimit-spring-boot4-tests: the starter's tests on Spring Boot 4)
+awk '/--- maven-(surefire|failsafe)-plugin:/ { run = $(NF-1) " " $(NF-3); gsub(/[()]/, "", run) }
+  /^\[(INFO|WARNING|ERROR)\] Tests run:/ {
+    line = $0; sub(/^\[[A-Z]+\] /, "", line)
+    if (line ~ /Time elapsed/) { sub(/, Time elapsed.* -+ in /, " ", line); print run ": " line }
+    else print "total " run ": " line
+  }' "$work/maven.log" || true
 cp bindings/java/core/target/ratelimit-*[0-9T].jar dist/
 unzip -l dist/ratelimit-*.jar | awk '/native\//{print "  " $4}'
 

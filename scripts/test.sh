@@ -101,10 +101,12 @@ for v in 3.9 3.11 3.13 "$system_python"; do
 done
 [ -z "${missing[*]:-}" ] || echo "NOT TESTED here: the wheels for CPython ${missing[*]} (no interpreter; pyenv install <version>)"
 
-step "Binaries: scripts/dist.sh (manylinux2014 wheels, x86_64 and aarch64, CPython ${pythons[*]}; the sdist; the jar; macOS arm64 and x86_64: the jar's natives and the sdist's C sources cross-built, Mach-O checks); the Java suite on the jar it ships"
+# the core's Java suite runs on Java 17 (the build's) and again on 25, installed where missing
+jdk25=$(scripts/find-jdk.sh 25)
+step "Binaries: scripts/dist.sh (manylinux2014 wheels, x86_64 and aarch64, CPython ${pythons[*]}; the sdist; the jar; macOS arm64 and x86_64: the jar's natives and the sdist's C sources cross-built, Mach-O checks); the Java suite on the jar it ships (core: Java 17 and 25; the starter: Spring Boot 3.5 and 4.0)"
 # the Java tests run on the classes and zig-built natives the jar is made of,
 # JarStandaloneIT on the jar itself; the counts are surefire's summary lines
-RL_DIST_PYTHONS="${pythons[*]}" RL_DIST_JAVA_GOALS=install scripts/dist.sh x86_64 aarch64
+RL_DIST_PYTHONS="${pythons[*]}" RL_DIST_JAVA_GOALS=install RL_DIST_SECOND_JDK="$jdk25" scripts/dist.sh x86_64 aarch64
 
 step "Python: the wheels from dist/ (pip --only-binary=:all: --no-index) on CPython ${pythons[*]} (whole suite on $system_python, build/venv)"
 RL_DIST_FULL=$system_python scripts/dist-test.sh "${pythons[@]}"

@@ -1,6 +1,7 @@
 package io.ratelimit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -13,6 +14,7 @@ import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.jar.JarFile;
 import java.util.zip.ZipEntry;
 import java.util.zip.ZipFile;
 import org.junit.jupiter.api.AfterAll;
@@ -63,7 +65,8 @@ class JarStandaloneIT {
     @Test
     void runsFromTheJarAlone() throws Exception {
         copyJar();
-        Object[] r = java("-cp", "ratelimit.jar", "io.ratelimit.Demo", redis.url());
+        // as docs/spring.md says to run it on the class path (on Java 24+ a run without it warns: below)
+        Object[] r = java("--enable-native-access=ALL-UNNAMED", "-cp", "ratelimit.jar", "io.ratelimit.Demo", redis.url());
         String out = (String) r[1];
         assertEquals(0, r[0], out);
         assertTrue(out.contains("admitted 3 of 5"), out);
@@ -77,7 +80,37 @@ class JarStandaloneIT {
         // java -jar works too (Main-Class in the manifest)
         r = java("-jar", "ratelimit.jar", redis.url());
         assertEquals(0, r[0], (String) r[1]);
+        assertTrue(!((String) r[1]).contains("WARNING"), (String) r[1]);
         assertEquals(0, redis.dbsize(), "the demo cleans up after itself");
+    }
+
+    /**
+     * JEP 472: from Java 24 on, the loader's System.load warns on stderr unless
+     * native access is enabled for the class path, by the flag or by an
+     * executable jar's manifest (this jar's Enable-Native-Access); a later JDK
+     * may refuse instead. Below 24 nothing warns either way.
+     */
+    @Test
+    void nativeAccessIsEnabledByTheFlagOrTheExecutableJarsManifest() throws Exception {
+        Path jar = copyJar();
+        try (JarFile j = new JarFile(jar.toFile())) {
+            assertEquals("ALL-UNNAMED", j.getManifest().getMainAttributes().getValue("Enable-Native-Access"));
+        }
+        String restricted = "WARNING: A restricted method in java.lang.System has been called";
+
+        Object[] plain = java("-cp", "ratelimit.jar", "io.ratelimit.Demo", redis.url());
+        assertEquals(0, plain[0], (String) plain[1]);
+        assertEquals(Runtime.version().feature() >= 24, ((String) plain[1]).contains(restricted),
+                "Java " + Runtime.version() + ":\n" + plain[1]);
+
+        Object[] flag = java("--enable-native-access=ALL-UNNAMED", "-cp", "ratelimit.jar", "io.ratelimit.Demo",
+                redis.url());
+        assertEquals(0, flag[0], (String) flag[1]);
+        assertFalse(((String) flag[1]).contains("WARNING"), (String) flag[1]);
+
+        Object[] manifest = java("-jar", "ratelimit.jar", redis.url());
+        assertEquals(0, manifest[0], (String) manifest[1]);
+        assertFalse(((String) manifest[1]).contains("WARNING"), (String) manifest[1]);
     }
 
     @Test

@@ -13,7 +13,12 @@ import org.springframework.context.annotation.Conditional;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.ConfigurationCondition;
 
-/** The {@code rateLimit} health contributor, when Spring Boot Actuator is present. */
+/**
+ * The {@code rateLimit} health contributor on Spring Boot 3 (Actuator's
+ * {@code org.springframework.boot.actuate.health}); Spring Boot 4 moved that
+ * API, and {@link io.ratelimit.spring.boot4.RateLimitHealthAutoConfiguration}
+ * is its twin there. Each is conditional on its own line's class.
+ */
 @AutoConfiguration(after = RateLimitAutoConfiguration.class)
 @ConditionalOnClass(name = "org.springframework.boot.actuate.health.HealthIndicator")
 @ConditionalOnBean(RateLimitClient.class)

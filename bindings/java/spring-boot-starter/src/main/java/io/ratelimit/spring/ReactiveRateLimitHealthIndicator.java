@@ -1,24 +1,22 @@
 package io.ratelimit.spring;
 
-import io.ratelimit.Limiter;
 import io.ratelimit.RateLimitClient;
-import io.ratelimit.RateLimitException;
 import org.springframework.boot.actuate.health.AbstractReactiveHealthIndicator;
 import org.springframework.boot.actuate.health.Health;
 import reactor.core.publisher.Mono;
 
-/** {@link RateLimitHealthIndicator} for WebFlux: the peek is the core's asynchronous call. */
+/** {@link RateLimitHealthIndicator} for WebFlux on Spring Boot 3: the peek is the core's asynchronous call. */
 public class ReactiveRateLimitHealthIndicator extends AbstractReactiveHealthIndicator {
-    private final Limiter probe;
+    private final RateLimitHealthProbe probe;
 
     public ReactiveRateLimitHealthIndicator(RateLimitClient client) {
         super("Rate limiting health check failed");
-        this.probe = RateLimitHealthIndicator.probe(client);
+        this.probe = new RateLimitHealthProbe(client);
     }
 
     @Override
     protected Mono<Health> doHealthCheck(Health.Builder builder) {
-        return Mono.fromFuture(() -> probe.peekAsync("probe")).map(r -> RateLimitHealthIndicator.health(builder, r))
-                .onErrorResume(RateLimitException.class, e -> Mono.just(RateLimitHealthIndicator.down(builder, e)));
+        return Mono.fromFuture(probe::checkAsync)
+                .map(error -> error.map(e -> builder.down().withDetail("error", e)).orElseGet(builder::up).build());
     }
 }

@@ -19,7 +19,6 @@ import javax.tools.ToolProvider;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.springframework.boot.SpringApplication;
-import org.springframework.boot.web.context.WebServerApplicationContext;
 import org.springframework.context.ConfigurableApplicationContext;
 
 /** The minimal app of docs/spring.md, compiled from the doc and run against a real Redis over HTTP. */
@@ -45,7 +44,7 @@ class DocsAppTest {
             ConfigurableApplicationContext ctx = SpringApplication.run(loader.loadClass("com.example.demo.DemoApplication"),
                     "--server.port=0", "--ratelimit.url=" + redis.url() + "/0", "--ratelimit.prefix=demo");
             try {
-                Http http = new Http(((WebServerApplicationContext) ctx).getWebServer().getPort());
+                Http http = new Http(ctx.getEnvironment().getRequiredProperty("local.server.port", Integer.class));
                 for (int i = 0; i < 3; i++) {
                     HttpResponse<String> ok = http.get("/hello/alice");
                     assertEquals(200, ok.statusCode());

@@ -14,7 +14,6 @@ import java.util.Optional;
 import java.util.UUID;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
-import org.springframework.boot.autoconfigure.web.servlet.WebMvcAutoConfiguration;
 import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
 import org.springframework.web.bind.annotation.GetMapping;
 import org.springframework.web.bind.annotation.RestController;
@@ -28,7 +27,7 @@ class LeasePropertiesTest {
     LeasePropertiesTest() throws Exception {
         redis = WebAppContract.sharedRedis();
         mvc = new WebApplicationContextRunner()
-                .withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class, WebMvcAutoConfiguration.class))
+                .withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class, BootLine.webMvcAutoConfiguration()))
                 .withPropertyValues("ratelimit.url=" + redis.url(), "ratelimit.prefix=" + PREFIX)
                 .withUserConfiguration(Api.class);
     }

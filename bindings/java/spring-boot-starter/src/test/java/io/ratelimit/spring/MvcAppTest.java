@@ -17,4 +17,14 @@ class MvcAppTest extends WebAppContract {
     String apiClass() {
         return "Api";
     }
+
+    @Override
+    Class<?> webGuard() {
+        return RateLimitInterceptor.class;
+    }
+
+    @Override
+    Class<?> healthIndicator() {
+        return BootLine.healthIndicator();
+    }
 }

@@ -12,15 +12,15 @@ import io.ratelimit.spring.test.WithoutRedis;
 import java.net.http.HttpResponse;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.boot.test.web.server.LocalServerPort;
 
 /** {@link WithoutRedis}: the app boots with no Redis anywhere and fails open. */
 @SpringBootTest(classes = MvcApp.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT,
         properties = "management.endpoint.health.show-details=always")
 @WithoutRedis
 class OutageBootTest {
-    @LocalServerPort
+    @Value("${local.server.port}")   // @LocalServerPort moved in Boot 4
     int port;
 
     @Autowired

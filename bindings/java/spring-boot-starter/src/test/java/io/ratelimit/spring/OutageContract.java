@@ -12,9 +12,9 @@ import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
+import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.test.system.CapturedOutput;
 import org.springframework.boot.test.system.OutputCaptureExtension;
-import org.springframework.boot.test.web.server.LocalServerPort;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
@@ -41,7 +41,7 @@ abstract class OutageContract {
         redis.close();
     }
 
-    @LocalServerPort
+    @Value("${local.server.port}")   // @LocalServerPort moved in Boot 4
     int port;
 
     private static final String WARNING = "Redis unreachable for rate limiting";
@@ -70,6 +70,10 @@ abstract class OutageContract {
             assertEquals(503, health.statusCode(), health.body());
             assertTrue(health.body().contains("\"status\":\"DOWN\"") && health.body().contains("\"error\":\"io.ratelimit."),
                     health.body());
+            // and the application's overall health with it (Boot 4's moved health API once left it UP)
+            HttpResponse<String> overall = http.get("/actuator/health");
+            assertEquals(503, overall.statusCode(), overall.body());
+            assertTrue(overall.body().contains("\"rateLimit\":{"), overall.body());
             assertEquals(window, count(output.getOut() + output.getErr(), WARNING), output.toString());
 
             redis = RedisServer.start(redisPort);

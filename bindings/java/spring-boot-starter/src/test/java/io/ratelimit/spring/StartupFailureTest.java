@@ -5,8 +5,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.ratelimit.RedisServer;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
-import org.springframework.boot.autoconfigure.web.reactive.WebFluxAutoConfiguration;
-import org.springframework.boot.autoconfigure.web.servlet.WebMvcAutoConfiguration;
 import org.springframework.boot.test.context.runner.ReactiveWebApplicationContextRunner;
 import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
 import org.springframework.web.bind.annotation.GetMapping;
@@ -23,10 +21,10 @@ class StartupFailureTest {
     }
 
     private final WebApplicationContextRunner mvc = new WebApplicationContextRunner()
-            .withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class, WebMvcAutoConfiguration.class))
+            .withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class, BootLine.webMvcAutoConfiguration()))
             .withPropertyValues(deadRedis(), "ratelimit.on-redis-error=allow");
     private final ReactiveWebApplicationContextRunner flux = new ReactiveWebApplicationContextRunner()
-            .withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class, WebFluxAutoConfiguration.class))
+            .withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class, BootLine.webFluxAutoConfiguration()))
             .withPropertyValues(deadRedis(), "ratelimit.on-redis-error=allow");
 
     @RestController

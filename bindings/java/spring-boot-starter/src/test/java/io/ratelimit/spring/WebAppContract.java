@@ -15,7 +15,8 @@ import java.util.List;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
-import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.beans.factory.annotation.Value;
+import org.springframework.context.ApplicationContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
@@ -49,11 +50,14 @@ abstract class WebAppContract {
         return redis;
     }
 
-    @LocalServerPort
+    @Value("${local.server.port}")   // @LocalServerPort moved in Boot 4
     int port;
 
     @Autowired
     RateLimitClient client;
+
+    @Autowired
+    ApplicationContext context;
 
     @Autowired
     RateLimitMetrics metrics;
@@ -123,6 +127,25 @@ abstract class WebAppContract {
     /** The simple name of the class holding /items (the default limiter name is Class.method). */
     abstract String apiClass();
 
+    /** The bean that applies @RateLimited on this stack. */
+    abstract Class<?> webGuard();
+
+    /** This stack's health contributor on this Boot line. */
+    abstract Class<?> healthIndicator();
+
+    /**
+     * Every part of the starter is on, on the Boot line the build says: a
+     * class that moved in a new line turns a conditional part off silently
+     * (Boot 4's health API left /actuator/health/rateLimit a 404).
+     */
+    @Test
+    void everyPartOfTheStarterIsOnForThisBootLine() {
+        assertEquals(BootLine.expected(), BootLine.MAJOR, "the Spring Boot on the classpath");
+        assertEquals(healthIndicator(), context.getBean("rateLimitHealthIndicator").getClass());
+        assertEquals(1, context.getBeanNamesForType(RateLimitMetrics.class).length);
+        assertEquals(1, context.getBeanNamesForType(webGuard()).length);
+    }
+
     @Test
     void keyFromThePrincipal() throws Exception {
         for (int i = 0; i < 2; i++) {
@@ -184,6 +207,9 @@ abstract class WebAppContract {
         assertEquals(200, res.statusCode(), res.body());
         assertTrue(res.body().contains("\"status\":\"UP\""), res.body());
         assertFalse(redis.keys().stream().anyMatch(k -> k.contains("__ratelimit_health__")), "the probe writes nothing");
+        HttpResponse<String> overall = http.get("/actuator/health");
+        assertEquals(200, overall.statusCode(), overall.body());
+        assertTrue(overall.body().contains("\"rateLimit\":{"), overall.body());
     }
 
     @Test

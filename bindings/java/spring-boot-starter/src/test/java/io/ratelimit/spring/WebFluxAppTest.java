@@ -33,6 +33,16 @@ class WebFluxAppTest extends WebAppContract {
         return "FluxApi";
     }
 
+    @Override
+    Class<?> webGuard() {
+        return RateLimitHandlerAdapter.class;
+    }
+
+    @Override
+    Class<?> healthIndicator() {
+        return BootLine.reactiveHealthIndicator();
+    }
+
     @Test
     void handlersRunOffTheClientsIoThread() throws Exception {
         HttpResponse<String> res = http.get("/thread");

@@ -5,8 +5,13 @@ import io.ratelimit.spring.RateLimited;
 import io.ratelimit.spring.SharedHandlers;
 import java.security.Principal;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
-import org.springframework.boot.web.embedded.netty.NettyReactiveWebServerFactory;
+import io.ratelimit.spring.BootLine;
+import org.springframework.beans.factory.support.BeanDefinitionRegistry;
+import org.springframework.beans.factory.support.RootBeanDefinition;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Import;
+import org.springframework.context.annotation.ImportBeanDefinitionRegistrar;
+import org.springframework.core.type.AnnotationMetadata;
 import org.springframework.http.server.reactive.ServerHttpRequest;
 import org.springframework.web.bind.annotation.GetMapping;
 import org.springframework.web.bind.annotation.RestController;
@@ -15,12 +20,19 @@ import reactor.core.publisher.Mono;
 
 /** The WebFlux twin of MvcApp: the same paths and annotations, reactive types. */
 @SpringBootApplication
+@Import(FluxApp.Netty.class)
 public class FluxApp {
 
-    /** Netty, as a WebFlux app has it (the test classpath also has Tomcat, for the MVC app, which Boot would pick). */
-    @Bean
-    NettyReactiveWebServerFactory netty() {
-        return new NettyReactiveWebServerFactory();
+    /**
+     * Netty, as a WebFlux app has it (the test classpath also has Tomcat, for
+     * the MVC app, which Boot would pick); its factory's package differs by
+     * Boot line, so it is registered by class.
+     */
+    static class Netty implements ImportBeanDefinitionRegistrar {
+        @Override
+        public void registerBeanDefinitions(AnnotationMetadata metadata, BeanDefinitionRegistry registry) {
+            registry.registerBeanDefinition("netty", new RootBeanDefinition(BootLine.nettyReactiveWebServerFactory()));
+        }
     }
 
     /** Stands in for Spring Security: the X-Login header becomes the authenticated principal. */
