@@ -230,12 +230,14 @@ local function limit(decide, kb, nk, ab, permits)
     -- denied as an acquire of one, which (as any call) starts a new entity's refill
     permits, op = 1, ACQUIRE
   elseif op == GIVE_BACK then
-    -- for token_bucket and leaky_bucket: whether the booking a handle names is still on top (its id is the
-    -- state's: every other write drops it), as written at its grant, under the same period
+    -- for token_bucket and leaky_bucket: the block of the booking a handle names while it is still on top
+    -- (its id is the state's: every other write drops it), as written at its grant, under the same period
     local function bucket_booking(handle, stored, same_period, n)
       local g, amount, block, id = string.match(handle, '^(%-?%d+):(%-?%d+):(%d+):(%x+)$')
-      return g and stored[4] == id and tonumber(stored[2]) == tonumber(g) and tonumber(stored[1]) == tonumber(amount)
-        and same_period and n <= tonumber(block)
+      if g and stored[4] == id and tonumber(stored[2]) == tonumber(g) and tonumber(stored[1]) == tonumber(amount)
+          and same_period and n <= tonumber(block) then
+        return tonumber(block)
+      end
     end
     local replies = {}
     for i = 1, nk do

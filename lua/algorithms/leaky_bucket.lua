@@ -19,7 +19,8 @@
 -- Handle "<now>:<water>:<block>:<id>"; GIVE_BACK only while that booking
 -- is on top (its id is the state's) and the period is the same: the
 -- unused permits come out of the water as of the grant and leave the hold,
--- the used ones stay held until it ends; nothing drains in the give-back
+-- the used ones stay held until now at the latest (until the hold ends
+-- while blocks booked before it are held); nothing drains in the give-back
 -- (its spec may be older than the stored one), the next caller drains it
 -- at its own rate.
 -- State: hash {water = permits * period, ts = last update (ms), period[, bk]
@@ -31,10 +32,12 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
   local now, full = floor(now_us / 1000), capacity * period
 
   local state = redis.call('HMGET', key, 'water', 'ts', 'period', 'bk', 'hold')
-  local on_top = op == GIVE_BACK and bucket_booking(handle, state, tonumber(state[3]) == period, permits)
-  if on_top then
-    -- read below as written so: the unused permits out at the grant, out of the hold
+  local block = op == GIVE_BACK and bucket_booking(handle, state, tonumber(state[3]) == period, permits)
+  if block then
+    -- read below as written so: the unused permits out at the grant, out of the hold; the used ones held
+    -- until now at the latest (until the hold ends while blocks booked before it are held)
     local ends, held = string.match(state[5], '^(%d+):(%d+)$')
+    if held - block == 0 and now < ends + 0 then ends = now end
     state[1], state[5] = state[1] - permits * period, ends .. ':' .. (held - permits)
   end
   local water, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
@@ -87,8 +90,8 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
   local reset_after
   if op == GIVE_BACK then
     reset_after = max(hold_left, ceil(water / capacity))
-    local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, 0, on_top and permits or 0, 0}
-    if not on_top then return r end
+    local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, 0, block and permits or 0, 0}
+    if not block then return r end
     return r, {bucket_store, key, 'water', state[1], state[2], period, reset_after, nil, state[4], state[5]}
   end
   if op == REFUND then

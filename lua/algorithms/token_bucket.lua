@@ -19,7 +19,8 @@
 -- while that booking is on top (its id is the state's: equal levels and
 -- times prove nothing, a write in the same ms can store both) and the
 -- period is the same: the unused permits go back into the level as of the
--- grant and leave the hold, the used ones stay held until it ends. The
+-- grant and leave the hold, the used ones stay held until now at the
+-- latest (until the hold ends while blocks booked before it are held). The
 -- give-back refills nothing: its spec may be older than the stored one
 -- (a lease's is its grant's), and the next caller refills at its own.
 -- State: hash {level = tokens * period, ts = last update (ms), period[, bk]
@@ -31,10 +32,12 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
   local now, full = floor(now_us / 1000), burst * period
 
   local state = redis.call('HMGET', key, 'level', 'ts', 'period', 'bk', 'hold')
-  local on_top = op == GIVE_BACK and bucket_booking(handle, state, tonumber(state[3]) == period, permits)
-  if on_top then
-    -- read below as written so: the unused permits back at the grant, out of the hold
+  local block = op == GIVE_BACK and bucket_booking(handle, state, tonumber(state[3]) == period, permits)
+  if block then
+    -- read below as written so: the unused permits back at the grant, out of the hold; the used ones held
+    -- until now at the latest (until the hold ends while blocks booked before it are held)
     local ends, held = string.match(state[5], '^(%d+):(%d+)$')
+    if held - block == 0 and now < ends + 0 then ends = now end
     state[1], state[5] = state[1] + permits * period, ends .. ':' .. (held - permits)
   end
   local level, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
@@ -88,8 +91,8 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
 
   if op == GIVE_BACK then
     local reset_after = max(hold_left, ceil((full - level) / limit))
-    local r = {1, burst, max(0, floor(level / period)), -1, reset_after, 0, on_top and permits or 0, 0}
-    if not on_top then return r end
+    local r = {1, burst, max(0, floor(level / period)), -1, reset_after, 0, block and permits or 0, 0}
+    if not block then return r end
     return r, {bucket_store, key, 'level', state[1], state[2], period, reset_after, nil, state[4], state[5]}
   end
   local reset_after

@@ -18,8 +18,9 @@ script's formulas wherever the model's own primitives can say them:
              later lease booked; equal values prove nothing); then the
              unused permits come off it; sliding_log logs the used ones at
              the latest time they may have been, min(now, g + validity);
-             token_bucket and leaky_bucket keep them held until the hold
-             ends and refill nothing at the give-back's (maybe older) rate
+             token_bucket and leaky_bucket keep them held until then (until
+             the hold ends while older blocks are held) and refill nothing at
+             the give-back's (maybe older) rate
 
 A lease is a list of records, one per rate, that only this model reads."""
 from typing import Any, Dict, List, Optional
@@ -108,9 +109,12 @@ def take_back(alg, v, stored, record, u: int, rate, now: int):
     amount, g, period, (until, held) = record["state"]
     if stored.state != record["state"] or period != rate.period or u > record["block"]:
         return None
-    # the unused permits back as of the grant and out of the hold, the used ones held until it ends; nothing
-    # refilled at the give-back's rate (the next caller refills from the grant at its own)
+    # the unused permits back as of the grant and out of the hold, the used ones held until they may have been
+    # taken (now at the latest; until the hold ends while blocks booked before it are held); nothing refilled at
+    # the give-back's (maybe older) rate: the next caller refills from the grant at its own
     back = u * period if alg is m.TokenBucket else -u * period
+    if held == record["block"]:
+        until = min(until, now)
     written = (amount + back, g, period, (until, held - u))
     return dict(alg.load(written, rate, now), written=written), u
 
