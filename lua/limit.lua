@@ -50,20 +50,18 @@ local server_clock = false
 
 -- token_bucket's and leaky_bucket's write: their amount (`field`: level,
 -- water) as of ts under period, for ttl ms; at ttl 0 the state is fresh
--- and the key goes. booking: a lease's id, kept as `bk` (else a `bk` the
--- state had goes: the booking is no longer on top). hold: the blocks
--- leased out, "<end>:<permits>" (else the stored one stays as it is)
-local function bucket_store(key, field, amount, ts, period, ttl, booking, had_booking, hold)
+-- and the key goes. bk: "<lease's id>:<hold's end>:<permits held>", the id
+-- empty but for a lease's own write (so a booking is on top only until the
+-- next write), the hold kept while it lasts; nil: a `bk` the state had goes.
+-- (In the field a state has anyway: a fifth field read by every decision
+-- cost 3% of Redis's instructions.)
+local function bucket_store(key, field, amount, ts, period, ttl, bk, had_bk)
   if ttl <= 0 then return redis.call('DEL', key) end
-  if booking then
-    redis.call('HSET', key, field, amount, 'ts', ts, 'period', period, 'bk', booking, 'hold', hold)
+  if bk then
+    redis.call('HSET', key, field, amount, 'ts', ts, 'period', period, 'bk', bk)
   else
-    if hold then
-      redis.call('HSET', key, field, amount, 'ts', ts, 'period', period, 'hold', hold)
-    else
-      redis.call('HSET', key, field, amount, 'ts', ts, 'period', period)
-    end
-    if had_booking then redis.call('HDEL', key, 'bk') end
+    redis.call('HSET', key, field, amount, 'ts', ts, 'period', period)
+    if had_bk then redis.call('HDEL', key, 'bk') end
   end
   redis.call('PEXPIRE', key, ttl)
 end
@@ -234,8 +232,8 @@ local function limit(decide, kb, nk, ab, permits)
     -- (its id is the state's: every other write drops it), as written at its grant, under the same period
     local function bucket_booking(handle, stored, same_period, n)
       local g, amount, block, id = string.match(handle, '^(%-?%d+):(%-?%d+):(%d+):(%x+)$')
-      if g and stored[4] == id and tonumber(stored[2]) == tonumber(g) and tonumber(stored[1]) == tonumber(amount)
-          and same_period and n <= tonumber(block) then
+      if g and string.match(stored[4] or '', '^%x*') == id and tonumber(stored[2]) == tonumber(g)
+          and tonumber(stored[1]) == tonumber(amount) and same_period and n <= tonumber(block) then
         return tonumber(block)
       end
     end

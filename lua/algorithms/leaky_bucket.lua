@@ -23,27 +23,28 @@
 -- while blocks booked before it are held); nothing drains in the give-back
 -- (its spec may be older than the stored one), the next caller drains it
 -- at its own rate.
--- State: hash {water = permits * period, ts = last update (ms), period[, bk]
--- [, hold = "<end ms>:<permits>"]}
+-- State: hash {water = permits * period, ts = last update (ms), period
+-- [, bk = "<booking's id>:<hold's end ms>:<permits held>"]}: the id only
+-- until the next write, the hold while it lasts
 return function(key, now_us, capacity, period, _, permits, op, max_wait, initial, commit, handle,
                 bucket_booking)
   local PEEK, RESERVE, REFUND, LEASE, GIVE_BACK = 1, 2, 4, 5, 6
   local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
   local now, full = floor(now_us / 1000), capacity * period
 
-  local state = redis.call('HMGET', key, 'water', 'ts', 'period', 'bk', 'hold')
+  local state = redis.call('HMGET', key, 'water', 'ts', 'period', 'bk')
   local block = op == GIVE_BACK and bucket_booking(handle, state, tonumber(state[3]) == period, permits)
   if block then
     -- read below as written so: the unused permits out at the grant, out of the hold; the used ones held
     -- until now at the latest (until the hold ends while blocks booked before it are held)
-    local ends, held = string.match(state[5], '^(%d+):(%d+)$')
+    local ends, held = string.match(state[4], ':(%d+):(%d+)$')
     if held - block == 0 and now < ends + 0 then ends = now end
-    state[1], state[5] = state[1] - permits * period, ends .. ':' .. (held - permits)
+    state[1], state[4] = state[1] - permits * period, ':' .. ends .. ':' .. (held - permits)
   end
   local water, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
   local starts_short = false -- a new entity with less than full room
   -- blocks leased out: the water drains no lower than `held` permits until `held_until`
-  local bottom, held_until, held, hold_left = 0, 0, 0, 0
+  local bottom, held_until, held, hold_left, kept = 0, 0, 0, 0, nil
   if not water or not ts then
     water, ts = 0, now
     if initial >= 0 and initial < capacity then water, starts_short = (capacity - initial) * period, true end
@@ -51,12 +52,13 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
     if stored_period and stored_period ~= period then
       water = ceil(water * period / stored_period)
     end
-    if state[5] then
-      held_until, held = string.match(state[5], '^(%d+):(%d+)$')
+    if state[4] then
+      held_until, held = string.match(state[4], ':(%d+):(%d+)$')
       held_until, held = tonumber(held_until) or 0, tonumber(held) or 0
       if held == 0 then held_until = 0 end
       if held_until > now then
         bottom, hold_left = held * period, held_until - now + ceil(held * period / capacity)
+        kept = ':' .. held_until .. ':' .. held -- what a write keeps of it
       elseif held_until > ts then
         -- the hold ended since the last write: the drain until then stopped at the block
         if water > held * period and held_until - ts < ceil((water - held * period) / capacity) then
@@ -92,14 +94,14 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
     reset_after = max(hold_left, ceil(water / capacity))
     local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, 0, block and permits or 0, 0}
     if not block then return r end
-    return r, {bucket_store, key, 'water', state[1], state[2], period, reset_after, nil, state[4], state[5]}
+    return r, {bucket_store, key, 'water', state[1], state[2], period, reset_after, state[4]}
   end
   if op == REFUND then
     water = max(bottom, water - permits * period)
     reset_after = max(hold_left, ceil(water / capacity))
     local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, 0, permits, 0}
-    if commit then bucket_store(key, 'water', water, ts, period, reset_after, nil, state[4]) return r end
-    return r, {bucket_store, key, 'water', water, ts, period, reset_after, nil, state[4]}
+    if commit then bucket_store(key, 'water', water, ts, period, reset_after, kept, state[4]) return r end
+    return r, {bucket_store, key, 'water', water, ts, period, reset_after, kept, state[4]}
   end
   local pour = permits * period
   local overflow = max(0, ceil((water + pour - full) / capacity))
@@ -128,11 +130,11 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
     reset_after = max(held_until - now + ceil(held * period / capacity), ceil(water / capacity))
     local handle_out = string.format('%d:%d:%d:%s', now, water, permits, handle)
     return {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, valid, handle_out, 0},
-      {bucket_store, key, 'water', water, now, period, reset_after, handle, nil, held_until .. ':' .. held}
+      {bucket_store, key, 'water', water, now, period, reset_after, handle .. ':' .. held_until .. ':' .. held}
   end
   water = water + pour
   reset_after = max(hold_left, ceil(water / capacity))
   local r = {1, capacity, max(0, floor((full - water) / period)), -1, reset_after, wait, permits, 0}
-  if commit then bucket_store(key, 'water', water, ts, period, reset_after, nil, state[4]) return r end
-  return r, {bucket_store, key, 'water', water, ts, period, reset_after, nil, state[4]}
+  if commit then bucket_store(key, 'water', water, ts, period, reset_after, kept, state[4]) return r end
+  return r, {bucket_store, key, 'water', water, ts, period, reset_after, kept, state[4]}
 end

@@ -23,27 +23,28 @@
 -- latest (until the hold ends while blocks booked before it are held). The
 -- give-back refills nothing: its spec may be older than the stored one
 -- (a lease's is its grant's), and the next caller refills at its own.
--- State: hash {level = tokens * period, ts = last update (ms), period[, bk]
--- [, hold = "<end ms>:<permits>"]}
+-- State: hash {level = tokens * period, ts = last update (ms), period
+-- [, bk = "<booking's id>:<hold's end ms>:<permits held>"]}: the id only
+-- until the next write, the hold while it lasts
 return function(key, now_us, limit, period, burst, permits, op, max_wait, initial, commit, handle,
                 bucket_booking)
   local PEEK, RESERVE, REFUND, LEASE, GIVE_BACK = 1, 2, 4, 5, 6
   local ceil, floor, max, min = math.ceil, math.floor, math.max, math.min
   local now, full = floor(now_us / 1000), burst * period
 
-  local state = redis.call('HMGET', key, 'level', 'ts', 'period', 'bk', 'hold')
+  local state = redis.call('HMGET', key, 'level', 'ts', 'period', 'bk')
   local block = op == GIVE_BACK and bucket_booking(handle, state, tonumber(state[3]) == period, permits)
   if block then
     -- read below as written so: the unused permits back at the grant, out of the hold; the used ones held
     -- until now at the latest (until the hold ends while blocks booked before it are held)
-    local ends, held = string.match(state[5], '^(%d+):(%d+)$')
+    local ends, held = string.match(state[4], ':(%d+):(%d+)$')
     if held - block == 0 and now < ends + 0 then ends = now end
-    state[1], state[5] = state[1] + permits * period, ends .. ':' .. (held - permits)
+    state[1], state[4] = state[1] + permits * period, ':' .. ends .. ':' .. (held - permits)
   end
   local level, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
   local starts_short = false -- a new entity with fewer than full tokens
   -- blocks leased out: `held` permits kept out of the level until `held_until`
-  local cap, held_until, held, hold_left = full, 0, 0, 0
+  local cap, held_until, held, hold_left, kept = full, 0, 0, 0, nil
   if not level or not ts then
     level, ts = full, now
     if initial >= 0 and initial < burst then level, starts_short = initial * period, true end
@@ -51,13 +52,14 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
     if stored_period and stored_period ~= period then
       level = min(full, floor(level * period / stored_period))
     end
-    if state[5] then
-      held_until, held = string.match(state[5], '^(%d+):(%d+)$')
+    if state[4] then
+      held_until, held = string.match(state[4], ':(%d+):(%d+)$')
       held_until, held = tonumber(held_until) or 0, tonumber(held) or 0
       if held == 0 then held_until = 0 end
       local held_cap = full - held * period
       if held_until > now then
         cap, hold_left = held_cap, held_until - now + ceil(held * period / limit)
+        kept = ':' .. held_until .. ':' .. held -- what a write keeps of it
       elseif held_until > ts then
         -- the hold ended since the last write: the refill until then stopped at its cap
         if level < held_cap and held_until - ts < ceil((held_cap - level) / limit) then
@@ -93,15 +95,15 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
     local reset_after = max(hold_left, ceil((full - level) / limit))
     local r = {1, burst, max(0, floor(level / period)), -1, reset_after, 0, block and permits or 0, 0}
     if not block then return r end
-    return r, {bucket_store, key, 'level', state[1], state[2], period, reset_after, nil, state[4], state[5]}
+    return r, {bucket_store, key, 'level', state[1], state[2], period, reset_after, state[4]}
   end
   local reset_after
   if op == REFUND then
     level = min(cap, level + permits * period)
     reset_after = max(hold_left, ceil((full - level) / limit))
     local r = {1, burst, max(0, floor(level / period)), -1, reset_after, 0, permits, 0}
-    if commit then bucket_store(key, 'level', level, ts, period, reset_after, nil, state[4]) return r end
-    return r, {bucket_store, key, 'level', level, ts, period, reset_after, nil, state[4]}
+    if commit then bucket_store(key, 'level', level, ts, period, reset_after, kept, state[4]) return r end
+    return r, {bucket_store, key, 'level', level, ts, period, reset_after, kept, state[4]}
   end
   local need = permits * period
   local wait = max(0, ceil((need - level) / limit))
@@ -127,11 +129,11 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
     reset_after = max(held_until - now + ceil(held * period / limit), ceil((full - level) / limit))
     local handle_out = string.format('%d:%d:%d:%s', now, level, permits, handle)
     return {1, burst, max(0, floor(level / period)), -1, reset_after, valid, handle_out, 0},
-      {bucket_store, key, 'level', level, now, period, reset_after, handle, nil, held_until .. ':' .. held}
+      {bucket_store, key, 'level', level, now, period, reset_after, handle .. ':' .. held_until .. ':' .. held}
   end
   level = level - need
   reset_after = max(hold_left, ceil((full - level) / limit))
   local r = {1, burst, max(0, floor(level / period)), -1, reset_after, wait, permits, 0}
-  if commit then bucket_store(key, 'level', level, ts, period, reset_after, nil, state[4]) return r end
-  return r, {bucket_store, key, 'level', level, ts, period, reset_after, nil, state[4]}
+  if commit then bucket_store(key, 'level', level, ts, period, reset_after, kept, state[4]) return r end
+  return r, {bucket_store, key, 'level', level, ts, period, reset_after, kept, state[4]}
 end

@@ -272,10 +272,8 @@ class Admissions:
         for (tr, call), rate, done in zip(calls, spec.rates, applied):
             if not done or tr not in (t_ for _, t_ in self.trackers.values()):
                 continue
-            if isinstance(tr, SlidingLog):
+            if isinstance(tr, SlidingLog):  # (a bucket's give-back writes its state as of the grant: no refill)
                 tr.give_back(t, rate, call)
-            elif isinstance(tr, Bucket):
-                tr.wrote(t, rate)  # it refilled the bucket to t at its rate
 
     def record(self, spec, step, result):
         op, id, t = step["op"], step["id"], step["now_ms"]
