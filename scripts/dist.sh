@@ -381,6 +381,7 @@ check_python_symbols() { # file libpython
 
 mac_wheels() { # arch: one wheel per CPython in $pythons with Mac headers; cc, hiredis, openssl from deps_for
   local arch=$1 target=$1-macos objs pyver py tag so stage plat wheel linux same min=macos_min_$1 built=()
+  step "macOS $arch wheels: the core and the scripts, from the sdist"
   objs=$work/ext-$target
   rm -rf "$objs" && mkdir -p "$objs/core"
   # setup.py's flags; the core and the scripts once, the extension per version
@@ -407,15 +408,15 @@ mac_wheels() { # arch: one wheel per CPython in $pythons with Mac headers; cc, h
     stage=$objs/$pyver/wheel
     rm -rf "$stage" && cp -r "$mac_pure" "$stage" && cp "$so" "$stage/ratelimit/"
     printf 'Wheel-Version: 1.0\nGenerator: ratelimit scripts/dist.sh\nRoot-Is-Purelib: false\nTag: %s-%s-%s\n' \
-      "$tag" "$tag" "$plat" >"$stage"/*.dist-info/WHEEL
+      "$tag" "$tag" "$plat" >"$stage/ratelimit_core-$version.dist-info/WHEEL"
     # writes RECORD (every file's hash) and names the wheel by its tag
     quietly "$tools/bin/python" -m wheel pack "$stage" -d dist
     wheel=dist/ratelimit_core-$version-$tag-$tag-$plat.whl
     # unpacking checks RECORD's hashes; the files are the Linux wheel's but the extension
-    rm -rf "$stage" && quietly "$tools/bin/python" -m wheel unpack "$wheel" -d "$stage"
+    rm -rf "$stage" && quietly "$tools/bin/python" -m wheel unpack "$wheel" --dest "$stage"
     linux=$(ls dist/ratelimit_core-$version-$tag-$tag-manylinux*.whl 2>/dev/null | head -n 1)
     if [ -n "$linux" ] && ! diff <(unzip -Z1 "$linux" | grep -v '/$' | sed 's/_ratelimit\..*\.so$/_ratelimit.so/' | sort) \
-        <(unzip -Z1 "$wheel" | sed 's/_ratelimit\..*\.so$/_ratelimit.so/' | sort) >&2; then
+        <(unzip -Z1 "$wheel" | grep -v '/$' | sed 's/_ratelimit\..*\.so$/_ratelimit.so/' | sort) >&2; then
       echo "dist.sh: $wheel holds other files than $linux" >&2
       return 1
     fi

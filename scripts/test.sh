@@ -103,7 +103,7 @@ done
 
 # the core's Java suite runs on Java 17 (the build's) and again on 25, installed where missing
 jdk25=$(scripts/find-jdk.sh 25)
-step "Binaries: scripts/dist.sh (manylinux2014 wheels, x86_64 and aarch64, CPython ${pythons[*]}; the sdist; the jar; macOS arm64 and x86_64: the jar's natives and the sdist's C sources cross-built, Mach-O checks); the Java suite on the jar it ships (core: Java 17 and 25; the starter: Spring Boot 3.5 and 4.0)"
+step "Binaries: scripts/dist.sh (manylinux2014 wheels, x86_64 and aarch64, CPython ${pythons[*]}; the sdist; the jar; macOS arm64 and x86_64: the jar's natives and the wheels cross-built, Mach-O checks); the Java suite on the jar it ships (core: Java 17 and 25; the starter: Spring Boot 3.5 and 4.0)"
 # the Java tests run on the classes and zig-built natives the jar is made of,
 # JarStandaloneIT on the jar itself; the counts are surefire's summary lines
 RL_DIST_PYTHONS="${pythons[*]}" RL_DIST_JAVA_GOALS=install RL_DIST_SECOND_JDK="$jdk25" scripts/dist.sh x86_64 aarch64
