@@ -238,13 +238,16 @@ check_macho() { # file arch entry...
   got=$(llvm-objdump --macho --private-headers "$file" |
     awk '/cmd LC_(LOAD|LOAD_WEAK|REEXPORT|LAZY_LOAD)_DYLIB/ {l = 1} l && $1 == "name" {print $2; l = 0}' | tr '\n' ' ')
   [ "$got" = "/usr/lib/libSystem.B.dylib " ] || { echo "dist.sh: $file links $got" >&2; return 1; }
+  # Apple silicon loads only signed code (an ad-hoc signature will do)
+  [ "$want" = X86_64 ] || llvm-objdump --macho --private-headers "$file" | grep -q 'cmd LC_CODE_SIGNATURE$' ||
+    { echo "dist.sh: $file has no code signature" >&2; return 1; }
   bad=$(llvm-objdump --macho --exports-trie "$file" | awk '/^0x/ {print $2}' |
     grep -Evx "$(printf '_%s|' "$@")__mh_dylib_header|___dso_handle" || true)
   [ -z "$bad" ] || { echo "dist.sh: $file exports more than its entry points: $(echo $bad | head -c 300)" >&2; return 1; }
   bad=$(llvm-nm -m -u "$file" | awk '!/\(from libSystem\)/ {print $NF}' |
     { if [ "$*" = PyInit__ratelimit ]; then grep -Ev '^__?Py' || true; else cat; fi })
   [ -z "$bad" ] || { echo "dist.sh: $file leaves undefined: $(echo $bad | head -c 300)" >&2; return 1; }
-  echo "  $(basename "$file") ($arch): macOS >= ${!min}, links libSystem only, exports $*"
+  echo "  $(basename "$file") ($arch): macOS >= ${!min}, links libSystem only, exports $*$([ "$want" = X86_64 ] || echo ', signed')"
 }
 
 rm -rf dist
