@@ -30,7 +30,7 @@ def _doc(obj):
 
 def _ours(cls, name):
     """whether the class member comes from this package, not from a builtin
-    base class (BaseException.add_note: its doc is CPython's)"""
+    base class (BaseException.add_note: CPython's, since 3.11)"""
     owner = next((k for k in cls.__mro__ if name in vars(k)), None)
     return getattr(owner, "__module__", "").startswith("ratelimit")
 
@@ -38,17 +38,21 @@ def _ours(cls, name):
 def _describe(obj):
     # typing's aliases (Union[...], Callable[...]): their class and signature
     # are typing's, changed in 3.14; what they alias is in the stubs
-    alias = typing.get_origin(obj) is not None
+    origin = typing.get_origin(obj)
+    alias = origin is not None
+    # an alias's name is its origin's (3.9's aliases have no __qualname__)
+    qualname = getattr(origin, "__name__", None) or origin._name if alias else getattr(obj, "__qualname__", None)
     out = {"type": "alias" if alias else type(obj).__name__, "module": getattr(obj, "__module__", None),
-           "qualname": getattr(obj, "__qualname__", None), "doc": _doc(obj)}
+           "qualname": qualname, "doc": _doc(obj)}
     try:
         out["signature"] = None if alias else str(inspect.signature(obj))
     except (TypeError, ValueError):
         out["signature"] = None
     if inspect.isclass(obj):
         out["members"] = {name: {"kind": type(inspect.getattr_static(obj, name)).__name__,
-                                 "doc": _doc(getattr(obj, name, None)) if _ours(obj, name) else None}
-                          for name in sorted(dir(obj)) if not name.startswith("_") or name in ("__init__",)}
+                                 "doc": _doc(getattr(obj, name, None))}
+                          for name in sorted(dir(obj))
+                          if (not name.startswith("_") or name in ("__init__",)) and _ours(obj, name)}
     return out
 
 
