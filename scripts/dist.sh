@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds what ships, into dist/:
-#   - Python wheels, manylinux2014 (glibc 2.17), one per CPython 3.9-3.13 and
+#   - Python wheels, manylinux2014 (glibc 2.17), one per CPython 3.9-3.15 and
 #     architecture, hiredis + hiredis_ssl + OpenSSL linked in (every wheel has TLS);
+#     3.14 and 3.15, where this machine has neither, by Debian sid's interpreters
+#     in a chroot, against their headers (scripts/sid.sh);
 #   - the sdist (builds from source where no wheel fits);
 #   - one jar with libratelimit_jni for linux-x86_64 and linux-aarch64, glibc 2.17,
 #     and darwin-aarch64 (macOS 11) and darwin-x86_64 (macOS 10.13), hiredis +
@@ -15,7 +17,7 @@
 # against what that version's libpython exports).
 # Usage: scripts/dist.sh [x86_64] [aarch64]   (default: both)
 #   RL_DIST_MACOS="aarch64"     macOS architectures (default aarch64 x86_64; "" none)
-#   RL_DIST_PYTHONS="3.9 3.11"  only these CPython versions (default 3.9 ... 3.13),
+#   RL_DIST_PYTHONS="3.9 3.11"  only these CPython versions (default 3.9 ... 3.15),
 #                               for Linux and macOS
 #   RL_DIST_JAVA_GOALS=verify   Maven goals for the jar (default package, no tests;
 #                               verify runs the Java suite on the very jar shipped,
@@ -33,7 +35,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(x86_64 aarch64)
-read -r -a pythons <<<"${RL_DIST_PYTHONS:-3.9 3.10 3.11 3.12 3.13}"
+read -r -a pythons <<<"${RL_DIST_PYTHONS:-3.9 3.10 3.11 3.12 3.13 3.14 3.15}"
 read -r -a macs <<<"${RL_DIST_MACOS-aarch64 x86_64}"
 cache=${RL_DIST_CACHE:-$HOME/.cache/ratelimit-dist}
 glibc=2.17
@@ -99,25 +101,27 @@ if [ ! -x "$tools/bin/python" ] || [ "$(cat "$tools/versions" 2>/dev/null)" != "
     "$setuptools_req" wheel
   echo "$zig_version $auditwheel_version $setuptools_req" >"$tools/versions"
 fi
-# compilers as single commands, for Configure, make and CMake
+# compilers as single commands, for Configure, make and CMake; the zig binary
+# itself (what `python -m ziglang` execs): the sid root runs them too
+zig=$(ls "$tools"/lib/python3*/site-packages/ziglang/zig)
 for arch in x86_64 aarch64; do
-  printf '#!/bin/sh\nexec "%s" -m ziglang cc -target %s-linux-gnu.%s "$@"\n' "$tools/bin/python" "$arch" "$glibc" \
-    >"$cache/bin/$arch-cc"
+  printf '#!/bin/sh\nexec "%s" cc -target %s-linux-gnu.%s "$@"\n' "$zig" "$arch" "$glibc" >"$cache/bin/$arch-cc"
 done
 # macOS: everything compiled hidden, so only what the sources mark default
 # (JNIEXPORT, PyMODINIT_FUNC) leaves a library: zig's Mach-O linker ignores
 # -exported_symbols_list
 for arch in "${macs[@]}"; do
   min=macos_min_$arch
-  printf '#!/bin/sh\nexec "%s" -m ziglang cc -target %s-macos.%s -fvisibility=hidden "$@"\n' "$tools/bin/python" \
-    "$arch" "${!min}" >"$cache/bin/$arch-macos-cc"
+  printf '#!/bin/sh\nexec "%s" cc -target %s-macos.%s -fvisibility=hidden "$@"\n' "$zig" "$arch" "${!min}" \
+    >"$cache/bin/$arch-macos-cc"
 done
-printf '#!/bin/sh\nexec "%s" -m ziglang ar "$@"\n' "$tools/bin/python" >"$cache/bin/ar"
-printf '#!/bin/sh\nexec "%s" -m ziglang ranlib "$@"\n' "$tools/bin/python" >"$cache/bin/ranlib"
+printf '#!/bin/sh\nexec "%s" ar "$@"\n' "$zig" >"$cache/bin/ar"
+printf '#!/bin/sh\nexec "%s" ranlib "$@"\n' "$zig" >"$cache/bin/ranlib"
 chmod +x "$cache/bin"/*
 
 step "sources: OpenSSL (Debian bookworm), hiredis (Debian trixie)"
 . scripts/trixie-src.sh
+. scripts/sid.sh
 trixie_sources hiredis
 bookworm_sources openssl
 # the newest bookworm OpenSSL this mirror serves: bookworm-security's, else the point release's
@@ -284,25 +288,40 @@ for arch in "${targets[@]}"; do
   deps_for "$arch"
 
   for pyver in "${pythons[@]}"; do
-    step "wheel: CPython $pyver, manylinux2014 $arch"
-    py=$(scripts/find-python.sh "$pyver") || { echo "dist.sh: no CPython $pyver (pyenv install $pyver)" >&2; exit 1; }
-    venv=$cache/venv-$pyver
-    if [ "$(cat "$venv/ready" 2>/dev/null)" != "$setuptools_req $py" ]; then
-      rm -rf "$venv"
-      quietly "$py" -m venv "$venv"
-      quietly "$venv/bin/pip" install -q --upgrade "$setuptools_req" wheel
-      echo "$setuptools_req $py" >"$venv/ready"
+    # this machine's interpreter (find-python.sh), else Debian sid's in its
+    # root: setup.py runs there (inroot), its files at the same paths
+    inroot=() prefix=""
+    if py=$(scripts/find-python.sh "$pyver" 2>/dev/null); then
+      venv=$cache/venv-$pyver
+    elif [[ " $sid_pythons " == *" $pyver "* ]]; then
+      sid=${sid:-$(sid_root amd64)}
+      inroot=(sid_run "$sid") prefix=$sid py=/usr/bin/python$pyver venv=$cache/sid-venv-$pyver
+    else
+      scripts/find-python.sh "$pyver" >/dev/null || true # its hint
+      echo "dist.sh: no CPython $pyver (pyenv install $pyver)" >&2
+      exit 1
     fi
-    tag=$("$venv/bin/python" -c 'import sys; print("cpython-%d%d" % sys.version_info[:2])')
+    step "wheel: CPython $pyver ($prefix$py), manylinux2014 $arch"
+    if [ "$(cat "$venv/ready" 2>/dev/null)" != "$setuptools_req $prefix$py" ]; then
+      rm -rf "$venv"
+      quietly "${inroot[@]}" "$py" -m venv "$venv"
+      quietly "${inroot[@]}" "$venv/bin/pip" install -q --upgrade "$setuptools_req" wheel
+      echo "$setuptools_req $prefix$py" >"$venv/ready"
+    fi
+    tag=$("${inroot[@]}" "$venv/bin/python" -c 'import sys; print("cpython-%d%d" % sys.version_info[:2])')
     # the interpreter's headers; a Debian python's pyconfig.h only includes
     # /usr/include/<multiarch>/..., which zig's search path lacks: the real one
     inc=$work/include-$pyver-$arch
     rm -rf "$inc"
-    cp -r "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" "$inc"
-    multiarch_config=/usr/include/$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("MULTIARCH") or "-")')/python$pyver/pyconfig.h
+    cp -r "$prefix$("${inroot[@]}" "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" "$inc"
+    multiarch_config=$prefix/usr/include/$("${inroot[@]}" "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("MULTIARCH") or "-")')/python$pyver/pyconfig.h
     [ ! -f "$multiarch_config" ] || cp "$multiarch_config" "$inc/pyconfig.h"
     cross=(CFLAGS="-I$inc")
-    if [ "$arch" != "$(uname -m)" ]; then
+    if [ "$arch" != "$(uname -m)" ] && [ -n "$prefix" ]; then
+      # Debian's arm64 build of the same interpreter: its own pyconfig.h
+      cp "$(sid_root arm64)/usr/include/$arch-linux-gnu/python$pyver/pyconfig.h" "$inc/pyconfig.h"
+      cross+=(SETUPTOOLS_EXT_SUFFIX=".$tag-$arch-linux-gnu.so")
+    elif [ "$arch" != "$(uname -m)" ]; then
       # the target's pyconfig.h differences (checked against Debian's arm64
       # libpython3.11-dev: only these three)
       sed -i -e 's|^#define HAVE_GCC_ASM_FOR_X64 1|/* #undef HAVE_GCC_ASM_FOR_X64 */|' \
@@ -311,7 +330,7 @@ for arch in "${targets[@]}"; do
       cross+=(SETUPTOOLS_EXT_SUFFIX=".$tag-$arch-linux-gnu.so")
     fi
     rm -rf "$work/wheel"
-    (cd "$root" && quietly env CC="$cc" LDSHARED="$cc -shared" LDFLAGS=-Wl,--strip-debug "${cross[@]}" \
+    (cd "$root" && quietly "${inroot[@]}" env CC="$cc" LDSHARED="$cc -shared" LDFLAGS=-Wl,--strip-debug "${cross[@]}" \
       RL_HIREDIS_PREFIX="$hiredis" PKG_CONFIG_PATH="$openssl/lib/pkgconfig" PKG_CONFIG_LIBDIR="$openssl/lib/pkgconfig" \
       "$venv/bin/python" setup.py build --build-base "$work/build-$pyver-$arch" \
       bdist_wheel --plat-name "linux_$arch" -d "$work/wheel" --bdist-dir "$work/bdist-$pyver-$arch")

@@ -91,7 +91,8 @@ ctest --test-dir build-notls --output-on-failure -j $jobs -R 'rate|url|limiters|
 
 # the wheels are built and tested for CPython 3.9, 3.11 and 3.13 where this
 # machine has them (pyenv, or pythonX.Y on PATH: a bare Debian 12 has only
-# 3.11), and always for the system's python3, which runs the whole suite
+# 3.11), and always for the system's python3, which runs the whole suite;
+# 3.14 and 3.15 always: Debian sid's interpreters in a sid root (scripts/sid.sh)
 system_python=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 pythons=()
 missing=()
@@ -99,20 +100,25 @@ for v in 3.9 3.11 3.13 "$system_python"; do
   case " ${pythons[*]} " in *" $v "*) continue ;; esac
   if scripts/find-python.sh "$v" >/dev/null; then pythons+=("$v"); else missing+=("$v"); fi
 done
+dist_pythons="${pythons[*]}"
+for v in 3.14 3.15; do case " $dist_pythons " in *" $v "*) ;; *) dist_pythons+=" $v" ;; esac; done
 [ -z "${missing[*]:-}" ] || echo "NOT TESTED here: the wheels for CPython ${missing[*]} (no interpreter; pyenv install <version>)"
 
 # the core's Java suite runs on Java 17 (the build's) and again on 25, installed where missing
 jdk25=$(scripts/find-jdk.sh 25)
-step "Binaries: scripts/dist.sh (manylinux2014 wheels, x86_64 and aarch64, CPython ${pythons[*]}; the sdist; the jar; macOS arm64 and x86_64: the jar's natives and the wheels cross-built, Mach-O checks); the Java suite on the jar it ships (core: Java 17 and 25; the starter: Spring Boot 3.5 and 4.0)"
+step "Binaries: scripts/dist.sh (manylinux2014 wheels, x86_64 and aarch64, CPython $dist_pythons; the sdist; the jar; macOS arm64 and x86_64: the jar's natives and the wheels cross-built, Mach-O checks); the Java suite on the jar it ships (core: Java 17 and 25; the starter: Spring Boot 3.5 and 4.0)"
 # the Java tests run on the classes and zig-built natives the jar is made of,
 # JarStandaloneIT on the jar itself; the counts are surefire's summary lines
-RL_DIST_PYTHONS="${pythons[*]}" RL_DIST_JAVA_GOALS=install RL_DIST_SECOND_JDK="$jdk25" scripts/dist.sh x86_64 aarch64
+RL_DIST_PYTHONS="$dist_pythons" RL_DIST_JAVA_GOALS=install RL_DIST_SECOND_JDK="$jdk25" scripts/dist.sh x86_64 aarch64
 
 step "Python: the wheels from dist/ (pip --only-binary=:all: --no-index) on CPython ${pythons[*]} (whole suite on $system_python, build/venv)"
 RL_DIST_FULL=$system_python scripts/dist-test.sh "${pythons[@]}"
 
 step "aarch64 under qemu-user (arm64 Debian root): the wheel runs the conformance vectors and TLS, the jar TLS"
 scripts/arm64-test.sh
+
+step "CPython 3.14 and 3.15, Debian sid's: the whole Python suite on 3.15, the smoke test on 3.14 (x86_64, chroot); both decide over TLS under qemu-user (aarch64)"
+scripts/sid-test.sh
 
 step "Python from the sdist without TLS (system hiredis 0.14)"
 rm -rf build/venv-notls

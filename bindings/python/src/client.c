@@ -1,8 +1,8 @@
 /* ratelimit.Client: a pool of connections to Redis (rl_client) and its
  * options. The semaphore, lock and delay queue methods are in sync.c. */
-#include <strings.h>
+#include "module.h" /* first: Python.h sets the feature macros (3.15's _POSIX_C_SOURCE) */
 
-#include "module.h"
+#include <strings.h>
 
 /* ---- Client ------------------------------------------------------------------- */
 

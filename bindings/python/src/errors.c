@@ -1,8 +1,8 @@
 /* Exceptions: one class per C status, made at import into the module state,
  * and raising them with the core's message and .code. */
-#include <stdarg.h>
+#include "module.h" /* first: Python.h sets the feature macros (3.15's _POSIX_C_SOURCE) */
 
-#include "module.h"
+#include <stdarg.h>
 
 /* ms as seconds: "0.001", "1.5", "3153600000" */
 static void fmt_seconds(char *out, size_t size, int64_t ms)

@@ -1,8 +1,8 @@
 /* Argument conversion (text, ints, seconds) and the cancel callback of
  * blocking waits: what every type of the binding shares. */
-#include <math.h>
+#include "module.h" /* first: Python.h sets the feature macros (3.15's _POSIX_C_SOURCE) */
 
-#include "module.h"
+#include <math.h>
 
 /* ---- argument conversion ------------------------------------------------------ */
 

@@ -20,17 +20,39 @@ import ratelimit.aio
 EXPECTED = Path(__file__).with_name("api_surface.json")
 
 
+def _doc(obj):
+    """the object's own docstring; None for one it has from its type (a
+    value's, a TypeVar's, a typing alias's): those are CPython's and change
+    between its versions"""
+    doc = inspect.getdoc(obj)
+    return None if doc == inspect.getdoc(type(obj)) else doc
+
+
+def _ours(cls, name):
+    """whether the class member comes from this package, not from a builtin
+    base class (BaseException.add_note: CPython's, since 3.11)"""
+    owner = next((k for k in cls.__mro__ if name in vars(k)), None)
+    return getattr(owner, "__module__", "").startswith("ratelimit")
+
+
 def _describe(obj):
-    out = {"type": type(obj).__name__, "module": getattr(obj, "__module__", None),
-           "qualname": getattr(obj, "__qualname__", None), "doc": inspect.getdoc(obj)}
+    # typing's aliases (Union[...], Callable[...]): their class and signature
+    # are typing's, changed in 3.14; what they alias is in the stubs
+    origin = typing.get_origin(obj)
+    alias = origin is not None
+    # an alias's name is its origin's (3.9's aliases have no __qualname__)
+    qualname = getattr(origin, "__name__", None) or origin._name if alias else getattr(obj, "__qualname__", None)
+    out = {"type": "alias" if alias else type(obj).__name__, "module": getattr(obj, "__module__", None),
+           "qualname": qualname, "doc": _doc(obj)}
     try:
-        out["signature"] = str(inspect.signature(obj))
+        out["signature"] = None if alias else str(inspect.signature(obj))
     except (TypeError, ValueError):
         out["signature"] = None
     if inspect.isclass(obj):
         out["members"] = {name: {"kind": type(inspect.getattr_static(obj, name)).__name__,
-                                 "doc": inspect.getdoc(getattr(obj, name, None))}
-                          for name in sorted(dir(obj)) if not name.startswith("_") or name in ("__init__",)}
+                                 "doc": _doc(getattr(obj, name, None))}
+                          for name in sorted(dir(obj))
+                          if (not name.startswith("_") or name in ("__init__",)) and _ours(obj, name)}
     return out
 
 

@@ -19,11 +19,13 @@ RATELIMIT_* setting starts over). See docs/frameworks.md.
 """
 from __future__ import annotations
 
-import asyncio
 import functools
 import threading
 from typing import Any, Callable, List, Optional, Tuple, TypeVar, Union
 
+# Django's own test for an async view: asyncio's is deprecated from 3.14 (gone in
+# 3.16), inspect's misses asgiref's marker before 3.12
+from asgiref.sync import iscoroutinefunction
 from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 from django.http import HttpRequest, HttpResponse
@@ -158,7 +160,7 @@ def limit(rate: Union[str, Tuple[int, float]], key: Any = "remote_addr", *, name
         def before(request: HttpRequest) -> Tuple[_Integration, bool]:
             return _check(request, [rule], view_name)
 
-        if asyncio.iscoroutinefunction(view):
+        if iscoroutinefunction(view):
             from asgiref.sync import sync_to_async
 
             @functools.wraps(view)

@@ -9,10 +9,12 @@ import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.test.context.SpringBootTest;
+import reactor.core.publisher.Mono;
 import reactor.netty.resources.LoopResources;
 
 /**
@@ -48,7 +50,19 @@ class WebFluxAppTest extends WebAppContract {
         HttpResponse<String> res = http.get("/thread");
         assertEquals(200, res.statusCode());
         assertFalse(res.body().startsWith("ratelimit-io"), res.body());
-        assertFalse(res.body().startsWith("reactor-http"), "the handler continues on the parallel scheduler");
+        // its connection's event loop, as an unlimited handler's (WebFluxKeepAliveTest says why)
+        assertTrue(res.body().startsWith("reactor-http"), res.body());
+    }
+
+    /** The health check goes on off the client's I/O thread too (Boot's code, its response). */
+    @Test
+    void healthChecksRunOffTheClientsIoThread() throws Exception {
+        Object indicator = context.getBean(healthIndicator());
+        for (int i = 0; i < 5; i++) {
+            Mono<?> health = (Mono<?>) indicator.getClass().getMethod("health").invoke(indicator);
+            String thread = health.map(h -> Thread.currentThread().getName()).block(Duration.ofSeconds(10));
+            assertFalse(thread.startsWith("ratelimit-io"), thread);
+        }
     }
 
     /**

@@ -5,6 +5,7 @@ import io.ratelimit.spring.RateLimitHealthProbe;
 import org.springframework.boot.health.contributor.AbstractReactiveHealthIndicator;
 import org.springframework.boot.health.contributor.Health;
 import reactor.core.publisher.Mono;
+import reactor.core.scheduler.Schedulers;
 
 /** {@link RateLimitHealthIndicator} for WebFlux on Spring Boot 4: the peek is the core's asynchronous call. */
 public class ReactiveRateLimitHealthIndicator extends AbstractReactiveHealthIndicator {
@@ -17,7 +18,12 @@ public class ReactiveRateLimitHealthIndicator extends AbstractReactiveHealthIndi
 
     @Override
     protected Mono<Health> doHealthCheck(Health.Builder builder) {
+        // Boot's aggregation and the response never on the client's I/O
+        // thread, which completes the peek; never answered within Netty's
+        // dispatch either (RateLimitHandlerAdapter: a buffered request
+        // answered at once stops Reactor Netty reading its connection)
         return Mono.fromFuture(probe::checkAsync)
+                .publishOn(Schedulers.parallel())
                 .map(error -> error.map(e -> builder.down().withDetail("error", e)).orElseGet(builder::up).build());
     }
 }

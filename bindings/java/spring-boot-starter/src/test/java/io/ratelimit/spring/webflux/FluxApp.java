@@ -63,7 +63,7 @@ public class FluxApp {
             return principal.map(p -> "hello " + p.getName()).defaultIfEmpty("hello nobody");
         }
 
-        /** Where the handler runs: never the event loop's blocking, never the client's I/O thread. */
+        /** Where the handler runs: its connection's event loop, never the client's I/O thread. */
         @GetMapping("/thread")
         @RateLimited(name = "thread", rate = "1000/second")
         public String thread() {
