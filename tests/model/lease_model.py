@@ -6,21 +6,18 @@ script's formulas wherever the model's own primitives can say them:
              acquire of 1's denial); the block is min(want, max(1, half of
              the least remaining))
   booking    the block counts as taken at the latest time it may really be
-             admitted, g + validity: token_bucket and leaky_bucket take it
-             now and hold it until then (the level refills no higher than
-             the bucket less the blocks held), gcra books it that much
-             later (so nobody spends the refill of the validity);
+             admitted, g + validity: the buckets take it from their state
+             that much later (so nobody spends the refill of the validity);
              sliding_log logs it there; the windows count it in the window
              of g, and the validity ends at that window's last ms
   give back  only while the booking is still on top (the state holds the
              lease's id: the buckets' and gcra's while no other write came
              after it, the windows' while the window and period last and no
              later lease booked; equal values prove nothing); then the
-             unused permits come off it; sliding_log logs the used ones at
-             the latest time they may have been, min(now, g + validity);
-             token_bucket and leaky_bucket keep them held until then (until
-             the hold ends while older blocks are held) and refill nothing at
-             the give-back's (maybe older) rate
+             unused permits come off it, and (token_bucket, leaky_bucket,
+             sliding_log, whose state says when it was written) the used
+             ones count as taken at the latest time they may have been,
+             min(now, g + validity), from the state before the grant
 
 A lease is a list of records, one per rate, that only this model reads."""
 from typing import Any, Dict, List, Optional
@@ -58,13 +55,8 @@ def book(alg, v, n: int, valid: int):
         call = LeasedCall((max(now + valid, taken["calls"][-1][0]), n, taken["calls"][-1][2]))
         booked = dict(taken, calls=taken["calls"][:-1] + [call], live=taken["live"][:-1] + [call])
         return booked, {"call": call}
-    if alg is m.Gcra:
-        booked = alg.take(m.later(alg, v, valid), n)
-    else:  # the block is taken now and held until the validity ends, with any block still held
-        until, held = v["hold"]
-        held = m.holding(v)
-        booked = dict(alg.take(v, n), hold=(max(until if held else 0, now + valid), held + n))
-    return booked, {"state": alg.save(booked), "block": n}
+    booked = alg.take(m.later(alg, v, valid), n)
+    return booked, {"state": alg.save(booked), "before": v, "g": now, "block": n, "end": now + valid}
 
 
 def take_back(alg, v, stored, record, u: int, rate, now: int):
@@ -106,17 +98,13 @@ def take_back(alg, v, stored, record, u: int, rate, now: int):
                 or u > record["block"]:
             return None
         return alg.give(v, u), u
-    amount, g, period, (until, held) = record["state"]
-    if stored.state != record["state"] or period != rate.period or u > record["block"]:
+    same_rate = record["state"][-1] == rate.period
+    if stored.state != record["state"] or not same_rate or u > record["block"] \
+            or now < record["g"]:
         return None
-    # the unused permits back as of the grant and out of the hold, the used ones held until they may have been
-    # taken (now at the latest; until the hold ends while blocks booked before it are held); nothing refilled at
-    # the give-back's (maybe older) rate: the next caller refills from the grant at its own
-    back = u * period if alg is m.TokenBucket else -u * period
-    if held == record["block"]:
-        until = min(until, now)
-    written = (amount + back, g, period, (until, held - u))
-    return dict(alg.load(written, rate, now), written=written), u
+    at = min(now, record["end"])
+    w = m.later(alg, record["before"], at - record["g"])
+    return m.later(alg, alg.take(w, record["block"] - u), now - at), u
 
 
 def lease(model: m.Model, spec: m.Spec, id: str, want: int, valid: int, now: int):
@@ -172,15 +160,6 @@ def give_back(model: m.Model, spec: m.Spec, id: str, records: List[Dict[str, Any
             else:
                 del model.keys[k]
                 written[k] = None
-        elif out and "written" in out[0]:  # a bucket's state as of the grant, its TTL as read now
-            v, given = out
-            ttl = alg.ttl(v)
-            if ttl > 0:
-                model.keys[k] = m.Stored(v["written"], now + ttl, i, alg.name, rate)
-            else:
-                del model.keys[k]
-                ttl = None
-            written[k] = ttl
         elif out:
             v, given = out
             model._write(k, i, alg, v, written, refund=alg is m.SlidingLog)

@@ -273,25 +273,9 @@ class SlidingWindow:
         return 2 * v["rate"].period - max(0, v["now"] - v["start"])
 
 
-def holding(v):
-    """A bucket's hold (docs/semantics.md, Leases): the permits of blocks
-    leased out, kept out of reach until the latest one's validity ends
-    (0 when none is held at the view's time)."""
-    until, held = v["hold"]
-    return held if held and until > v["now"] else 0
-
-
-def hold_left(v, per_ms):
-    """The ms until what the hold keeps out is back: its end, then its permits' refill."""
-    until, held = v["hold"]
-    return until - v["now"] + ceil_div(held * v["rate"].period, per_ms) if holding(v) else 0
-
-
 class TokenBucket:
     """Up to burst tokens, refilled with limit tokens per period. Stored:
-    level = tokens x period, the time of the level, that period, and the
-    hold: while blocks are leased out the level refills only to burst -
-    held (the bucket with the blocks taken at their validity's end)."""
+    level = tokens x period, the time of the level, and that period."""
 
     name = "token_bucket"
 
@@ -299,23 +283,20 @@ class TokenBucket:
     def new(rate, now, initial):
         burst = rate.capacity("token_bucket")
         if initial is not None and initial < burst:
-            return {"now": now, "rate": rate, "level": initial * rate.period, "ts": now, "hold": (0, 0)}, True
-        return {"now": now, "rate": rate, "level": burst * rate.period, "ts": now, "hold": (0, 0)}, False
+            return {"now": now, "rate": rate, "level": initial * rate.period, "ts": now}, True
+        return {"now": now, "rate": rate, "level": burst * rate.period, "ts": now}, False
 
     @staticmethod
     def load(stored, rate, now):
-        level, ts, period, (until, held) = stored
+        level, ts, period = stored
         full = rate.capacity("token_bucket") * rate.period
         if period != rate.period:  # the tokens are kept, rounded down, at most the new burst
             level = min(full, (level * rate.period) // period)
-        cap = full
-        if held and until > now:
-            cap = full - held * rate.period
-        elif held and until > ts:  # the hold ended since: the refill until then stopped at its cap
-            level, ts = min(full - held * rate.period, level + (until - ts) * rate.limit), until
         if now > ts:
-            level, ts = min(cap, level + (now - ts) * rate.limit), now
-        return {"now": now, "rate": rate, "level": min(level, cap), "ts": ts, "hold": (until, held)}
+            level, ts = min(full, level + (now - ts) * rate.limit), now
+        elif ts > now:  # booked ahead by a lease: the level that refills to it by ts
+            level, ts = level - (ts - now) * rate.limit, now
+        return {"now": now, "rate": rate, "level": min(level, full), "ts": ts}
 
     @staticmethod
     def full(v):
@@ -335,8 +316,7 @@ class TokenBucket:
 
     @staticmethod
     def give(v, n):
-        cap = TokenBucket.full(v) - holding(v) * v["rate"].period
-        return dict(v, level=min(cap, v["level"] + n * v["rate"].period))
+        return dict(v, level=min(TokenBucket.full(v), v["level"] + n * v["rate"].period))
 
     @staticmethod
     def fresh(v):
@@ -344,41 +324,35 @@ class TokenBucket:
 
     @staticmethod
     def save(v):
-        return None if TokenBucket.fresh(v) else (v["level"], v["ts"], v["rate"].period, v["hold"])
+        return None if TokenBucket.fresh(v) else (v["level"], v["ts"], v["rate"].period)
 
     @staticmethod
     def ttl(v):  # until full
-        return max(hold_left(v, v["rate"].limit), ceil_div(TokenBucket.full(v) - v["level"], v["rate"].limit))
+        return ceil_div(TokenBucket.full(v) - v["level"], v["rate"].limit)
 
 
 class LeakyBucket:
     """A bucket of capacity (= limit) permits that empties from full in
-    period. Stored: water = permits x period, its time, that period, and
-    the hold: while blocks are leased out the water drains no lower than
-    them (the bucket with the blocks poured at their validity's end)."""
+    period. Stored: water = permits x period, its time, that period."""
 
     name = "leaky_bucket"
 
     @staticmethod
     def new(rate, now, initial):
         if initial is not None and initial < rate.limit:
-            return {"now": now, "rate": rate, "water": (rate.limit - initial) * rate.period, "ts": now,
-                    "hold": (0, 0)}, True
-        return {"now": now, "rate": rate, "water": 0, "ts": now, "hold": (0, 0)}, False
+            return {"now": now, "rate": rate, "water": (rate.limit - initial) * rate.period, "ts": now}, True
+        return {"now": now, "rate": rate, "water": 0, "ts": now}, False
 
     @staticmethod
     def load(stored, rate, now):
-        water, ts, period, (until, held) = stored
+        water, ts, period = stored
         if period != rate.period:  # the permits in the bucket are kept, rounded up
             water = ceil_div(water * rate.period, period)
-        bottom = 0
-        if held and until > now:
-            bottom = held * rate.period
-        elif held and until > ts:  # the hold ended since: the drain until then stopped at the blocks
-            water, ts = max(held * rate.period, water - (until - ts) * rate.limit), until
         if now > ts:
-            water, ts = max(bottom, water - (now - ts) * rate.limit), now
-        return {"now": now, "rate": rate, "water": max(water, bottom), "ts": ts, "hold": (until, held)}
+            water, ts = max(0, water - (now - ts) * rate.limit), now
+        elif ts > now:  # booked ahead by a lease: the water that drains to it by ts
+            water, ts = water + (ts - now) * rate.limit, now
+        return {"now": now, "rate": rate, "water": water, "ts": ts}
 
     @staticmethod
     def remaining(v):
@@ -394,7 +368,7 @@ class LeakyBucket:
 
     @staticmethod
     def give(v, n):
-        return dict(v, water=max(holding(v) * v["rate"].period, v["water"] - n * v["rate"].period))
+        return dict(v, water=max(0, v["water"] - n * v["rate"].period))
 
     @staticmethod
     def fresh(v):
@@ -402,11 +376,11 @@ class LeakyBucket:
 
     @staticmethod
     def save(v):
-        return None if LeakyBucket.fresh(v) else (v["water"], v["ts"], v["rate"].period, v["hold"])
+        return None if LeakyBucket.fresh(v) else (v["water"], v["ts"], v["rate"].period)
 
     @staticmethod
     def ttl(v):  # until empty
-        return max(hold_left(v, v["rate"].limit), ceil_div(v["water"], v["rate"].limit))
+        return ceil_div(v["water"], v["rate"].limit)
 
 
 class Gcra:

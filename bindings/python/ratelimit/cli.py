@@ -246,10 +246,10 @@ def _raw(client: ratelimit.Client, key: str) -> Dict[str, Any]:
 
 def _leased(client: ratelimit.Client, key: str, raw: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """Leases outstanding on a key, where its state shows them (docs/semantics.md,
-    "Leases"): token_bucket and leaky_bucket hold leased blocks until the
-    latest validity ends (bk = "<id>:<end>:<permits held>"); sliding_log logs
-    each block as one member at that end; either way {"ahead_ms",
-    "permits"}. The other algorithms' blocks look like any admission."""
+    "Leases"): token_bucket and leaky_bucket store a leased block as of the
+    end of its validity (ts ahead of now: {"ahead_ms"}); sliding_log logs
+    each block as one member at that end ({"ahead_ms", "permits"}: the
+    members ahead). The other algorithms' blocks look like any admission."""
     parsed = parse_key(key, client.prefix or "")
     algorithm = parsed and parsed.get("algorithm")
     if algorithm not in ("token_bucket", "leaky_bucket", "sliding_log"):
@@ -262,10 +262,8 @@ def _leased(client: ratelimit.Client, key: str, raw: Dict[str, Any]) -> Optional
             return None
         permits = sum(int(flat[i].decode().split(":")[2]) for i in range(0, len(flat), 2))
         return {"ahead_ms": int(float(flat[-1])) - now, "permits": permits}
-    hold = raw.get("fields", {}).get("bk", "").split(":")
-    if len(hold) != 3 or not hold[1].isdigit() or not hold[2].isdigit() or int(hold[2]) == 0 or int(hold[1]) <= now:
-        return None
-    return {"ahead_ms": int(hold[1]) - now, "permits": int(hold[2])}
+    ts = int(raw.get("fields", {}).get("ts", now))
+    return {"ahead_ms": ts - now} if ts > now else None
 
 
 def _state(client: ratelimit.Client, args: argparse.Namespace) -> Dict[str, Any]:
