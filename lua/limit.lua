@@ -226,14 +226,14 @@ local function limit(decide, kb, nk, ab, permits)
     permits, op = 1, ACQUIRE
   elseif op == GIVE_BACK then
     -- for token_bucket and leaky_bucket, whether the booking a handle names is still on top (its id is the
-    -- state's: every other write drops it), and then (the latest time its permits may have been taken, grant
-    -- time, amount before the grant, permits used)
-    local function bucket_booking(handle, stored, same_period, n, t)
+    -- state's: every other write drops it) under the rate it was made, and then (the latest time its permits
+    -- may have been taken, grant time, amount before the grant, permits used)
+    local function bucket_booking(handle, stored, same_rate, n, t)
       local ts, amount, before, g, block, id =
         string.match(handle, '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):(%d+):(%x+)$')
       ts, g, block = tonumber(ts), tonumber(g), tonumber(block)
-      if not ts or stored[4] ~= id or tonumber(stored[2]) ~= ts or tonumber(stored[1]) ~= tonumber(amount)
-          or not same_period or n > block or t < g then
+      if not ts or not stored[4] or string.sub(stored[4], 1, #id + 1) ~= id .. ':' or tonumber(stored[2]) ~= ts
+          or tonumber(stored[1]) ~= tonumber(amount) or not same_rate or n > block or t < g then
         return nil
       end
       return math.min(t, ts), g, tonumber(before), block - n

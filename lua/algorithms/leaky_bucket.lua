@@ -16,7 +16,11 @@
 -- Handle "<ts>:<water>:<water before>:<now>:<block>:<id>"; GIVE_BACK only
 -- while that booking is on top (its id is the state's): the used permits
 -- count as poured at the latest time they can have been (now, or the end
--- of the validity).
+-- of the validity). `bk` is "<id>:<capacity>:<grant ms>:<water after the
+-- block at the grant>": a caller under another rate (capacity or period)
+-- reads the booking back as the block poured at its grant and drains from
+-- there at its own rate, so the validity's drain credited at the grant's
+-- rate never reaches it; a give-back under another rate gives nothing back.
 -- State: hash {water = permits * period, ts = last update (ms), period[, bk]}
 return function(key, now_us, capacity, period, _, permits, op, max_wait, initial, commit, handle,
                 bucket_booking)
@@ -26,11 +30,18 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
 
   local state = redis.call('HMGET', key, 'water', 'ts', 'period', 'bk')
   local water, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+  local same_rate = stored_period == period -- as the booking on top (if any) was made
   local starts_short = false -- a new entity with less than full room
   if not water or not ts then
     water, ts = 0, now
     if initial >= 0 and initial < capacity then water, starts_short = (capacity - initial) * period, true end
   else
+    if state[4] then
+      local rate, g, poured = string.match(state[4], ':(%d+):(%-?%d+):(%-?%d+)$')
+      if rate and (rate + 0 ~= capacity or not same_rate) then
+        water, ts, same_rate = poured + 0, g + 0, false
+      end
+    end
     if stored_period and stored_period ~= period then
       water = ceil(water * period / stored_period)
     end
@@ -55,7 +66,7 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
 
   local reset_after
   if op == GIVE_BACK then
-    local at, g, before, used = bucket_booking(handle, state, stored_period == period, permits, now)
+    local at, g, before, used = bucket_booking(handle, state, same_rate, permits, now)
     if at then -- the used permits as poured at `at`, then the drain until now
       water = max(0, max(0, before - (at - g) * capacity) + used * period - (now - at) * capacity)
     end
@@ -88,10 +99,11 @@ return function(key, now_us, capacity, period, _, permits, op, max_wait, initial
     local before = water
     water = max(0, water - valid * capacity) + pour
     local handle_out = string.format('%d:%d:%d:%d:%d:%s', now + valid, water, before, now, permits, handle)
+    local booking = string.format('%s:%d:%d:%d', handle, capacity, now, before + pour)
     reset_after = valid + ceil(water / capacity)
     return {1, capacity, max(0, floor((full - water - valid * capacity) / period)), -1, reset_after, valid,
             handle_out, 0},
-      {bucket_store, key, 'water', water, now + valid, period, reset_after, handle}
+      {bucket_store, key, 'water', water, now + valid, period, reset_after, booking}
   end
   water = water + pour
   reset_after = max(0, ceil(water / capacity))

@@ -16,7 +16,12 @@
 -- <block>:<id>"; GIVE_BACK only while that booking is on top (its id is
 -- the state's: equal levels and times prove nothing, a write in the same ms
 -- can store both): the used permits count as taken at the latest time they
--- can have been (now, or the end of the validity).
+-- can have been (now, or the end of the validity). `bk` is
+-- "<id>:<limit>:<grant ms>:<level after the block at the grant>": a caller
+-- under another rate (limit or period) reads the booking back as the block
+-- taken at its grant and refills from there at its own rate, so the
+-- validity's refill credited at the grant's rate never reaches it; a
+-- give-back under another rate gives nothing back.
 -- State: hash {level = tokens * period, ts = last update (ms), period[, bk]}
 return function(key, now_us, limit, period, burst, permits, op, max_wait, initial, commit, handle,
                 bucket_booking)
@@ -26,11 +31,18 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
 
   local state = redis.call('HMGET', key, 'level', 'ts', 'period', 'bk')
   local level, ts, stored_period = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+  local same_rate = stored_period == period -- as the booking on top (if any) was made
   local starts_short = false -- a new entity with fewer than full tokens
   if not level or not ts then
     level, ts = full, now
     if initial >= 0 and initial < burst then level, starts_short = initial * period, true end
   else
+    if state[4] then
+      local rate, g, taken = string.match(state[4], ':(%d+):(%-?%d+):(%-?%d+)$')
+      if rate and (rate + 0 ~= limit or not same_rate) then
+        level, ts, same_rate = taken + 0, g + 0, false
+      end
+    end
     if stored_period and stored_period ~= period then
       level = min(full, floor(level * period / stored_period))
     end
@@ -56,7 +68,7 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
   end
 
   if op == GIVE_BACK then
-    local at, g, before, used = bucket_booking(handle, state, stored_period == period, permits, now)
+    local at, g, before, used = bucket_booking(handle, state, same_rate, permits, now)
     if at then -- the used permits as taken at `at`, then the refill until now
       level = min(full, min(full, before + (at - g) * limit) - used * period + (now - at) * limit)
     end
@@ -90,9 +102,10 @@ return function(key, now_us, limit, period, burst, permits, op, max_wait, initia
     local before = level
     level = min(full, level + valid * limit) - need
     local handle_out = string.format('%d:%d:%d:%d:%d:%s', now + valid, level, before, now, permits, handle)
+    local booking = string.format('%s:%d:%d:%d', handle, limit, now, before - need)
     reset_after = valid + ceil((full - level) / limit)
     return {1, burst, max(0, floor((level - valid * limit) / period)), -1, reset_after, valid, handle_out, 0},
-      {bucket_store, key, 'level', level, now + valid, period, reset_after, handle}
+      {bucket_store, key, 'level', level, now + valid, period, reset_after, booking}
   end
   level = level - need
   reset_after = max(0, ceil((full - level) / limit))

@@ -25,9 +25,11 @@ lie in, so the bound holds for every placement at once.
 
 Refunds give permits back: a refund inside an interval counts against what
 was admitted in it (as much as it asked for; clamped to what the window
-holds where the docs say so). The buckets and sliding_window count per
-stretch of calls under one rate (state carried over a change is at most
-full, so it can only make them stricter); a reset starts everything over."""
+holds where the docs say so). Every tracker carries its count across a
+rate change, as the docs say each algorithm keeps its state (the buckets:
+with the refill each stretch between calls had, Bucket below), but for
+sliding_window under a new period, whose aligned windows start over; a
+reset starts everything over."""
 from fractions import Fraction
 
 
@@ -141,19 +143,61 @@ class Bucket:
     in [lo, hi]; every interval that may hold the newest admission is held
     to its bound, counting the admissions that certainly lie inside it, the
     leased ones that may (the client picks their time), and the refunds
-    that may."""
+    that may.
+
+    The bound carries across rate changes (docs/semantics.md, Rate
+    changes: the tokens are kept, and refill at the new rate): the most any
+    interval [a, b] may admit is the largest capacity in force plus the
+    refill its calls could have credited, where the stretch between two
+    writes refills at the faster of their two rates (the later call
+    refills it at its own rate; a key written under the faster one may
+    expire on that one's schedule, which is a refill at its rate).
+
+    A token_bucket or leaky_bucket lease is held to the rate it was granted
+    under (docs/semantics.md, Leases and the other ops): once a call under
+    another rate (limit or period) has read its booking as taken at the
+    grant, what its client admits comes on top of the new rate's bound, and
+    it counts no more."""
 
     def __init__(self, algorithm):
-        self.algorithm, self.events = algorithm, []  # (lo, hi, permits, leased)
+        # (lo, hi, permits, leased: the grant's (limit, period) or False)
+        self.algorithm, self.events = algorithm, []
+        self.writes = []  # (time, rate) of every call that wrote the state, in time order
+        self.capacity = 0  # the largest capacity of any rate in force so far
 
-    def bound(self, rate, d):
-        """The most permits any d ms may admit."""
+    def per_ms(self, rate):
+        """The refill of one ms, in permits."""
         if self.algorithm == "gcra":
-            interval = -(-rate.period * 1000 // rate.limit)
-            return rate.capacity("gcra") + (d * 1000) // interval
-        if self.algorithm == "token_bucket":
-            return rate.capacity("token_bucket") + Fraction(d * rate.limit, rate.period)
-        return rate.limit + Fraction(d * rate.limit, rate.period)
+            return Fraction(1000, -(-rate.period * 1000 // rate.limit))
+        return Fraction(rate.limit, rate.period)
+
+    def wrote(self, t, rate):
+        if self.algorithm in ("token_bucket", "leaky_bucket"):
+            self.events = [e for e in self.events if not e[3] or e[3] == (rate.limit, rate.period) or t < e[0]]
+        self.writes.append((t, rate))
+        self.capacity = max(self.capacity, rate.capacity(self.algorithm) if self.algorithm != "leaky_bucket"
+                            else rate.limit)
+
+    def refill(self, a, b):
+        """What [a, b] may refill: each stretch between writes at the faster
+        of the rates either side of it; past the last write, at the fastest."""
+        fastest = max(self.per_ms(r) for _, r in self.writes)
+        total, x = Fraction(0), a
+        for (t0, r0), (t1, r1) in zip(self.writes, self.writes[1:]):
+            lo, hi = max(x, t0), min(b, t1)
+            if hi > lo:
+                total += (hi - lo) * max(self.per_ms(r0), self.per_ms(r1))
+                x = hi
+        if b > x:
+            total += (b - x) * fastest
+        return total
+
+    def bound(self, a, b):
+        """The most permits [a, b] may admit."""
+        refill = self.refill(a, b)
+        if self.algorithm == "gcra":
+            return self.capacity + refill.__floor__()
+        return self.capacity + refill
 
     @staticmethod
     def inside(event, a, b):
@@ -163,7 +207,7 @@ class Bucket:
         # a leased admission wherever it may be; a refund whenever it may (it can give back a slot booked ahead)
         return s <= b and e >= a
 
-    def check(self, rate, new):
+    def check(self, new):
         # the latest start and the earliest end that still count each event
         starts = sorted({e[1] if e[3] else e[0] for e in self.events})
         ends = sorted({e[0] if e[3] else e[1] for e in self.events})
@@ -172,23 +216,25 @@ class Bucket:
                 if a > b or not self.inside(new, a, b):
                     continue
                 total = sum(e[2] for e in self.events if self.inside(e, a, b))
-                assert total <= self.bound(rate, b - a), \
-                    f"{total} permits in [{a}, {b}], at most {self.bound(rate, b - a)}"
+                assert total <= self.bound(a, b), f"{total} permits in [{a}, {b}], at most {self.bound(a, b)}"
 
     def admit(self, t, rate, n, wait=0, rates=1):
+        self.wrote(t, rate)
         lo = hi = t
         if wait and self.algorithm != "leaky_bucket":
             # a reserve counts when its slot comes: wait_ms is rounded up to
             # a whole ms, and with several rates it is the longest one
             lo, hi = (t + wait - 1, t + wait) if rates == 1 else (t, t + wait)
         self.events.append((lo, hi, n, False))
-        self.check(rate, self.events[-1])
+        self.check(self.events[-1])
 
     def admit_within(self, lo, hi, rate, n, latest):
-        self.events.append((lo, hi, n, True))
-        self.check(rate, self.events[-1])
+        self.wrote(lo, rate)
+        self.events.append((lo, hi, n, (rate.limit, rate.period)))
+        self.check(self.events[-1])
 
     def refund(self, t, rate, n, latest):
+        self.wrote(t, rate)
         self.events.append((t, max([t] + [e[1] for e in self.events]), -n, False))
 
 
@@ -202,8 +248,10 @@ class Admissions:
 
     def tracker(self, id, index, rate):
         key = (id, index)
-        kept = self.algorithm in ("fixed_window", "sliding_log")  # their state is counted across a change
-        if key not in self.trackers or (not kept and self.trackers[key][0] != rate):
+        # sliding_window's windows are aligned to its period: a new period starts its count over
+        kept = self.algorithm != "sliding_window" or key not in self.trackers \
+            or self.trackers[key][0].period == rate.period
+        if key not in self.trackers or not kept:
             new = {"fixed_window": FixedWindow, "sliding_log": SlidingLog,
                    "sliding_window": SlidingWindow}.get(self.algorithm)
             self.trackers[key] = (rate, new() if new else Bucket(self.algorithm))
@@ -224,14 +272,19 @@ class Admissions:
                     calls.append((tr, tr.admit_within(lo, hi, rate, used, self.latest, logged[index])))
                 else:
                     tr.admit_within(lo, hi, rate, used, self.latest)
+                    calls.append((tr, None))
             except AssertionError as e:
                 raise AssertionError(f"admission invariant: {where}: {e}") from None
         return calls
 
     def record_give_back(self, spec, t, calls, applied):
         for (tr, call), rate, done in zip(calls, spec.rates, applied):
-            if done and tr in (t_ for _, t_ in self.trackers.values()):
+            if not done or tr not in (t_ for _, t_ in self.trackers.values()):
+                continue
+            if isinstance(tr, SlidingLog):
                 tr.give_back(t, rate, call)
+            elif isinstance(tr, Bucket):
+                tr.wrote(t, rate)  # it refilled the bucket to t at its rate
 
     def record(self, spec, step, result):
         op, id, t = step["op"], step["id"], step["now_ms"]

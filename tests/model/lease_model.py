@@ -7,7 +7,8 @@ script's formulas wherever the model's own primitives can say them:
              the least remaining))
   booking    the block counts as taken at the latest time it may really be
              admitted, g + validity: the buckets take it from their state
-             that much later (so nobody spends the refill of the validity);
+             that much later (so nobody spends the refill of the validity),
+             and a caller under another rate reads it back as taken at g;
              sliding_log logs it there; the windows count it in the window
              of g, and the validity ends at that window's last ms
   give back  only while the booking is still on top (the state holds the
@@ -56,6 +57,8 @@ def book(alg, v, n: int, valid: int):
         booked = dict(taken, calls=taken["calls"][:-1] + [call], live=taken["live"][:-1] + [call])
         return booked, {"call": call}
     booked = alg.take(m.later(alg, v, valid), n)
+    if alg in (m.TokenBucket, m.LeakyBucket):
+        booked["grant"] = ((v["rate"].limit, now, alg.take(v, n)["level" if alg is m.TokenBucket else "water"]),)
     return booked, {"state": alg.save(booked), "before": v, "g": now, "block": n, "end": now + valid}
 
 
@@ -98,7 +101,7 @@ def take_back(alg, v, stored, record, u: int, rate, now: int):
                 or u > record["block"]:
             return None
         return alg.give(v, u), u
-    same_rate = record["state"][-1] == rate.period
+    same_rate = not m.booked_elsewhere(record["state"], rate)
     if stored.state != record["state"] or not same_rate or u > record["block"] \
             or now < record["g"]:
         return None

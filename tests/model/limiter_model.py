@@ -273,6 +273,13 @@ class SlidingWindow:
         return 2 * v["rate"].period - max(0, v["now"] - v["start"])
 
 
+def booked_elsewhere(stored, rate):
+    """Whether a bucket's state holds a lease's booking (a fourth element:
+    (limit, grant ms, amount after the block at the grant)) made under
+    another rate than this one (limit or period)."""
+    return len(stored) > 3 and (stored[3][0], stored[2]) != (rate.limit, rate.period)
+
+
 class TokenBucket:
     """Up to burst tokens, refilled with limit tokens per period. Stored:
     level = tokens x period, the time of the level, and that period."""
@@ -288,7 +295,9 @@ class TokenBucket:
 
     @staticmethod
     def load(stored, rate, now):
-        level, ts, period = stored
+        level, ts, period = stored[:3]
+        if booked_elsewhere(stored, rate):  # the block as taken at its grant, nothing of its validity refilled
+            level, ts = stored[3][2], stored[3][1]
         full = rate.capacity("token_bucket") * rate.period
         if period != rate.period:  # the tokens are kept, rounded down, at most the new burst
             level = min(full, (level * rate.period) // period)
@@ -324,7 +333,7 @@ class TokenBucket:
 
     @staticmethod
     def save(v):
-        return None if TokenBucket.fresh(v) else (v["level"], v["ts"], v["rate"].period)
+        return None if TokenBucket.fresh(v) else (v["level"], v["ts"], v["rate"].period) + v.get("grant", ())
 
     @staticmethod
     def ttl(v):  # until full
@@ -345,7 +354,9 @@ class LeakyBucket:
 
     @staticmethod
     def load(stored, rate, now):
-        water, ts, period = stored
+        water, ts, period = stored[:3]
+        if booked_elsewhere(stored, rate):  # the block as poured at its grant, nothing of its validity drained
+            water, ts = stored[3][2], stored[3][1]
         if period != rate.period:  # the permits in the bucket are kept, rounded up
             water = ceil_div(water * rate.period, period)
         if now > ts:
@@ -376,7 +387,7 @@ class LeakyBucket:
 
     @staticmethod
     def save(v):
-        return None if LeakyBucket.fresh(v) else (v["water"], v["ts"], v["rate"].period)
+        return None if LeakyBucket.fresh(v) else (v["water"], v["ts"], v["rate"].period) + v.get("grant", ())
 
     @staticmethod
     def ttl(v):  # until empty

@@ -190,3 +190,56 @@ def test_a_sliding_log_refund_never_takes_a_lease_block_it_did_not_book(limit):
     assert admitted(limit, k, spec, T0 + 30, 60) == 100 - 25 - 25
     # X's slid out; L's 25 and the 50 just taken still count in (T0 + 1, T0 + 1001]
     assert admitted(limit, k, spec, T0 + 1001, 60) == 25
+
+
+@pytest.mark.parametrize("algorithm", m.BUCKETS)
+def test_a_lease_then_a_slower_rate_adds_no_permits(limit, algorithm):
+    """Issue 41: 1000/s drained to 100, a lease of 1, the rate lowered to
+    10/s with the capacity kept (leaky_bucket: 1000 per 100 s): a drain
+    then gets what the bucket holds, not the refill of the lease's validity
+    at the old rate; half a second after the lease ended, too. Held to the
+    admission bound across the change (admissions.py)."""
+    from admissions import Admissions
+    fast = m.Spec(algorithm, (m.Rate(1000, 1000, 0),))
+    slow = m.Spec(algorithm, ((m.Rate(1000, 100_000, 0),) if algorithm == "leaky_bucket"
+                              else (m.Rate(10, 1000, 1000),)))
+    k, admitted = keys(fast), Admissions(algorithm)
+
+    def call(spec, op, permits, t, max_wait=0):
+        r = limit.call(k, spec, op, permits, t, max_wait)
+        step = {"op": op, "id": "u", "now_ms": t}
+        if op == "lease":
+            if r[0]:
+                admitted.record_lease(spec, "u", t, t + r[5], r[6], [t + r[5]])
+        else:
+            admitted.record(spec, step, dict(zip(["allowed", "limit", "remaining", "retry_after_ms",
+                                                  "reset_after_ms", "wait_ms", "granted", "rate_index"],
+                                                 [bool(r[0])] + r[1:8])))
+        return r
+
+    assert call(fast, "acquire", 900, T0)[0] == 1
+    lease = call(fast, "lease", 1, T0, 500)
+    assert lease[:2] == [1, 1000] and lease[6] == 1 and lease[5] == 500
+    # what is left (99) and the refill of 1 ms at either rate: never the 500 ms of the lease at 1000/s
+    drained = call(slow, "acquire_up_to", 1000, T0 + 1)
+    assert drained[0] == 1 and drained[6] <= 100, drained
+    later = call(slow, "acquire_up_to", 1000, T0 + 1000)
+    assert later[0] == 1 and later[6] <= 10, later  # 999 ms at 10/s
+
+
+@pytest.mark.parametrize("algorithm", ["token_bucket", "leaky_bucket"])  # gcra keeps what is in use
+def test_a_lease_ended_then_a_slower_rate_adds_no_permits(limit, algorithm):
+    """The same, first asked 700 ms after the lease's grant (its validity
+    over, no call in between): the booking is still read as taken at its
+    grant, and its give-back under the old rate gives nothing back."""
+    fast = m.Spec(algorithm, (m.Rate(1000, 1000, 0),))
+    slow = m.Spec(algorithm, ((m.Rate(1000, 100_000, 0),) if algorithm == "leaky_bucket"
+                              else (m.Rate(10, 1000, 1000),)))
+    k = keys(fast)
+    assert limit.call(k, fast, "acquire", 900, T0)[0] == 1
+    lease = limit.call(k, fast, "lease", 1, T0, 500)
+    assert lease[6] == 1
+    assert limit.call(k, slow, "peek", 1, T0 + 700)[2] <= 99 + 7
+    given = limit.call(k, slow, "give_back", 1, T0 + 700, 0, [lease[8]])
+    assert given[6] == 0, given
+    assert limit.call(k, slow, "acquire_up_to", 1000, T0 + 700)[6] <= 99 + 7

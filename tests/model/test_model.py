@@ -15,6 +15,7 @@ has its figures):
     RL_JAR=bindings/java/core/target/ratelimit-0.1.0-SNAPSHOT.jar RL_MODEL_EXAMPLES=400 \
       RL_MODEL_PRIMITIVE_EXAMPLES=300 build/venv/bin/python -m pytest -q tests/model"""
 import collections
+import dataclasses
 import json
 import os
 import pathlib
@@ -123,6 +124,21 @@ def specs(draw, algorithm):
     return m.Spec(algorithm, rs, initial)
 
 
+def changed(algorithm, spec):
+    """A new spec for the limiter: any other, or (as `configure` lowering a
+    stored rate does) the same rates refilling slower or faster with the
+    same capacity, where what a bucket carried across the change shows."""
+    def scaled(factor):
+        def rate(r):
+            if algorithm in ("token_bucket", "gcra"):
+                return m.Rate(max(1, int(r.limit * factor)), r.period, r.capacity(algorithm))
+            return m.Rate(r.limit, max(1, int(r.period / factor)), r.burst)  # leaky_bucket: its capacity is its limit
+        return dataclasses.replace(spec, rates=tuple(rate(r) for r in spec.rates))
+    if algorithm not in m.BUCKETS:
+        return specs(algorithm)
+    return st.one_of(specs(algorithm), st.sampled_from([0.01, 0.1, 0.5, 2.0]).map(scaled))
+
+
 class LimiterMachine(RuleBasedStateMachine):
     """One limiter name of one algorithm, two ids."""
     bindings, algorithm = [], None
@@ -165,7 +181,7 @@ class LimiterMachine(RuleBasedStateMachine):
             # docs: sliding_log logs a call from a clock that went back at its newest call's time
             self.now = max(T0, self.now - data.draw(st.integers(1, 5000), label="ms back"))
         if data.draw(st.integers(0, 14), label="rate change") == 0:
-            self.spec = data.draw(specs(self.algorithm), label="new spec")
+            self.spec = data.draw(changed(self.algorithm, self.spec), label="new spec")
         op = data.draw(st.sampled_from(OPS), label="op")
         id = data.draw(st.sampled_from(["a", "b"]), label="id")
         if op == "reset":

@@ -37,7 +37,7 @@ import harness  # noqa: E402
 import limiter_model as m  # noqa: E402
 import script  # noqa: E402
 from admissions import Admissions  # noqa: E402
-from test_model import T0, Server, specs  # noqa: E402
+from test_model import T0, Server, changed, specs  # noqa: E402
 
 EXAMPLES = int(os.environ.get("RL_LEASE_EXAMPLES", "20"))
 STEPS = int(os.environ.get("RL_LEASE_STEPS", "50"))
@@ -147,8 +147,9 @@ class LeaseMachine(RuleBasedStateMachine):
         if ends:  # to where a lease's client stops, or its validity ends (the adversary's favourite times)
             jump += [st.sampled_from(ends).map(lambda t: t - self.now)] * 3
         self.now += data.draw(st.one_of(jump), label="ms")
-        if data.draw(st.integers(0, 14), label="rate change") == 0:
-            self.spec = data.draw(specs(self.algorithm), label="new spec")
+        # a change while a block is out is where a booking read under another rate shows
+        if data.draw(st.integers(0, 3 if self.leases else 14), label="rate change") == 0:
+            self.spec = data.draw(changed(self.algorithm, self.spec), label="new spec")
         op = data.draw(st.sampled_from(OPS), label="op")
         if op == "drain":
             # the adversary: when a lease's client may admit its last permits, take all there is

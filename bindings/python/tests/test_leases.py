@@ -412,3 +412,31 @@ def test_open_clients_are_tracked_weakly(server):
     del c
     gc.collect()
     assert ref() is None  # the set kept it from nothing
+
+
+@pytest.mark.parametrize("algorithm,lowered", [("token_bucket", "10/s"), ("leaky_bucket", "1000/100s")])
+@pytest.mark.parametrize("ask_after", [0.0, 0.7])
+def test_a_lease_then_a_lowered_stored_rate_adds_nothing(server, raw, algorithm, lowered, ask_after):
+    """Issue 41: a bucket of 1000/s drained to 100, a leasing client takes
+    a block, the stored rate is lowered: a fresh client gets what the
+    bucket holds plus the refill since at the new rate, never the refill
+    of the block's validity at the old one (600 were granted, at once and
+    after the lease had ended)."""
+    admin = ratelimit.Client(server.url, timeout=2.0)
+    leasing = ratelimit.Client(server.url, timeout=2.0, config_refresh=0.05)
+    fresh = ratelimit.Client(server.url, timeout=2.0)
+    try:
+        admin.configure("lowered", "1000/s", algorithm=algorithm, **({"burst": 1000} if algorithm == "token_bucket"
+                                                                       else {}))
+        assert admin.limiter("lowered").acquire("u", 900).allowed
+        assert leasing.limiter("lowered", lease=0.5).acquire("u").allowed
+        admin.configure("lowered", lowered, algorithm=algorithm, **({"burst": 1000} if algorithm == "token_bucket"
+                                                                     else {}))
+        lowered_at = time.monotonic()
+        time.sleep(ask_after)
+        granted = fresh.limiter("lowered").acquire_at_most("u", 1000).granted
+        # 100 left at most (less the block); the refill since the drain: a few ms at 1000/s, then 10/s
+        assert 1 <= granted <= 100 + 5 + math.ceil((time.monotonic() - lowered_at) * 10), granted
+    finally:
+        for c in (admin, leasing, fresh):
+            c.close()
