@@ -4,6 +4,8 @@
 #     architecture, hiredis + hiredis_ssl + OpenSSL linked in (every wheel has TLS);
 #     3.14 and 3.15, where this machine has neither, by Debian sid's interpreters
 #     in a chroot, against their headers (scripts/sid.sh);
+#   - musllinux_1_2 wheels (Alpine), x86_64 and aarch64, for CPython 3.13: built
+#     by a musl CPython from CPython's source (scripts/musl-python.sh);
 #   - the sdist (builds from source where no wheel fits);
 #   - one jar with libratelimit_jni for linux-x86_64 and linux-aarch64, glibc 2.17,
 #     linux-musl-x86_64 and linux-musl-aarch64 (Alpine: musl's libc only),
@@ -25,6 +27,7 @@
 #                               the starter's on Spring Boot 3.5 and 4.0)
 #   RL_DIST_SECOND_JDK=HOME     with tests, the core suite again on that Java
 #                               (scripts/test.sh: Java 25, scripts/find-jdk.sh)
+#   RL_DIST_MUSL_WHEELS=0       no musllinux wheels (nor the musl CPython they need)
 #   RL_DIST_CACHE               tools and built dependencies (default ~/.cache/ratelimit-dist)
 # No Docker: Zig's cc cross-compiles for either architecture against glibc 2.17.
 # OpenSSL (Debian bookworm's source package) and hiredis (trixie's, as
@@ -308,6 +311,52 @@ build_jni() { # target native-dir [cmake args]: the JNI library, with TLS
   quietly cmake --build "$work/jni-$target" -j 2
 }
 
+# musllinux_1_2 (Alpine): CPython 3.13, built by a musl CPython's own
+# setup.py run against its headers (scripts/musl-python.sh builds it once);
+# aarch64 with those headers and the target's pyconfig.h differences, as
+# the manylinux aarch64 wheels from this machine's interpreters
+musl_wheel() { # arch, after deps_for "$arch-musl"
+  local arch=$1 venv=$cache/musl-venv-3.13 inc=$work/include-musl-$1 cross wheel shipped
+  musl_py=${musl_py:-$(scripts/musl-python.sh)}
+  step "wheel: CPython 3.13 (musl: $musl_py), musllinux_1_2 $arch"
+  if [ "$(cat "$venv/ready" 2>/dev/null)" != "$setuptools_req $musl_py" ]; then
+    # no TLS in that interpreter's pip: setuptools and wheel through this machine's
+    rm -rf "$venv" "$work/wheelhouse"
+    quietly "$tools/bin/pip" download -q --only-binary=:all: -d "$work/wheelhouse" "$setuptools_req" wheel
+    quietly "$musl_py/bin/python3" -m venv "$venv"
+    quietly "$venv/bin/pip" install -q --no-index --find-links "$work/wheelhouse" "$setuptools_req" wheel
+    echo "$setuptools_req $musl_py" >"$venv/ready"
+  fi
+  rm -rf "$inc" && cp -r "$musl_py/include/python3.13" "$inc"
+  cross=(CFLAGS="-O2 -I$inc")
+  if [ "$arch" != "$(uname -m)" ]; then
+    sed -i -e 's|^#define HAVE_GCC_ASM_FOR_X64 1|/* #undef HAVE_GCC_ASM_FOR_X64 */|' \
+      -e 's|^#define HAVE_GCC_ASM_FOR_X87 1|/* #undef HAVE_GCC_ASM_FOR_X87 */|' \
+      -e 's|^/\* #undef HAVE_USABLE_WCHAR_T \*/|#define HAVE_USABLE_WCHAR_T 1|' "$inc/pyconfig.h"
+    cross+=(SETUPTOOLS_EXT_SUFFIX=".cpython-313-$arch-linux-musl.so")
+  fi
+  rm -rf "$work/wheel" "$work/unpacked"
+  (cd "$root" && quietly env CC="$cc" LDSHARED="$cc -shared" LDFLAGS=-Wl,--strip-debug "${cross[@]}" \
+    RL_HIREDIS_PREFIX="$hiredis" PKG_CONFIG_PATH="$openssl/lib/pkgconfig" PKG_CONFIG_LIBDIR="$openssl/lib/pkgconfig" \
+    "$venv/bin/python" setup.py build --build-base "$work/build-musl-$arch" \
+    bdist_wheel --plat-name "linux_$arch" -d "$work/wheel" --bdist-dir "$work/bdist-musl-$arch")
+  rm -rf bindings/python/ratelimit_core.egg-info
+  # the extension names musl's libc as Alpine does (check_musl_native patches it), then RECORD anew
+  wheel=$(ls "$work/wheel"/*.whl)
+  quietly "$tools/bin/python" -m wheel unpack "$wheel" --dest "$work/unpacked"
+  check_musl_native "$(ls "$work/unpacked"/*/ratelimit/_ratelimit*.so)" "$arch"
+  rm -f "$wheel" && quietly "$tools/bin/python" -m wheel pack "$(ls -d "$work/unpacked"/*/)" -d "$work/wheel"
+  # auditwheel on a glibc machine knows only manylinux policies: the tag by
+  # hand, the policy checked above (musl's libc alone, nothing of glibc's)
+  quietly "$tools/bin/python" -m wheel tags --platform-tag "musllinux_1_2_$arch" --remove "$work/wheel"/*.whl
+  shipped=$(ls "$work/wheel"/*.whl)
+  case "$shipped" in
+    *-cp313-cp313-musllinux_1_2_$arch.whl) cp "$shipped" dist/ ;;
+    *) echo "dist.sh: $shipped is not tagged cp313 musllinux_1_2_$arch" >&2; exit 1 ;;
+  esac
+  echo "  $(basename "$shipped")"
+}
+
 for arch in "${targets[@]}"; do
   deps_for "$arch"
 
@@ -340,7 +389,7 @@ for arch in "${targets[@]}"; do
     cp -r "$prefix$("${inroot[@]}" "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" "$inc"
     multiarch_config=$prefix/usr/include/$("${inroot[@]}" "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("MULTIARCH") or "-")')/python$pyver/pyconfig.h
     [ ! -f "$multiarch_config" ] || cp "$multiarch_config" "$inc/pyconfig.h"
-    cross=(CFLAGS="-I$inc")
+    cross=(CFLAGS="-O2 -I$inc") # setup.py adds no -O here: zig cc without one builds for debugging, with UBSan
     if [ "$arch" != "$(uname -m)" ] && [ -n "$prefix" ]; then
       # Debian's arm64 build of the same interpreter: its own pyconfig.h
       cp "$(sid_root arm64)/usr/include/$arch-linux-gnu/python$pyver/pyconfig.h" "$inc/pyconfig.h"
@@ -384,6 +433,7 @@ for arch in "${targets[@]}"; do
   native=$work/jni-natives/native/linux-musl-$arch
   build_jni "$arch-musl" "$native"
   check_musl_native "$native/libratelimit_jni.so" "$arch"
+  [ "${RL_DIST_MUSL_WHEELS:-1}" = 0 ] || musl_wheel "$arch"
 done
 
 # ---- macOS wheels (from here to "end of macOS wheels") ---------------------

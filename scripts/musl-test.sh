@@ -3,9 +3,11 @@
 # Zig against the musl OpenSSL and hiredis scripts/dist.sh built (its cache),
 # run here: x86_64 natively, aarch64 under qemu-user (ctest's emulator), to
 # the servers scripts/test.sh started (RL_TEST_*) and the ones the tests
-# start. Then the jar's linux-musl-x86_64 native is loaded by musl's own
-# dynamic loader (Debian's musl package: a dlopen probe, every symbol bound
-# now), as a musl JVM would load it; no musl JVM can be had here.
+# start. The cp313 musllinux wheel (x86_64) runs the conformance vectors and
+# the TLS tests in the musl CPython it was built by. Then the jar's
+# linux-musl-x86_64 native is loaded by musl's own dynamic loader (Debian's
+# musl package: a dlopen probe, every symbol bound now), as a musl JVM would
+# load it; no musl JVM can be had here.
 # Usage: scripts/musl-test.sh [x86_64] [aarch64]   (default: both; after dist.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,6 +69,30 @@ for arch in "${archs[@]}"; do
   [ -f "$shim" ] || { echo "musl-test.sh: no $shim: build the host's core first (cmake --build build)" >&2; exit 1; }
   "${qemu[@]}" "$build/core/tests/test_lease_clock" "$shim"
 done
+
+# the musllinux wheel in the musl CPython it was built by (scripts/musl-python.sh),
+# installed by its pip with no compiler and no index; the tests' own
+# dependencies (pure Python) through this machine's pip, that pip having no TLS
+case " ${archs[*]} " in *" x86_64 "*)
+  wheel=$(ls dist/*-cp313-cp313-musllinux_1_2_x86_64.whl 2>/dev/null | head -n 1)
+  [ -n "$wheel" ] || { echo "musl-test.sh: no cp313 musllinux x86_64 wheel in dist/: run scripts/dist.sh first" >&2; exit 1; }
+  musl_py=$(scripts/musl-python.sh)
+  venv=build/venv-musl
+  house=build/musl-wheelhouse
+  rm -rf "$venv"
+  [ -d "$house" ] || quietly "$cache/tools/bin/pip" download -q --only-binary=:all: --platform musllinux_1_2_x86_64 \
+    --python-version 3.13 --implementation cp --abi cp313 -d "$house" pytest redis
+  quietly "$musl_py/bin/python3" -m venv "$venv"
+  quietly "$venv/bin/pip" install --only-binary=:all: --no-index --find-links dist --find-links "$house" \
+    ratelimit-core pytest redis
+  (cd / && "$root/$venv/bin/python" -c '
+import platform, ratelimit
+assert "site-packages" in ratelimit.__file__ and ratelimit.has_tls(), ratelimit.__file__
+assert platform.libc_ver()[0] != "glibc", platform.libc_ver()
+print("musl CPython %s: %s, %s" % (platform.python_version(), ratelimit.__file__, ratelimit.tls_version()))')
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs tests/vectors/test_vectors.py bindings/python/tests/test_tls.py
+  ;;
+esac
 
 # the jar's musl native under musl's loader
 jar=$(ls dist/ratelimit-*.jar 2>/dev/null | grep -v -e sources -e javadoc | head -n 1)
