@@ -3,7 +3,8 @@
 #   - Python wheels, manylinux2014 (glibc 2.17), one per CPython 3.9-3.15 and
 #     architecture, hiredis + hiredis_ssl + OpenSSL linked in (every wheel has TLS);
 #     3.14 and 3.15, where this machine has neither, by Debian sid's interpreters
-#     in a chroot, against their headers (scripts/sid.sh);
+#     in a chroot, against their headers (scripts/sid.sh); 3.13t (free-threaded)
+#     by a CPython built here from trixie's source (scripts/ft-python.sh);
 #   - the sdist (builds from source where no wheel fits);
 #   - one jar with libratelimit_jni for linux-x86_64 and linux-aarch64, glibc 2.17,
 #     and darwin-aarch64 (macOS 11) and darwin-x86_64 (macOS 10.13), hiredis +
@@ -17,8 +18,8 @@
 # against what that version's libpython exports).
 # Usage: scripts/dist.sh [x86_64] [aarch64]   (default: both)
 #   RL_DIST_MACOS="aarch64"     macOS architectures (default aarch64 x86_64; "" none)
-#   RL_DIST_PYTHONS="3.9 3.11"  only these CPython versions (default 3.9 ... 3.15),
-#                               for Linux and macOS
+#   RL_DIST_PYTHONS="3.9 3.11"  only these CPython versions (default 3.9 ... 3.15,
+#                               3.13t), for Linux and macOS
 #   RL_DIST_JAVA_GOALS=verify   Maven goals for the jar (default package, no tests;
 #                               verify runs the Java suite on the very jar shipped,
 #                               the starter's on Spring Boot 3.5 and 4.0)
@@ -35,7 +36,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(x86_64 aarch64)
-read -r -a pythons <<<"${RL_DIST_PYTHONS:-3.9 3.10 3.11 3.12 3.13 3.14 3.15}"
+read -r -a pythons <<<"${RL_DIST_PYTHONS:-3.9 3.10 3.11 3.12 3.13 3.14 3.15 3.13t}"
 read -r -a macs <<<"${RL_DIST_MACOS-aarch64 x86_64}"
 cache=${RL_DIST_CACHE:-$HOME/.cache/ratelimit-dist}
 glibc=2.17
@@ -291,7 +292,10 @@ for arch in "${targets[@]}"; do
     # this machine's interpreter (find-python.sh), else Debian sid's in its
     # root: setup.py runs there (inroot), its files at the same paths
     inroot=() prefix=""
-    if py=$(scripts/find-python.sh "$pyver" 2>/dev/null); then
+    if [ "$pyver" = 3.13t ]; then
+      # free-threaded: Debian ships none; built from its source, cached
+      py=$(scripts/ft-python.sh) venv=$cache/venv-$pyver
+    elif py=$(scripts/find-python.sh "$pyver" 2>/dev/null); then
       venv=$cache/venv-$pyver
     elif [[ " $sid_pythons " == *" $pyver "* ]]; then
       sid=${sid:-$(sid_root amd64)}
@@ -308,7 +312,9 @@ for arch in "${targets[@]}"; do
       quietly "${inroot[@]}" "$venv/bin/pip" install -q --upgrade "$setuptools_req" wheel
       echo "$setuptools_req $prefix$py" >"$venv/ready"
     fi
-    tag=$("${inroot[@]}" "$venv/bin/python" -c 'import sys; print("cpython-%d%d" % sys.version_info[:2])')
+    # cpython-313, or cpython-313t for a free-threaded build
+    tag=$("${inroot[@]}" "$venv/bin/python" -c 'import sys, sysconfig
+print("cpython-%d%d%s" % (*sys.version_info[:2], "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
     # the interpreter's headers; a Debian python's pyconfig.h only includes
     # /usr/include/<multiarch>/..., which zig's search path lacks: the real one
     inc=$work/include-$pyver-$arch
@@ -337,7 +343,17 @@ for arch in "${targets[@]}"; do
     rm -rf bindings/python/ratelimit_core.egg-info
     wheel=$(ls "$work/wheel"/*.whl)
     unzip -q -o "$wheel" 'ratelimit/_ratelimit*.so' -d "$work/so-$pyver-$arch"
-    check_native "$(ls "$work/so-$pyver-$arch"/ratelimit/_ratelimit*.so)"
+    so=$(ls "$work/so-$pyver-$arch"/ratelimit/_ratelimit*.so)
+    check_native "$so"
+    # compiled for its interpreter's ABI: a free-threaded build's reference
+    # counting calls _Py_DecRefShared, a GIL build's never (either one in the
+    # other's interpreter would corrupt reference counts)
+    shared=$(readelf --dyn-syms -W "$so" | awk '$7 == "UND" && $8 ~ /^_Py_DecRefShared/' | wc -l)
+    want=0 got=0
+    [[ $pyver != *t ]] || want=1
+    [ "$shared" -eq 0 ] || got=1
+    [ "$want" = "$got" ] || { echo "dist.sh: $so is built for the other ABI (free-threaded: $got)" >&2; exit 1; }
+    [ "$want" = 0 ] || echo "  $(basename "$so"): the free-threaded ABI (its reference counting calls _Py_DecRefShared)"
     # checks the policy (symbol versions, libraries) and writes the most
     # compatible manylinux tags it allows (--plat names only the host's arch)
     PATH=$tools/bin:$PATH quietly "$tools/bin/auditwheel" repair --plat auto -w dist "$wheel"
