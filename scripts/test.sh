@@ -93,7 +93,8 @@ ctest --test-dir build-notls --output-on-failure -j $jobs -R 'rate|url|limiters|
 # machine has them (pyenv, or pythonX.Y on PATH: a bare Debian 12 has only
 # 3.11), and always for the system's python3, which runs the whole suite;
 # 3.14 and 3.15 always: Debian sid's interpreters in a sid root (scripts/sid.sh);
-# 3.13t (free-threaded) always: built from trixie's source once (scripts/ft-python.sh)
+# free-threaded 3.13t always, built from trixie's source once (scripts/ft-python.sh),
+# and 3.14t and 3.15t against sid's headers (built and checked, not run)
 system_python=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 pythons=()
 missing=()
@@ -102,7 +103,7 @@ for v in 3.9 3.11 3.13 "$system_python"; do
   if scripts/find-python.sh "$v" >/dev/null; then pythons+=("$v"); else missing+=("$v"); fi
 done
 dist_pythons="${pythons[*]}"
-for v in 3.14 3.15 3.13t; do case " $dist_pythons " in *" $v "*) ;; *) dist_pythons+=" $v" ;; esac; done
+for v in 3.14 3.15 3.13t 3.14t 3.15t; do case " $dist_pythons " in *" $v "*) ;; *) dist_pythons+=" $v" ;; esac; done
 [ -z "${missing[*]:-}" ] || echo "NOT TESTED here: the wheels for CPython ${missing[*]} (no interpreter; pyenv install <version>)"
 
 # the core's Java suite runs on Java 17 (the build's) and again on 25, installed where missing
