@@ -8,6 +8,7 @@
 # Each interpreter gets a venv (build/bench-ft-*) with this checkout's binding
 # built from source (pip install .: the same compiler and flags for all) and
 # `limits` + redis from PyPI.
+# Each round's figures go to build/bench-ft-rounds.log, the medians to stdout.
 # Usage: bench/bench_ft.sh [seconds] [rounds]
 #   RL_BENCH_ALGORITHMS   rows (default gcra; gcra is set against limits' fixed window)
 #   RL_BENCH_REDIS_CPU=k  redis-server pinned to CPU k (taskset); the Python side
@@ -35,13 +36,14 @@ ${RL_BENCH_REDIS_CPU:+taskset -c "$RL_BENCH_REDIS_CPU"} redis-server --port "$po
 trap 'kill "$(cat build/bench-ft-redis.pid)" 2>/dev/null || true' EXIT
 sleep 0.3
 export REDIS_URL=redis://127.0.0.1:$port
+: >build/bench-ft-rounds.log
 echo "$(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), redis-server $(redis-server --version | grep -o 'v=[0-9.]*')${RL_BENCH_REDIS_CPU:+ on CPU $RL_BENCH_REDIS_CPU}, at $(git rev-parse --short HEAD)"
 for run in "ft 0" "ft 1" "gil -"; do
   read -r side gil_env <<<"$run"
   echo
   if [ "$gil_env" = - ]; then
-    env -u PYTHON_GIL "build/bench-ft-$side/bin/python" bench/bench_python.py --threads 8 "$seconds" "$rounds" 2>/dev/null
+    env -u PYTHON_GIL "build/bench-ft-$side/bin/python" bench/bench_python.py --threads 8 "$seconds" "$rounds" 2>>build/bench-ft-rounds.log
   else
-    PYTHON_GIL=$gil_env "build/bench-ft-$side/bin/python" bench/bench_python.py --threads 8 "$seconds" "$rounds" 2>/dev/null
+    PYTHON_GIL=$gil_env "build/bench-ft-$side/bin/python" bench/bench_python.py --threads 8 "$seconds" "$rounds" 2>>build/bench-ft-rounds.log
   fi
 done
