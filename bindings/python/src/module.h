@@ -27,7 +27,9 @@
 #ifdef Py_GIL_DISABLED
 /* every completion queue's counters, buffer, tag table and core queue, and
  * every client's list of queues (aio.c). Never held while Python code may
- * run: arguments are converted before, errors raised after. */
+ * run (a re-entry would deadlock): arguments are converted before it is
+ * taken; under it only this module's objects, exceptions and the queue's
+ * own dict and lists are made or changed. */
 extern PyMutex aio_mutex;
 #define AIO_LOCK() PyMutex_Lock(&aio_mutex)
 #define AIO_UNLOCK() PyMutex_Unlock(&aio_mutex)
