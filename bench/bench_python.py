@@ -6,6 +6,9 @@ redis-server on a free port). Needs: pip install . limits redis
 --threads N [seconds] [rounds]: the same pairs from N threads on one
 client each side (ours: overlapping calls share batch calls in the core),
 rounds interleaved, with the scripts Redis ran per decision.
+RL_BENCH_ALGORITHMS="gcra fixed_window": only those rows; gcra is set
+against `limits`' fixed window (it has no GCRA; that is its cheapest).
+The header says whether the interpreter is free-threaded and the GIL on.
 
 --leases [seconds] [rounds]: one hot key (gcra, a limit no run reaches)
 with and without a lease (0.05 s), one thread and 8 threads: decisions/s,
@@ -17,6 +20,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 
@@ -39,11 +43,21 @@ def rate(call):
 
 def pairs():
     import limits.strategies
-    return [
+    every = [
         ("fixed_window", limits.strategies.FixedWindowRateLimiter),
         ("sliding_window", limits.strategies.SlidingWindowCounterRateLimiter),
         ("sliding_log", limits.strategies.MovingWindowRateLimiter),
+        ("gcra", limits.strategies.FixedWindowRateLimiter),
     ]
+    wanted = os.environ.get("RL_BENCH_ALGORITHMS", "fixed_window sliding_window sliding_log").split()
+    return [p for p in every if p[0] in wanted]
+
+
+def build():
+    """Which CPython this is: a GIL build, or free-threaded with the GIL on or off."""
+    if not sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return "GIL build"
+    return "free-threaded, GIL %s" % ("on" if sys._is_gil_enabled() else "off")
 
 
 def main(url):
@@ -110,8 +124,8 @@ def threaded(url):
                 print("round %d  %-14s %-9s %10.0f/s  %.3f scripts/decision"
                       % (r + 1, ours, side, n / SECONDS, per), file=sys.stderr)
     client.close()
-    print("Python %s, %d threads, %d round(s) of %.1f s per row, medians\n"
-          % (sys.version.split()[0], THREADS, ROUNDS, SECONDS))
+    print("Python %s (%s), %d threads, %d round(s) of %.1f s per row, medians\n"
+          % (sys.version.split()[0], build(), THREADS, ROUNDS, SECONDS))
     print("| algorithm | ratelimit | limits | ratio | ratelimit's scripts per decision |")
     print("|---|---:|---:|---:|---:|")
     for ours, _ in pairs():

@@ -3,7 +3,10 @@
 #   - Python wheels, manylinux2014 (glibc 2.17), one per CPython 3.9-3.15 and
 #     architecture, hiredis + hiredis_ssl + OpenSSL linked in (every wheel has TLS);
 #     3.14 and 3.15, where this machine has neither, by Debian sid's interpreters
-#     in a chroot, against their headers (scripts/sid.sh);
+#     in a chroot, against their headers (scripts/sid.sh); free-threaded ones:
+#     3.13t by a CPython built here from trixie's source (scripts/ft-python.sh),
+#     3.14t and 3.15t by sid's against its headers with Py_GIL_DISABLED (built,
+#     checked statically, never run: no free-threaded 3.14 or 3.15 here);
 #   - musllinux_1_2 wheels (Alpine), x86_64 and aarch64, for CPython 3.13: built
 #     by a musl CPython from CPython's source (scripts/musl-python.sh);
 #   - the sdist (builds from source where no wheel fits);
@@ -20,8 +23,8 @@
 # against what that version's libpython exports).
 # Usage: scripts/dist.sh [x86_64] [aarch64]   (default: both)
 #   RL_DIST_MACOS="aarch64"     macOS architectures (default aarch64 x86_64; "" none)
-#   RL_DIST_PYTHONS="3.9 3.11"  only these CPython versions (default 3.9 ... 3.15),
-#                               for Linux and macOS
+#   RL_DIST_PYTHONS="3.9 3.11"  only these CPython versions (default 3.9 ... 3.15,
+#                               3.13t 3.14t 3.15t), for Linux and macOS
 #   RL_DIST_JAVA_GOALS=verify   Maven goals for the jar (default package, no tests;
 #                               verify runs the Java suite on the very jar shipped,
 #                               the starter's on Spring Boot 3.5 and 4.0)
@@ -39,7 +42,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(x86_64 aarch64)
-read -r -a pythons <<<"${RL_DIST_PYTHONS:-3.9 3.10 3.11 3.12 3.13 3.14 3.15}"
+read -r -a pythons <<<"${RL_DIST_PYTHONS:-3.9 3.10 3.11 3.12 3.13 3.14 3.15 3.13t 3.14t 3.15t}"
 read -r -a macs <<<"${RL_DIST_MACOS-aarch64 x86_64}"
 cache=${RL_DIST_CACHE:-$HOME/.cache/ratelimit-dist}
 glibc=2.17
@@ -363,12 +366,18 @@ for arch in "${targets[@]}"; do
   for pyver in "${pythons[@]}"; do
     # this machine's interpreter (find-python.sh), else Debian sid's in its
     # root: setup.py runs there (inroot), its files at the same paths
-    inroot=() prefix=""
-    if py=$(scripts/find-python.sh "$pyver" 2>/dev/null); then
+    # 3.14t, 3.15t: sid's GIL build runs setup.py against its headers made
+    # free-threaded (ft_headers; no free-threaded interpreter of theirs here)
+    inroot=() prefix="" base=${pyver%t} ft_headers=""
+    if [ "$pyver" = 3.13t ]; then
+      # free-threaded: Debian ships none; built from its source, cached
+      py=$(scripts/ft-python.sh) venv=$cache/venv-$pyver
+    elif py=$(scripts/find-python.sh "$pyver" 2>/dev/null); then
       venv=$cache/venv-$pyver
-    elif [[ " $sid_pythons " == *" $pyver "* ]]; then
+    elif [[ " $sid_pythons " == *" $base "* ]]; then
       sid=${sid:-$(sid_root amd64)}
-      inroot=(sid_run "$sid") prefix=$sid py=/usr/bin/python$pyver venv=$cache/sid-venv-$pyver
+      inroot=(sid_run "$sid") prefix=$sid py=/usr/bin/python$base venv=$cache/sid-venv-$base
+      [ "$base" = "$pyver" ] || ft_headers=1
     else
       scripts/find-python.sh "$pyver" >/dev/null || true # its hint
       echo "dist.sh: no CPython $pyver (pyenv install $pyver)" >&2
@@ -381,18 +390,26 @@ for arch in "${targets[@]}"; do
       quietly "${inroot[@]}" "$venv/bin/pip" install -q --upgrade "$setuptools_req" wheel
       echo "$setuptools_req $prefix$py" >"$venv/ready"
     fi
-    tag=$("${inroot[@]}" "$venv/bin/python" -c 'import sys; print("cpython-%d%d" % sys.version_info[:2])')
+    # cpython-313, or cpython-313t for a free-threaded build
+    tag=$("${inroot[@]}" "$venv/bin/python" -c 'import sys, sysconfig
+print("cpython-%d%d%s" % (*sys.version_info[:2], "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""))')
     # the interpreter's headers; a Debian python's pyconfig.h only includes
     # /usr/include/<multiarch>/..., which zig's search path lacks: the real one
     inc=$work/include-$pyver-$arch
     rm -rf "$inc"
     cp -r "$prefix$("${inroot[@]}" "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" "$inc"
-    multiarch_config=$prefix/usr/include/$("${inroot[@]}" "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("MULTIARCH") or "-")')/python$pyver/pyconfig.h
+    hdrver=$pyver
+    [ -z "$prefix" ] || hdrver=$base
+    multiarch_config=$prefix/usr/include/$("${inroot[@]}" "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("MULTIARCH") or "-")')/python$hdrver/pyconfig.h
     [ ! -f "$multiarch_config" ] || cp "$multiarch_config" "$inc/pyconfig.h"
     cross=(CFLAGS="-O2 -I$inc") # setup.py adds no -O here: zig cc without one builds for debugging, with UBSan
+    if [ -n "$ft_headers" ]; then
+      tag=${tag}t
+      cross+=(SETUPTOOLS_EXT_SUFFIX=".$tag-$arch-linux-gnu.so")
+    fi
     if [ "$arch" != "$(uname -m)" ] && [ -n "$prefix" ]; then
       # Debian's arm64 build of the same interpreter: its own pyconfig.h
-      cp "$(sid_root arm64)/usr/include/$arch-linux-gnu/python$pyver/pyconfig.h" "$inc/pyconfig.h"
+      cp "$(sid_root arm64)/usr/include/$arch-linux-gnu/python$hdrver/pyconfig.h" "$inc/pyconfig.h"
       cross+=(SETUPTOOLS_EXT_SUFFIX=".$tag-$arch-linux-gnu.so")
     elif [ "$arch" != "$(uname -m)" ]; then
       # the target's pyconfig.h differences (checked against Debian's arm64
@@ -402,6 +419,14 @@ for arch in "${targets[@]}"; do
         -e 's|^/\* #undef HAVE_USABLE_WCHAR_T \*/|#define HAVE_USABLE_WCHAR_T 1|' "$inc/pyconfig.h"
       cross+=(SETUPTOOLS_EXT_SUFFIX=".$tag-$arch-linux-gnu.so")
     fi
+    if [ -n "$ft_headers" ]; then
+      # what configure --disable-gil writes into pyconfig.h (3.13.5's
+      # configure.ac: Py_GIL_DISABLED and nothing else; the ABI flag "t" is
+      # the extension's suffix and the wheel's tag)
+      sed -i 's|^/\* #undef Py_GIL_DISABLED \*/$|#define Py_GIL_DISABLED 1|' "$inc/pyconfig.h"
+      grep -qx '#define Py_GIL_DISABLED 1' "$inc/pyconfig.h" ||
+        { echo "dist.sh: cannot make $inc/pyconfig.h free-threaded" >&2; exit 1; }
+    fi
     rm -rf "$work/wheel"
     (cd "$root" && quietly "${inroot[@]}" env CC="$cc" LDSHARED="$cc -shared" LDFLAGS=-Wl,--strip-debug "${cross[@]}" \
       RL_HIREDIS_PREFIX="$hiredis" PKG_CONFIG_PATH="$openssl/lib/pkgconfig" PKG_CONFIG_LIBDIR="$openssl/lib/pkgconfig" \
@@ -409,8 +434,24 @@ for arch in "${targets[@]}"; do
       bdist_wheel --plat-name "linux_$arch" -d "$work/wheel" --bdist-dir "$work/bdist-$pyver-$arch")
     rm -rf bindings/python/ratelimit_core.egg-info
     wheel=$(ls "$work/wheel"/*.whl)
+    if [ -n "$ft_headers" ]; then
+      # tagged by the GIL interpreter that built it: the free-threaded ABI's tag
+      quietly "$tools/bin/python" -m wheel tags --abi-tag "cp${base/./}t" --remove "$wheel"
+      wheel=$(ls "$work/wheel"/*.whl)
+    fi
     unzip -q -o "$wheel" 'ratelimit/_ratelimit*.so' -d "$work/so-$pyver-$arch"
-    check_native "$(ls "$work/so-$pyver-$arch"/ratelimit/_ratelimit*.so)"
+    so=$(ls "$work/so-$pyver-$arch"/ratelimit/_ratelimit*.so)
+    check_native "$so"
+    # compiled for its interpreter's ABI: a free-threaded build's reference
+    # counting calls _Py_DecRefShared, a GIL build's never (either one in the
+    # other's interpreter would corrupt reference counts)
+    case "$(basename "$so")" in *".$tag-"*) ;; *) echo "dist.sh: $so is not named for $tag" >&2; exit 1 ;; esac
+    shared=$(readelf --dyn-syms -W "$so" | awk '$7 == "UND" && $8 ~ /^_Py_DecRefShared/' | wc -l)
+    want=0 got=0
+    [[ $pyver != *t ]] || want=1
+    [ "$shared" -eq 0 ] || got=1
+    [ "$want" = "$got" ] || { echo "dist.sh: $so is built for the other ABI (free-threaded: $got)" >&2; exit 1; }
+    [ "$want" = 0 ] || echo "  $(basename "$so"): the free-threaded ABI (its reference counting calls _Py_DecRefShared)"
     # checks the policy (symbol versions, libraries) and writes the most
     # compatible manylinux tags it allows (--plat names only the host's arch)
     PATH=$tools/bin:$PATH quietly "$tools/bin/auditwheel" repair --plat auto -w dist "$wheel"
@@ -421,6 +462,16 @@ for arch in "${targets[@]}"; do
     esac
     "$tools/bin/auditwheel" show "$shipped" 2>/dev/null | tr '\n' ' ' | sed -E 's/ +/ /g; s/^ ?/  /; s/\. The wheel references.*//'
     echo
+    if [ -n "$ft_headers" ]; then
+      # no interpreter here runs it: pip, told a free-threaded one's tags, picks it
+      picked=$(PIP_DISABLE_PIP_VERSION_CHECK=1 "$tools/bin/pip" install -q --dry-run --report - --no-deps \
+        --target "$work/pip-$pyver-$arch" --platform "manylinux2014_$arch" --python-version "$base" \
+        --implementation cp --abi "cp${base/./}t" --only-binary=:all: --no-index --find-links dist ratelimit-core |
+        "$tools/bin/python" -c 'import json, sys; print(*(i["download_info"]["url"].rsplit("/", 1)[1] for i in json.load(sys.stdin)["install"]))')
+      [ "$picked" = "$(basename "$shipped")" ] ||
+        { echo "dist.sh: pip for CPython $pyver on $arch picks '$picked', not $(basename "$shipped")" >&2; exit 1; }
+      echo "  built, not run (no free-threaded CPython $base here): pip for CPython $pyver on $arch picks it"
+    fi
   done
 
   step "JNI library, linux-$arch"

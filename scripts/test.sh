@@ -92,7 +92,9 @@ ctest --test-dir build-notls --output-on-failure -j $jobs -R 'rate|url|limiters|
 # the wheels are built and tested for CPython 3.9, 3.11 and 3.13 where this
 # machine has them (pyenv, or pythonX.Y on PATH: a bare Debian 12 has only
 # 3.11), and always for the system's python3, which runs the whole suite;
-# 3.14 and 3.15 always: Debian sid's interpreters in a sid root (scripts/sid.sh)
+# 3.14 and 3.15 always: Debian sid's interpreters in a sid root (scripts/sid.sh);
+# free-threaded 3.13t always, built from trixie's source once (scripts/ft-python.sh),
+# and 3.14t and 3.15t against sid's headers (built and checked, not run)
 system_python=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 pythons=()
 missing=()
@@ -101,7 +103,7 @@ for v in 3.9 3.11 3.13 "$system_python"; do
   if scripts/find-python.sh "$v" >/dev/null; then pythons+=("$v"); else missing+=("$v"); fi
 done
 dist_pythons="${pythons[*]}"
-for v in 3.14 3.15; do case " $dist_pythons " in *" $v "*) ;; *) dist_pythons+=" $v" ;; esac; done
+for v in 3.14 3.15 3.13t 3.14t 3.15t; do case " $dist_pythons " in *" $v "*) ;; *) dist_pythons+=" $v" ;; esac; done
 [ -z "${missing[*]:-}" ] || echo "NOT TESTED here: the wheels for CPython ${missing[*]} (no interpreter; pyenv install <version>)"
 
 # the core's Java suite runs on Java 17 (the build's) and again on 25, installed where missing
@@ -113,6 +115,9 @@ RL_DIST_PYTHONS="$dist_pythons" RL_DIST_JAVA_GOALS=install RL_DIST_SECOND_JDK="$
 
 step "Python: the wheels from dist/ (pip --only-binary=:all: --no-index) on CPython ${pythons[*]} (whole suite on $system_python, build/venv)"
 RL_DIST_FULL=$system_python scripts/dist-test.sh "${pythons[@]}"
+
+step "Free-threaded CPython 3.13 (built from trixie's source, cached): the cp313t wheel, the GIL off, the whole Python suite"
+scripts/ft-test.sh
 
 step "aarch64 under qemu-user (arm64 Debian root): the wheel runs the conformance vectors and TLS, the jar TLS"
 scripts/arm64-test.sh

@@ -53,6 +53,7 @@ import asyncio
 import concurrent.futures
 import functools
 import itertools
+import threading
 from typing import (Any, Awaitable, Callable, Generator, Generic, Iterable, List, Literal, Optional, Tuple, TypeVar,
                     Union, overload)
 
@@ -251,6 +252,9 @@ class _Runner:
         self.loops: "dict[asyncio.AbstractEventLoop, _LoopState]" = {}
         self.last: Optional[_LoopState] = None
         self.loop_serial = itertools.count()  # next() is atomic: loops may run in several threads
+        # a loop's first call, from loops on several threads at once (without
+        # a GIL too): one state per loop, old loops torn down once
+        self.loops_lock = threading.Lock()
 
     def state(self) -> _LoopState:
         loop = asyncio.get_running_loop()
@@ -259,12 +263,15 @@ class _Runner:
             return st
         st = self.loops.get(loop)
         if st is None:
-            if self.client is None or self.client.closed:
-                raise ClientClosed("the client is closed")
-            for old in [s for s in self.loops.values() if s.loop.is_closed()]:
-                del self.loops[old.loop]  # an earlier asyncio.run()'s
-                old.teardown()
-            st = self.loops[loop] = _LoopState(loop, self.client, next(self.loop_serial) * _TAGS_PER_LOOP)
+            with self.loops_lock:
+                st = self.loops.get(loop)
+                if st is None:
+                    if self.client is None or self.client.closed:
+                        raise ClientClosed("the client is closed")
+                    for old in [s for s in self.loops.values() if s.loop.is_closed()]:
+                        del self.loops[old.loop]  # an earlier asyncio.run()'s
+                        old.teardown()
+                    st = self.loops[loop] = _LoopState(loop, self.client, next(self.loop_serial) * _TAGS_PER_LOOP)
         self.last = st
         return st
 
@@ -355,7 +362,8 @@ class _Runner:
     def close(self) -> None:
         """The client was closed: every loop's state resolves what it still
         waits for (ClientClosed) and stops watching its queue."""
-        states, self.loops, self.last = list(self.loops.values()), {}, None
+        with self.loops_lock:
+            states, self.loops, self.last = list(self.loops.values()), {}, None
         try:
             current = asyncio.get_running_loop()
         except RuntimeError:

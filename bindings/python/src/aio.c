@@ -10,7 +10,11 @@
  * when completions wait; take() turns them into (tag, status, value)
  * tuples, value being what the blocking call returns or raises, one
  * wake-up of the loop for many completions. Everything here runs with the
- * GIL held: each call is a few microseconds and never waits.
+ * GIL held: each call is a few microseconds and never waits. Without a GIL
+ * (Py_GIL_DISABLED) aio_mutex takes its place for the bookkeeping: a queue's
+ * counters, buffer, tag table and core queue, and the clients' lists of
+ * queues, which a client closed on another thread, or used from two event
+ * loops' threads, touches too.
  *
  * Lifetime: the core's queue must outlive every client that may still post
  * to it. A client that submits into a queue keeps a reference to it (in
@@ -20,6 +24,10 @@
  * completion due is taken (a client shut down completes every request in
  * flight, with RL_ERR_CLOSED if need be) or the last holder lets go. */
 #include "module.h"
+
+#ifdef Py_GIL_DISABLED
+PyMutex aio_mutex; /* zeroed: unlocked */
+#endif
 
 typedef struct {
     PyObject_HEAD
@@ -53,7 +61,8 @@ static void queue_unhold(CompletionsObject *self)
     if (--self->holders == 0 && self->closed) queue_free(self);
 }
 
-/* Keeps queue alive for c's requests; drops the queues nothing is pending in. */
+/* Keeps queue alive for c's requests; drops the queues nothing is pending in.
+ * With aio_mutex held, as take_raw, taken_list and queue_free. */
 static int client_hold_queue(ClientObject *c, CompletionsObject *queue)
 {
     PyObject *list = c->queues;
@@ -86,11 +95,13 @@ static int client_hold_queue(ClientObject *c, CompletionsObject *queue)
 
 void client_release_queues(ClientObject *c)
 {
+    AIO_LOCK();
     PyObject *list = c->queues;
-    if (!list) return;
     c->queues = NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) queue_unhold((CompletionsObject *)PyList_GET_ITEM(list, i));
-    Py_DECREF(list);
+    for (Py_ssize_t i = 0; list && i < PyList_GET_SIZE(list); i++)
+        queue_unhold((CompletionsObject *)PyList_GET_ITEM(list, i));
+    AIO_UNLOCK();
+    Py_XDECREF(list); /* may free queues: outside the lock */
 }
 
 /* ---- the type --------------------------------------------------------------------- */
@@ -124,10 +135,16 @@ static void completions_dealloc(CompletionsObject *self)
     Py_DECREF(tp);
 }
 
+#define QUEUE_CLOSED "the completion queue is closed"
+
+/* a cheap early check: submissions check again under the lock */
 static int queue_open(rl_state *st, CompletionsObject *self)
 {
-    if (self->closed || !self->q) {
-        raise_code(st, RL_ERR_CLOSED, "the completion queue is closed");
+    AIO_LOCK();
+    int closed = self->closed || !self->q;
+    AIO_UNLOCK();
+    if (closed) {
+        raise_code(st, RL_ERR_CLOSED, QUEUE_CLOSED);
         return -1;
     }
     return 0;
@@ -141,8 +158,12 @@ PyDoc_STRVAR(completions_fileno_doc,
 static PyObject *completions_fileno(CompletionsObject *self, PyObject *unused)
 {
     rl_state *st = STATE(self);
-    if (!st || queue_open(st, self) < 0) return NULL;
-    return PyLong_FromLong(rl_completions_fd(self->q));
+    if (!st) return NULL;
+    AIO_LOCK();
+    int fd = self->closed || !self->q ? -1 : rl_completions_fd(self->q);
+    AIO_UNLOCK();
+    if (fd < 0) return raise_code(st, RL_ERR_CLOSED, QUEUE_CLOSED);
+    return PyLong_FromLong(fd);
 }
 
 /* rl_submit of req (its id owned by keep) into self, or with timeout_ms >=
@@ -150,19 +171,23 @@ static PyObject *completions_fileno(CompletionsObject *self, PyObject *unused)
 static int submit_one(rl_state *st, CompletionsObject *self, ClientObject *client, rl_request *req, uint64_t tag,
                       int64_t timeout_ms, char *err)
 {
-    rl_target target = {NULL, NULL, self->q};
     rl_client *rl = client_handle(st, client);
     if (!rl) return -1;
-    int rc = client_hold_queue(client, self) < 0 ? RL_ERR_NOMEM
+    AIO_LOCK();
+    rl_target target = {NULL, NULL, self->q};
+    int rc = self->closed || !self->q            ? RL_ERR_CLOSED
+             : client_hold_queue(client, self) < 0 ? RL_ERR_NOMEM
              : timeout_ms < 0                    ? rl_submit(rl, req, tag, &target)
                                                  : rl_submit_acquire_wait(rl, req, timeout_ms, tag, &target);
-    if (rc) save_errmsg(err, rc);
+    if (rc == RL_ERR_CLOSED && (self->closed || !self->q)) snprintf(err, ERRBUF, QUEUE_CLOSED);
+    else if (rc) save_errmsg(err, rc);
+    if (!rc) self->pending++; /* before another thread's take() can see it complete */
+    AIO_UNLOCK();
     if (rc) {
         if (PyErr_Occurred()) return -1;
         raise_code(st, rc, err);
         return -1;
     }
-    self->pending++;
     return 0;
 }
 
@@ -233,14 +258,18 @@ static PyObject *submit_decision(CompletionsObject *self, PyObject *const *args,
     if (decided < 0 || rc < 0) return NULL;
     if (decided) return result_new(st, &local);
     if (!now_take) Py_RETURN_NONE;
+    PyObject *out = NULL;
+    AIO_LOCK();
     Py_ssize_t n = take_raw(self, 1024);
-    if (n < 0) return NULL;
     if (n == 1 && self->buf[0].tag == tag) { /* decided inside rl_submit, and nothing else came: the common case */
         rl_completion *c = &self->buf[0];
-        if (c->status == RL_OK) return result_new(st, &c->result);
-        return raise_code(st, c->status, c->error[0] ? c->error : rl_strerror(c->status));
+        if (c->status == RL_OK) out = result_new(st, &c->result);
+        else raise_code(st, c->status, c->error[0] ? c->error : rl_strerror(c->status));
+    } else if (n >= 0) {
+        out = taken_list(st, self, n);
     }
-    return taken_list(st, self, n);
+    AIO_UNLOCK();
+    return out;
 }
 
 static PyObject *completions_submit(CompletionsObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -400,35 +429,39 @@ static PyObject *submit_primitive(rl_state *st, CompletionsObject *self, PyObjec
         PyErr_Format(PyExc_TypeError, "client must be a ratelimit.Client, not %.100s", Py_TYPE(client)->tp_name);
         return NULL;
     }
-    if (!self->kinds && !(self->kinds = PyDict_New())) return NULL;
+    ClientObject *c = (ClientObject *)client;
+    rl_client *rl = client_handle(st, c);
+    if (!rl) return NULL;
     if (!(key = PyLong_FromUnsignedLongLong(tag))) return NULL;
     if (kind == KIND_ACQUIRE) entry = Py_BuildValue("(iN)", kind, ms_to_seconds(lease_ms));
     else entry = Py_BuildValue("(iO)", kind, Py_None);
-    /* known before the completion can be taken */
-    rc = entry ? PyDict_SetItem(self->kinds, key, entry) : -1;
-    Py_XDECREF(entry);
-    if (rc < 0) {
+    if (!entry) {
         Py_DECREF(key);
         return NULL;
     }
-    ClientObject *c = (ClientObject *)client;
-    rl_client *rl = client_handle(st, c);
-    if (rl) {
+    AIO_LOCK();
+    int closed = self->closed || !self->q, known = 0;
+    rc = closed ? RL_ERR_CLOSED : 0;
+    if (!rc && !self->kinds && !(self->kinds = PyDict_New())) rc = RL_ERR_NOMEM;
+    /* known before the completion can be taken */
+    if (!rc && !(known = PyDict_SetItem(self->kinds, key, entry) == 0)) rc = RL_ERR_NOMEM;
+    if (!rc) {
         rl_target target = {NULL, NULL, self->q};
         rc = client_hold_queue(c, self) < 0 ? RL_ERR_NOMEM : prim_submit(rl, p, tag, &target);
-        if (rc) save_errmsg(err, rc);
+        if (rc && !PyErr_Occurred()) save_errmsg(err, rc);
     }
-    if (!rl || rc) { /* nothing was queued */
+    if (rc && known) { /* nothing was queued */
         PyErr_Fetch(&type, &value, &tb);
         if (PyDict_DelItem(self->kinds, key) < 0) PyErr_Clear();
         PyErr_Restore(type, value, tb);
-        Py_DECREF(key);
-        if (rl && !PyErr_Occurred()) raise_code(st, rc, err);
-        return NULL;
     }
+    if (!rc) self->pending++;
+    AIO_UNLOCK();
+    Py_DECREF(entry);
     Py_DECREF(key);
-    self->pending++;
-    Py_RETURN_NONE;
+    if (!rc) Py_RETURN_NONE;
+    if (!PyErr_Occurred()) raise_code(st, rc, closed ? QUEUE_CLOSED : err);
+    return NULL;
 }
 
 PyDoc_STRVAR(completions_submit_acquire_doc,
@@ -667,9 +700,14 @@ static PyObject *completion_item(rl_state *st, CompletionsObject *self, rl_compl
     if (self->kinds && PyDict_GET_SIZE(self->kinds)) {
         PyObject *key = PyLong_FromUnsignedLongLong(c->tag);
         if (!key) return NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+        /* a strong reference, taken out at once (no borrowed one without a GIL) */
+        if (PyDict_Pop(self->kinds, key, &entry) < 0) entry = NULL;
+#else
         entry = PyDict_GetItemWithError(self->kinds, key);
         Py_XINCREF(entry);
         if (entry && PyDict_DelItem(self->kinds, key) < 0) Py_CLEAR(entry);
+#endif
         Py_DECREF(key);
         if (!entry && PyErr_Occurred()) return NULL;
     }
@@ -738,9 +776,13 @@ static PyObject *completions_take(CompletionsObject *self, PyObject *const *args
         if (max < 1) return raise_fmt(st, RL_ERR_INVALID, "max must be at least 1 (got %zd)", max);
         if (max > 65536) max = 65536;
     }
-    if ((n = take_raw(self, max)) < 0) return NULL;
-    PyObject *out = taken_list(st, self, n);
-    if (self->closed && self->pending == 0) queue_free(self); /* no completion is due any more */
+    PyObject *out = NULL;
+    AIO_LOCK();
+    if ((n = take_raw(self, max)) >= 0) {
+        out = taken_list(st, self, n);
+        if (self->closed && self->pending == 0) queue_free(self); /* no completion is due any more */
+    }
+    AIO_UNLOCK();
     return out;
 }
 
@@ -752,25 +794,37 @@ PyDoc_STRVAR(completions_close_doc,
 
 static PyObject *completions_close(CompletionsObject *self, PyObject *unused)
 {
-    if (self->closed) Py_RETURN_NONE;
-    self->closed = 1;
-    if (self->holders == 0 || self->pending == 0) queue_free(self);
+    AIO_LOCK();
+    if (!self->closed) {
+        self->closed = 1;
+        if (self->holders == 0 || self->pending == 0) queue_free(self);
+    }
+    AIO_UNLOCK();
     Py_RETURN_NONE;
 }
 
 static PyObject *completions_get_pending(CompletionsObject *self, void *c)
 {
-    return PyLong_FromSsize_t(self->pending);
+    AIO_LOCK();
+    Py_ssize_t pending = self->pending;
+    AIO_UNLOCK();
+    return PyLong_FromSsize_t(pending);
 }
 
 static PyObject *completions_get_closed(CompletionsObject *self, void *c)
 {
-    return PyBool_FromLong(self->closed);
+    AIO_LOCK();
+    int closed = self->closed;
+    AIO_UNLOCK();
+    return PyBool_FromLong(closed);
 }
 
 static PyObject *completions_get_freed(CompletionsObject *self, void *c)
 {
-    return PyBool_FromLong(self->q == NULL);
+    AIO_LOCK();
+    int freed = self->q == NULL;
+    AIO_UNLOCK();
+    return PyBool_FromLong(freed);
 }
 
 static PyMethodDef completions_methods[] = {

@@ -142,7 +142,7 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
                                      &paths[KEY], &cert_reqs, &reconnect_max, &config_refresh, &client_id,
                                      &max_in_flight, &max_batch))
         return -1;
-    if (self->rl || self->closing) {
+    if (self->rl || CLOSING_LOAD(self)) {
         raise_code(st, RL_ERR_INVALID, "Client.__init__ may be called only once");
         return -1;
     }
@@ -218,7 +218,20 @@ static int client_init(ClientObject *self, PyObject *args, PyObject *kw)
         rc = -1;
         goto done;
     }
-    self->rl = rl;
+    /* two threads may run __init__ at once (the GIL was released above):
+     * the first to finish keeps its client */
+    int first = 0;
+    Py_BEGIN_CRITICAL_SECTION(self);
+    if (!self->rl && !CLOSING_LOAD(self)) {
+        self->rl = rl;
+        first = 1;
+    }
+    Py_END_CRITICAL_SECTION();
+    if (!first) {
+        WITHOUT_GIL(rl_client_close(rl));
+        raise_code(st, RL_ERR_INVALID, "Client.__init__ may be called only once");
+        rc = -1;
+    }
 done:
     Py_XDECREF(url_keep);
     Py_XDECREF(client_id_keep);
@@ -256,8 +269,7 @@ PyDoc_STRVAR(client_close_doc,
 
 static PyObject *client_close(ClientObject *self, PyObject *unused)
 {
-    if (self->closing) Py_RETURN_NONE;
-    self->closing = 1;
+    if (CLOSING_SET(self)) Py_RETURN_NONE; /* one thread closes */
     /* asynchronous requests complete (ClientClosed) into their queues on
      * the I/O thread, which needs no GIL (aio.c frees a queue once taken) */
     int done = 0;
@@ -293,12 +305,12 @@ static PyObject *client_give_back_all(ClientObject *self, PyObject *unused)
 
 static PyObject *client_get_closed(ClientObject *self, void *c)
 {
-    return PyBool_FromLong(self->closing || !self->rl);
+    return PyBool_FromLong(CLOSING_LOAD(self) || !self->rl);
 }
 
 static PyObject *client_get_prefix(ClientObject *self, void *c)
 {
-    if (!self->rl || self->closing) Py_RETURN_NONE;
+    if (!self->rl || CLOSING_LOAD(self)) Py_RETURN_NONE;
     return PyUnicode_FromString(rl_client_prefix(self->rl));
 }
 

@@ -111,14 +111,27 @@ static int limiter_init(LimiterObject *self, PyObject *args, PyObject *kw)
         Py_DECREF(keep);
         return -1;
     }
-    Py_INCREF(client);
-    Py_XSETREF(self->client, (ClientObject *)client);
-    Py_XSETREF(self->name, keep);
-    Py_INCREF(name);
-    Py_XSETREF(self->name_str, name);
-    self->spec = spec;
-    self->stored = stored;
-    self->lease_ms = lease_ms;
+    /* the fields are set once: calls read them without a lock (and with the
+     * GIL released); a second __init__, even one racing this, is refused */
+    int first = 0;
+    Py_BEGIN_CRITICAL_SECTION(self);
+    if (!self->client) {
+        Py_INCREF(client);
+        Py_INCREF(name);
+        self->name = keep;
+        self->name_str = name;
+        self->spec = spec;
+        self->stored = stored;
+        self->lease_ms = lease_ms;
+        self->client = (ClientObject *)client;
+        first = 1;
+    }
+    Py_END_CRITICAL_SECTION();
+    if (!first) {
+        Py_DECREF(keep);
+        raise_code(st, RL_ERR_INVALID, "Limiter.__init__ may be called only once");
+        return -1;
+    }
     return 0;
 }
 

@@ -304,6 +304,10 @@ static void module_free(void *module)
 
 static PyModuleDef_Slot module_slots[] = {
     {Py_mod_exec, module_exec},
+#ifdef Py_GIL_DISABLED
+    /* safe without the GIL: module.h, "free-threaded builds" */
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
     {0, NULL}};
 
 PyDoc_STRVAR(module_doc, "The C core of ratelimit. Import ratelimit instead.");

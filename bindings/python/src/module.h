@@ -16,6 +16,38 @@
 
 #include "ratelimit.h"
 
+/* ---- free-threaded builds (Py_GIL_DISABLED) ---------------------------------- */
+
+/* Without a GIL the few fields written after an object is shared are
+ * guarded here; in a GIL build every guard compiles to nothing, so a call
+ * costs what it did. What needs none: the module state (set at import),
+ * a Limiter and a Client once __init__ returned (their fields never change;
+ * a second __init__ is refused under the object's lock), a Result, and the
+ * core (thread-safe; rl_errmsg() is per thread). */
+#ifdef Py_GIL_DISABLED
+/* every completion queue's counters, buffer, tag table and core queue, and
+ * every client's list of queues (aio.c). Never held while Python code may
+ * run (a re-entry would deadlock): arguments are converted before it is
+ * taken; under it only this module's objects, exceptions and the queue's
+ * own dict and lists are made or changed. */
+extern PyMutex aio_mutex;
+#define AIO_LOCK() PyMutex_Lock(&aio_mutex)
+#define AIO_UNLOCK() PyMutex_Unlock(&aio_mutex)
+/* ClientObject.closing: set once by close(), read by any thread */
+#define CLOSING_LOAD(c) __atomic_load_n(&(c)->closing, __ATOMIC_ACQUIRE)
+#define CLOSING_SET(c) __atomic_exchange_n(&(c)->closing, 1, __ATOMIC_ACQ_REL)
+#else
+#define AIO_LOCK() ((void)0)
+#define AIO_UNLOCK() ((void)0)
+#define CLOSING_LOAD(c) ((c)->closing)
+#define CLOSING_SET(c) (((c)->closing) ? 1 : ((c)->closing = 1, 0))
+#endif
+/* Py_BEGIN_CRITICAL_SECTION is 3.13+ (and nothing without Py_GIL_DISABLED) */
+#ifndef Py_BEGIN_CRITICAL_SECTION
+#define Py_BEGIN_CRITICAL_SECTION(op) {
+#define Py_END_CRITICAL_SECTION() }
+#endif
+
 /* ---- module state (module.c) ------------------------------------------------ */
 
 typedef struct {

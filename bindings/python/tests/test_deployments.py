@@ -162,12 +162,14 @@ def test_slot_migration_told_source_first(cluster_url, topologies):
         lim = client.limiter(key_name, "%d/hour" % limit, algorithm="fixed_window")
         slot = T.key_slot(lim.key("hot"))
         admitted, calls, errors, stop = [0], [0], [], threading.Event()
+        counting = threading.Lock()  # += is no atomic step: without a GIL updates would be lost
 
         def count(results):
             for r in results:
                 assert not r.fallback, r
-                admitted[0] += bool(r)
-                calls[0] += 1
+                with counting:
+                    admitted[0] += bool(r)
+                    calls[0] += 1
 
         def blocking():
             try:
