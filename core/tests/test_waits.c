@@ -268,14 +268,12 @@ static void test_pop(void)
     CHECK_EQ(size, 1);
 
     /* racing a due message: popped and received, or pushed back; never lost */
-    int received = 0;
     for (int i = 0; i < 30; i++) {
         CHECK_OK(rl_submit_queue_pop(c, "w-q", 10, 5000, 100 + (uint64_t)i, &target));
         CHECK_OK(rl_cancel(c, 100 + (uint64_t)i));
         CHECK(take_one(q, &done, 5000));
         if (done.status == RL_OK) {
             CHECK_EQ(done.messages.count, 1);
-            received++;
             CHECK_OK(rl_queue_push(c, "w-q", "kept", 4, 0, &added));
         } else {
             CHECK_EQ(done.status, RL_ERR_CANCELLED);
