@@ -1,7 +1,7 @@
 # Sourced by scripts/dist.sh and scripts/windows-test.sh: what both builds
 # of the binaries do alike. Debian source packages are downloaded by apt
 # (signature and hashes checked) into $cache/src, shared by every build that
-# compiles them. Needs $cache.
+# compiles them. Needs $cache and $sudo.
 
 # chatter goes to a log shown only when the command fails
 quietly() {
@@ -13,6 +13,17 @@ quietly() {
     return 1
   fi
   rm -f "$log"
+}
+
+# apt-get installs the packages named, if any (as root, else with sudo;
+# needs $sudo)
+apt_install() {
+  [ $# -gt 0 ] || return 0
+  [ -z "$sudo" ] || command -v sudo >/dev/null 2>&1 ||
+    { echo "$(basename "$0"): to install $*: run as root, or install sudo" >&2; exit 1; }
+  echo "installing: $*"
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 # the first suite that serves package: downloads into $cache/src, prints the .dsc

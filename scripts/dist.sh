@@ -73,13 +73,7 @@ command -v ninja >/dev/null 2>&1 || pkgs+=(ninja-build)
 command -v javac >/dev/null 2>&1 || pkgs+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)
-if [ ${#pkgs[@]} -gt 0 ]; then
-  [ -z "$sudo" ] || command -v sudo >/dev/null 2>&1 ||
-    { echo "dist.sh: to install ${pkgs[*]}: run as root, or install sudo" >&2; exit 1; }
-  echo "installing: ${pkgs[*]}"
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
-fi
+apt_install "${pkgs[@]}"
 
 step "tools: zig $zig_version, auditwheel $auditwheel_version ($cache/tools)"
 mkdir -p "$cache/bin" "$cache/src"

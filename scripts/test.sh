@@ -89,6 +89,9 @@ cmake -S . -B build-notls -G Ninja -DCMAKE_C_COMPILER=gcc -DRL_TLS=OFF -DRL_HIRE
 quietly cmake --build build-notls -j $jobs --target test_rate test_url test_limiters test_failure run_vectors test_topology
 ctest --test-dir build-notls --output-on-failure -j $jobs -R 'rate|url|limiters|failure|vectors|topology'
 
+step "Windows: the core and its C tests cross-built (Zig, x86_64-windows-gnu, OpenSSL and hiredis inside), run under wine64"
+scripts/windows-test.sh
+
 # the wheels are built and tested for CPython 3.9, 3.11 and 3.13 where this
 # machine has them (pyenv, or pythonX.Y on PATH: a bare Debian 12 has only
 # 3.11), and always for the system's python3, which runs the whole suite;

@@ -39,13 +39,7 @@ command -v ninja >/dev/null 2>&1 || pkgs+=(ninja-build)
 command -v redis-server >/dev/null 2>&1 || pkgs+=(redis-server)
 command -v llvm-objdump >/dev/null 2>&1 || pkgs+=(llvm)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)
-if [ ${#pkgs[@]} -gt 0 ]; then
-  [ -z "$sudo" ] || command -v sudo >/dev/null 2>&1 ||
-    { echo "windows-test.sh: to install ${pkgs[*]}: run as root, or install sudo" >&2; exit 1; }
-  echo "installing: ${pkgs[*]}"
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
-fi
+apt_install "${pkgs[@]}"
 
 step "Zig $zig_version"
 mkdir -p "$wcache/bin" "$wcache/work" "$cache/src"
@@ -102,7 +96,7 @@ if [ ! -f "$openssl/lib/libssl.a" ]; then
     quietly make -j2 build_libs &&
     quietly make install_dev DESTDIR="$openssl.stage")
   mv "$openssl.stage$openssl" "$openssl"
-  rm -rf "$openssl.stage" "$work"
+  rm -rf "$openssl.stage" "$wcache/work"/*
 fi
 
 step "hiredis $hiredis_version + hiredis_ssl for $target (cached: $hiredis)"
@@ -122,20 +116,31 @@ if [ ! -f "$hiredis/lib/libhiredis_ssl.a" ] || [ "$(cat "$hiredis/openssl" 2>/de
   cp "$work"/libhiredis.a "$work"/libhiredis_ssl.a "$hiredis/lib/"
   cp "$work"/hiredis.pc "$work"/hiredis_ssl.pc "$hiredis/lib/pkgconfig/"
   (cd "$work" && cp hiredis.h async.h read.h sds.h alloc.h sockcompat.h hiredis_ssl.h "$hiredis/include/hiredis/")
-  rm -rf "$work"
+  rm -rf "$wcache/work"/*
   echo "$openssl_version" >"$hiredis/openssl"
 fi
 
 step "libratelimit and the C tests for $target (-Werror; $build)"
-# a wrapper's path changes with the cache: configure afresh when it does
-if [ "$(cat "$build/.cc" 2>/dev/null)" != "$wcache/bin/cc" ]; then rm -rf "$build"; fi
+# another cache or another Zig: configure afresh
+if [ "$(cat "$build/.cc" 2>/dev/null)" != "$zig_version $wcache/bin/cc" ]; then rm -rf "$build"; fi
 mkdir -p "$build"
-echo "$wcache/bin/cc" >"$build/.cc"
+echo "$zig_version $wcache/bin/cc" >"$build/.cc"
 quietly cmake -S . -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$root/cmake/windows-x86_64.cmake" \
   -DCMAKE_C_COMPILER="$wcache/bin/cc" -DCMAKE_AR="$wcache/bin/ar" -DCMAKE_RANLIB="$wcache/bin/ranlib" \
   -DRL_HIREDIS_PREFIX="$hiredis" -DOPENSSL_ROOT_DIR="$openssl" -DRL_BUILD_BENCH=OFF -DRL_BUILD_EXAMPLES=OFF
 cmake --build "$build" -j2 2>&1 | grep -Ev '^\[[0-9]+/[0-9]+\] ' || true
 [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "windows-test.sh: the Windows build failed" >&2; exit 1; }
+
+# What Windows must supply: its own DLLs only (the Universal C Runtime's
+# api-ms-win-crt-* sets ship with Windows 10); winpthreads, hiredis and
+# OpenSSL are linked in
+for f in "$build/libratelimit.dll" "$build"/core/tests/*.exe; do
+  bad=$(llvm-objdump -p "$f" | sed -n 's/^ *DLL Name: //p' | sed 's/\.dll$//I' |
+    grep -Eivx 'kernel32|advapi32|user32|crypt32|ws2_32|bcrypt|api-ms-win-crt-[a-z]+-l1-1-0' || true)
+  [ -z "$bad" ] || { echo "windows-test.sh: $f imports $(echo $bad) (not Windows' own)" >&2; exit 1; }
+done
+echo "  libratelimit.dll and the tests import Windows' own DLLs only:" \
+  "$(llvm-objdump -p "$build/libratelimit.dll" | sed -n 's/^ *DLL Name: //p' | grep -v api-ms-win-crt | tr '\n' ' ')+ the UCRT"
 
 # The tests not built for Windows (core/tests/CMakeLists.txt), and why
 declare -A posix_only=(

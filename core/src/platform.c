@@ -409,11 +409,14 @@ void rl_socket_nosigpipe(SOCKET fd)
 }
 
 /* No MSG_DONTWAIT: the I/O thread's sockets are non-blocking already
- * (async.c), the others blocking as the callers want. */
+ * (async.c), the others blocking as the callers want. A blocking send on
+ * Windows returns only once all of it went, so its SO_SNDTIMEO (the command
+ * timeout) would bound the whole pipeline, where POSIX returns what went
+ * and bounds each wait: at most 64 KiB per call keeps POSIX's meaning. */
 ssize_t rl_socket_send(SOCKET fd, const void *buf, size_t len, int dontwait)
 {
-    (void)dontwait;
-    int n = send(fd, buf, len > INT_MAX ? INT_MAX : (int)len, 0);
+    if (!dontwait && len > 65536) len = 65536;
+    int n = send(fd, buf, (int)(len > INT_MAX ? INT_MAX : len), 0);
     return n == SOCKET_ERROR ? fail_wsa() : n;
 }
 

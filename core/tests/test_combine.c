@@ -134,6 +134,7 @@ static void one_timeout_in_a_batch(void)
     nothing_out_or_queued();
 }
 
+#ifndef _WIN32 /* winpthreads' cancellation does not unwind (platform.h) */
 /* Callers cancelled while they wait in the queue, or when their turn to
  * lead came, leave the others their decisions and the queue in order. */
 static void cancelled_callers(void)
@@ -169,6 +170,7 @@ static void cancelled_callers(void)
     rl_spec spec = {.algorithm = RL_GCRA, .limit = 1000, .period_ms = 1000};
     CHECK_EQ(rl_acquire(client, "combine-late", "after", &spec, 1, &r), RL_OK);
 }
+#endif
 
 int main(void)
 {
@@ -181,7 +183,11 @@ int main(void)
     exact_counts(KEYS);
     nothing_out_or_queued();
     one_timeout_in_a_batch();
+#ifndef _WIN32
     cancelled_callers();
+#else
+    printf("cancelled_callers: skipped (winpthreads' pthread_cancel does not unwind through a call)\n");
+#endif
     rl_client_close(client);
     redis_stop(&redis);
     return test_summary("combine");
