@@ -314,14 +314,11 @@ int rl_net_init(void)
  * refused connection fails at the connect timeout instead of at once. */
 int rl_poll(struct pollfd *fds, rl_nfds n, int timeout_ms)
 {
-    int got = WSAPoll(fds, n, timeout_ms);
-    if (got == SOCKET_ERROR) return fail_wsa();
-    if (got > 0) {
-        got = 0;
-        for (rl_nfds i = 0; i < n; i++) {
-            if (fds[i].fd == INVALID_SOCKET) fds[i].revents = 0;
-            got += fds[i].revents != 0;
-        }
+    if (WSAPoll(fds, n, timeout_ms) == SOCKET_ERROR) return fail_wsa();
+    int got = 0;
+    for (rl_nfds i = 0; i < n; i++) {
+        if (fds[i].fd == INVALID_SOCKET) fds[i].revents = 0;
+        got += fds[i].revents != 0;
     }
     return got;
 }
