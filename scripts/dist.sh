@@ -6,6 +6,7 @@
 #     in a chroot, against their headers (scripts/sid.sh);
 #   - the sdist (builds from source where no wheel fits);
 #   - one jar with libratelimit_jni for linux-x86_64 and linux-aarch64, glibc 2.17,
+#     linux-musl-x86_64 and linux-musl-aarch64 (Alpine: musl's libc only),
 #     and darwin-aarch64 (macOS 11) and darwin-x86_64 (macOS 10.13), hiredis +
 #     OpenSSL inside;
 #   - macOS wheels from the sdist's sources, arm64 (macOS 11) and x86_64
@@ -90,6 +91,8 @@ fi
 zig=$(ls "$tools"/lib/python3*/site-packages/ziglang/zig)
 for arch in x86_64 aarch64; do
   printf '#!/bin/sh\nexec "%s" cc -target %s-linux-gnu.%s "$@"\n' "$zig" "$arch" "$glibc" >"$cache/bin/$arch-cc"
+  # musl (Alpine): a shared library links musl's libc dynamically, as Alpine's own do
+  printf '#!/bin/sh\nexec "%s" cc -target %s-linux-musl "$@"\n' "$zig" "$arch" >"$cache/bin/$arch-musl-cc"
 done
 # macOS: everything compiled hidden, so only what the sources mark default
 # (JNIEXPORT, PyMODINIT_FUNC) leaves a library: zig's Mach-O linker ignores
@@ -125,6 +128,7 @@ build_openssl() { # target (x86_64, aarch64, <arch>-macos) -> $cache/openssl-<ve
   case "$arch" in
     aarch64-macos) config=(darwin64-arm64-cc no-asm) ;;
     x86_64-macos) config=(darwin64-x86_64-cc no-asm) ;;
+    *-musl) config=("linux-${arch%-musl}") ;;
     *) config=("linux-$arch") ;;
   esac
   echo "building OpenSSL $openssl_version for $arch (minutes; cached in $out)"
@@ -186,6 +190,25 @@ check_native() { # file
   echo "  $(basename "$file"): newest glibc symbol GLIBC_$newest, needs: $needed"
 }
 
+# A musl native fit to ship (Alpine): no glibc symbol version, nothing
+# needed but musl's libc under Alpine's name (zig writes libc.so; musl's
+# loader takes either, a musllinux auditwheel only Alpine's), nothing
+# exported but its entry points.
+check_musl_native() { # file arch
+  local file=$1 libc=libc.musl-$2.so.1 needed
+  patchelf=$tools/bin/patchelf
+  if readelf -d --wide "$file" | grep -q '(NEEDED).*\[libc\.so\]'; then
+    "$patchelf" --replace-needed libc.so "$libc" "$file"
+  fi
+  ! readelf -V --wide "$file" | grep -q 'GLIBC_' || { echo "dist.sh: $file has glibc symbol versions" >&2; return 1; }
+  needed=$(readelf -d --wide "$file" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+  [ "$needed" = "$libc " ] || { echo "dist.sh: $file needs $needed (musl's $libc only)" >&2; return 1; }
+  exported=$(readelf --dyn-syms -W "$file" | awk '$5 == "GLOBAL" && $7 != "UND" {print $8}' |
+    grep -Evx 'JNI_OnLoad|JNI_OnUnload|PyInit__ratelimit' || true)
+  [ -z "$exported" ] || { echo "dist.sh: $file exports more than its entry points: $(echo $exported | head -c 300)" >&2; return 1; }
+  echo "  $(basename "$file") ($2 musl): no glibc symbol, needs: $needed"
+}
+
 # A macOS Mach-O fit to ship (none can run here): the architecture and the
 # minimum macOS asked for, nothing linked but libSystem, nothing exported but
 # its entry points (and the two symbols zig's linker gives every dylib), and
@@ -219,9 +242,10 @@ check_macho() { # file arch entry...
 
 rm -rf dist
 mkdir -p dist
-work=$cache/work/$version
-rm -rf "$work"
-mkdir -p "$work"
+# one per run: two runs sharing the cache never clobber each other's files
+mkdir -p "$cache/work"
+work=$(mktemp -d "$cache/work/$version.XXXXXX")
+trap '[ $? -ne 0 ] || rm -rf "$work"' EXIT
 
 step "sdist"
 quietly "$tools/bin/python" setup.py -q sdist -d dist
@@ -317,6 +341,12 @@ for arch in "${targets[@]}"; do
   native=$work/jni-natives/native/linux-$arch
   build_jni "$arch" "$native"
   check_native "$native/libratelimit_jni.so"
+
+  deps_for "$arch-musl"
+  step "JNI library, linux-musl-$arch (cross-built, checked; no musl JVM here)"
+  native=$work/jni-natives/native/linux-musl-$arch
+  build_jni "$arch-musl" "$native"
+  check_musl_native "$native/libratelimit_jni.so" "$arch"
 done
 
 # ---- macOS wheels (from here to "end of macOS wheels") ---------------------
@@ -443,7 +473,7 @@ for arch in "${macs[@]}"; do
   mac_wheels "$arch"
 done
 
-step "jar: natives for ${targets[*]/#/linux-} ${macs[*]/#/darwin-} (Maven ${RL_DIST_JAVA_GOALS:-package})"
+step "jar: natives for ${targets[*]/#/linux-} ${targets[*]/#/linux-musl-} ${macs[*]/#/darwin-} (Maven ${RL_DIST_JAVA_GOALS:-package})"
 goals=${RL_DIST_JAVA_GOALS:-package}
 mvn_args=()
 [ "$goals" = package ] && mvn_args=(-DskipTests)

@@ -120,6 +120,9 @@ RL_DIST_FULL=$system_python scripts/dist-test.sh "${pythons[@]}"
 step "aarch64 under qemu-user (arm64 Debian root): the wheel runs the conformance vectors and TLS, the jar TLS"
 scripts/arm64-test.sh
 
+step "musl (Alpine): the C suite as static musl executables (x86_64, and aarch64 under qemu-user); the jar's musl native under musl's loader"
+scripts/musl-test.sh
+
 step "CPython 3.14 and 3.15, Debian sid's: the whole Python suite on 3.15, the smoke test on 3.14 (x86_64, chroot); both decide over TLS under qemu-user (aarch64)"
 scripts/sid-test.sh
 

@@ -20,6 +20,20 @@
  * flight run on to their end. */
 static __thread int depth;
 
+#ifdef __GLIBC__
+/* glibc cancels a thread by unwinding its frames (the core builds with
+ * -fexceptions): a call's cleanup attributes run and it leaves. */
+#define DEFER_CANCEL() ((void)0)
+#define RESTORE_CANCEL() ((void)0)
+#else
+/* musl, macOS, winpthreads run only pthread_cleanup_push's handlers: a
+ * thread cancelled inside a call would stay counted in it, holding what it
+ * held. Cancellation waits until the outermost call has returned. */
+static __thread int cancel_state;
+#define DEFER_CANCEL() pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state)
+#define RESTORE_CANCEL() pthread_setcancelstate(cancel_state, &cancel_state)
+#endif
+
 /* Leaves one call (or the shutdown's own count): 1 when this thread is the
  * last after a shutdown and is to do the work. */
 static int leave(rl_client *c)
@@ -40,7 +54,7 @@ int rl_call_begin(rl_client *c)
         if (leave(c)) c->closing_work(c);
         return rl_fail(RL_ERR_CLOSED, "client is closed");
     }
-    depth++;
+    if (depth++ == 0) DEFER_CANCEL();
     return RL_OK;
 }
 
@@ -48,6 +62,7 @@ void rl_call_end(rl_client *c)
 {
     depth--;
     if (leave(c)) c->closing_work(c);
+    if (depth == 0) RESTORE_CANCEL();
 }
 
 void rl_call_scope_end(rl_client **c)

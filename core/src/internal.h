@@ -149,7 +149,8 @@ struct rl_client {
  * waits for it); after rl_client_shutdown the function returns
  * RL_ERR_CLOSED instead. At the top of every public function that takes a
  * client, but the accessors (prefix, id, keys). The core builds with
- * -fexceptions, so a thread cancelled inside a call leaves it too. */
+ * -fexceptions, so a thread cancelled inside a call leaves it too (glibc;
+ * elsewhere cancellation waits until the call returns, calls.c). */
 #define RL_IN_FLIGHT(client) RL_IN_FLIGHT_ELSE(client, (void)0)
 /* the same, with what to do before returning RL_ERR_CLOSED */
 #define RL_IN_FLIGHT_ELSE(client, ...)                                                                    \

@@ -87,11 +87,7 @@ typedef struct {
 void rl_sigpipe_block(rl_sigpipe_guard *g);
 void rl_sigpipe_restore(rl_sigpipe_guard *g);
 
-/* fork(2)'s hooks, where there is fork (pthread_atfork); nothing on Windows.
- * Nor does a cancelled thread unwind there: winpthreads runs
- * pthread_cleanup_push handlers but no cleanup attributes, so a thread
- * cancelled inside a call leaves it counted (RL_IN_FLIGHT) and
- * rl_client_close waits for it forever. */
+/* fork(2)'s hooks, where there is fork (pthread_atfork); nothing on Windows. */
 void rl_at_fork(void (*before)(void), void (*in_parent)(void), void (*in_child)(void));
 
 #endif

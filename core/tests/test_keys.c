@@ -69,7 +69,7 @@ static void test_requests_validate(void)
 
 static void test_command_run(void)
 {
-    test_redis r;
+    test_redis r = {0};
     rl_client *c;
     rl_reply *reply;
     redis_start(&r);

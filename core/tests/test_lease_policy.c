@@ -198,7 +198,7 @@ static void test_stale_and_zero_grants(void)
 static void test_blocking_fetcher(void)
 {
     fixture x;
-    int batch = 0; /* a blocking batch's token (its address) */
+    int batch = 0; /* a blocking batch's token: its address */
     setup(&x, "blocking", RL_GCRA);
     CHECK_EQ(decide(&x, RL_OP_ACQUIRE, 1, 1000, &batch), STEP_FETCH);
     /* the same batch again for the key it fetches: plainly */

@@ -2,6 +2,7 @@ package io.ratelimit;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
@@ -9,11 +10,13 @@ import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.stream.Stream;
 
 /**
  * Loads libratelimit_jni: an explicit path (-Dratelimit.native.path), then
  * java.library.path, then the copy inside the jar for this platform
- * (native/&lt;os&gt;-&lt;arch&gt;/, picked by os.name and os.arch), extracted to a unique temp
+ * (native/&lt;os&gt;-&lt;arch&gt;/, picked by os.name and os.arch, linux-musl-&lt;arch&gt;/ on musl's
+ * libc), extracted to a unique temp
  * file (so two class loaders or two JVMs never share or clobber one file).
  */
 final class NativeLoader {
@@ -56,10 +59,10 @@ final class NativeLoader {
                 try {
                     System.load(file.toAbsolutePath().toString());
                 } catch (UnsatisfiedLinkError e) {
-                    // e.g. on musl (Alpine): the jar's Linux libraries need glibc >= 2.17
                     throw new UnsatisfiedLinkError("ratelimit: the jar's " + platform + " native library does not "
-                            + "load here (the Linux ones need glibc >= 2.17, the macOS ones macOS 11 on arm64, "
-                            + "10.13 on x86_64): " + e.getMessage() + "; " + FROM_SOURCE);
+                            + "load here (the linux ones need glibc >= 2.17, the linux-musl ones musl's libc, "
+                            + "the macOS ones macOS 11 on arm64, 10.13 on x86_64): " + e.getMessage() + "; "
+                            + FROM_SOURCE);
                 }
                 loadedFrom = "jar:" + resource;
             } finally {
@@ -72,7 +75,8 @@ final class NativeLoader {
     }
 
     /** The platforms a jar may carry, as scripts/dist.sh and the Maven build name them. */
-    static final List<String> KNOWN = List.of("linux-x86_64", "linux-aarch64", "darwin-x86_64", "darwin-aarch64");
+    static final List<String> KNOWN = List.of("linux-x86_64", "linux-aarch64", "linux-musl-x86_64",
+            "linux-musl-aarch64", "darwin-x86_64", "darwin-aarch64");
 
     static final String FROM_SOURCE = "build the native library from source (bindings/java/README.md) and pass "
             + "-D" + PATH_PROPERTY + "=/path/to/" + System.mapLibraryName(LIBRARY);
@@ -104,7 +108,28 @@ final class NativeLoader {
     }
 
     static String platform() {
-        return platform(System.getProperty("os.name", ""), System.getProperty("os.arch", ""));
+        String p = platform(System.getProperty("os.name", ""), System.getProperty("os.arch", ""));
+        return p.startsWith("linux-") && isMusl() ? "linux-musl-" + p.substring("linux-".length()) : p;
+    }
+
+    /**
+     * Whether this JVM runs on musl's libc (Alpine): its loader is mapped into
+     * the process. A file on disk proves nothing (Debian's musl package installs
+     * /lib/ld-musl-x86_64.so.1 beside glibc).
+     */
+    static boolean isMusl() {
+        try (Stream<String> maps = Files.lines(Paths.get("/proc/self/maps"))) {
+            return maps.anyMatch(NativeLoader::mapsMusl);
+        } catch (IOException | UncheckedIOException e) {
+            return false;
+        }
+    }
+
+    /** A line of /proc/self/maps that maps musl's libc (Alpine: /lib/ld-musl-x86_64.so.1). */
+    static boolean mapsMusl(String line) {
+        int slash = line.lastIndexOf('/');
+        String file = line.substring(slash + 1);
+        return slash >= 0 && (file.startsWith("ld-musl-") || file.startsWith("libc.musl-"));
     }
 
     /** {@code <os>-<arch>} from os.name and os.arch: linux-x86_64, linux-aarch64, darwin-aarch64... */

@@ -1,6 +1,7 @@
 package io.ratelimit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
@@ -17,6 +18,19 @@ class NativeLoaderTest {
         assertEquals("darwin-aarch64", NativeLoader.platform("Mac OS X", "arm64"));
         assertEquals("linux-riscv64", NativeLoader.platform("Linux", "riscv64"));
         assertEquals("windows-x86_64", NativeLoader.platform("Windows 11", "amd64"));
+    }
+
+    @Test
+    void muslIsToldByItsLoaderMappedIntoTheProcess() {
+        assertTrue(NativeLoader.mapsMusl("7f3c1e200000-7f3c1e214000 r--p 00000000 08:01 1234 /lib/ld-musl-x86_64.so.1"));
+        assertTrue(NativeLoader.mapsMusl("ffff8a000000-ffff8a014000 r-xp 00000000 08:01 99 /lib/libc.musl-aarch64.so.1"));
+        assertFalse(NativeLoader.mapsMusl("7f3c1e200000-7f3c1e214000 r--p 00000000 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6"));
+        assertFalse(NativeLoader.mapsMusl("7f3c1e200000-7f3c1e214000 rw-p 00000000 00:00 0 "));
+        assertFalse(NativeLoader.mapsMusl("7f3c1e200000-7f3c1e214000 r--p 00000000 08:01 7 /opt/musl-notes/x.so"));
+        // this machine runs glibc (Debian, Ubuntu): the glibc natives, even where a musl is installed beside it
+        assertFalse(NativeLoader.isMusl());
+        assertEquals(NativeLoader.platform(System.getProperty("os.name"), System.getProperty("os.arch")),
+                NativeLoader.platform());
     }
 
     @Test
