@@ -60,17 +60,7 @@ sudo=""
 export DEBIAN_FRONTEND=noninteractive
 
 step() { printf '\n==> dist: %s  [%dm%02ds]\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
-# chatter goes to a log shown only when the command fails
-quietly() {
-  local log
-  log=$(mktemp)
-  if ! "$@" >"$log" 2>&1; then
-    tail -n 60 "$log"
-    rm -f "$log"
-    return 1
-  fi
-  rm -f "$log"
-}
+. scripts/dist-lib.sh
 for t in "${targets[@]}"; do
   case "$t" in x86_64|aarch64) ;; *) echo "dist.sh: unknown target $t (x86_64, aarch64)" >&2; exit 2 ;; esac
 done
@@ -90,13 +80,7 @@ command -v ninja >/dev/null 2>&1 || pkgs+=(ninja-build)
 command -v javac >/dev/null 2>&1 || pkgs+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)
-if [ ${#pkgs[@]} -gt 0 ]; then
-  [ -z "$sudo" ] || command -v sudo >/dev/null 2>&1 ||
-    { echo "dist.sh: to install ${pkgs[*]}: run as root, or install sudo" >&2; exit 1; }
-  echo "installing: ${pkgs[*]}"
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
-fi
+apt_install "${pkgs[@]}"
 
 step "tools: zig $zig_version, auditwheel $auditwheel_version ($cache/tools)"
 mkdir -p "$cache/bin" "$cache/src"
@@ -133,35 +117,14 @@ step "sources: OpenSSL (Debian bookworm), hiredis (Debian trixie)"
 . scripts/sid.sh
 trixie_sources hiredis
 bookworm_sources openssl
-# the newest bookworm OpenSSL this mirror serves: bookworm-security's, else the point release's
-fetch() { # package suite...: downloads into $cache/src, prints the .dsc
-  local package=$1 suite dsc
-  shift
-  for suite in "$@"; do
-    dsc=$(apt-get source -qq --print-uris "$package/$suite" 2>/dev/null | awk '/\.dsc /{print $2; exit}')
-    [ -n "$dsc" ] || continue
-    if [ ! -f "$cache/src/$dsc" ]; then
-      (cd "$cache/src" && apt-get source -qq --download-only "$package/$suite" >/dev/null 2>&1) || {
-        echo "dist.sh: $package/$suite ($dsc) cannot be downloaded; trying the next suite" >&2
-        continue
-      }
-    fi
-    echo "$cache/src/$dsc"
-    return 0
-  done
-  echo "dist.sh: no source package of $package could be downloaded ($*)" >&2
-  return 1
-}
 # as root apt downloads as _apt: let it write there
 if [ "$(id -u)" -eq 0 ] && id _apt >/dev/null 2>&1; then chown _apt "$cache/src"; fi
+# the newest bookworm OpenSSL this mirror serves: bookworm-security's, else the point release's
 openssl_dsc=$(fetch openssl bookworm-security bookworm)
 hiredis_dsc=$(fetch hiredis trixie)
 openssl_version=$(sed -n 's/^Version: //p' "$openssl_dsc")
 hiredis_version=$(sed -n 's/^Version: //p' "$hiredis_dsc")
 echo "OpenSSL $openssl_version, hiredis $hiredis_version"
-
-# unpacks a .dsc into a fresh directory (apt has verified the files)
-unpack() { rm -rf "$2"; dpkg-source -q --no-check -x "$1" "$2" >/dev/null; }
 
 build_openssl() { # target (x86_64, aarch64, <arch>-macos) -> $cache/openssl-<version>-<target>
   local arch=$1 out=$cache/openssl-$openssl_version-$1 work=$cache/work/openssl-$1 config

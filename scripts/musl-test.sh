@@ -25,16 +25,7 @@ if [ ${#pkgs[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
 fi
-quietly() {
-  local log
-  log=$(mktemp)
-  if ! "$@" >"$log" 2>&1; then
-    tail -n 60 "$log"
-    rm -f "$log"
-    return 1
-  fi
-  rm -f "$log"
-}
+. scripts/dist-lib.sh # quietly
 newest() { ls -d "$@" 2>/dev/null | sort -V | tail -n 1; }
 
 for arch in "${archs[@]}"; do

@@ -89,6 +89,9 @@ cmake -S . -B build-notls -G Ninja -DCMAKE_C_COMPILER=gcc -DRL_TLS=OFF -DRL_HIRE
 quietly cmake --build build-notls -j $jobs --target test_rate test_url test_limiters test_failure run_vectors test_topology
 ctest --test-dir build-notls --output-on-failure -j $jobs -R 'rate|url|limiters|failure|vectors|topology'
 
+step "Windows: the core and its C tests cross-built (Zig, x86_64-windows-gnu, OpenSSL and hiredis inside), run under wine64"
+scripts/windows-test.sh
+
 # the wheels are built and tested for CPython 3.9, 3.11 and 3.13 where this
 # machine has them (pyenv, or pythonX.Y on PATH: a bare Debian 12 has only
 # 3.11), and always for the system's python3, which runs the whole suite;
@@ -122,7 +125,7 @@ scripts/ft-test.sh
 step "aarch64 under qemu-user (arm64 Debian root): the wheel runs the conformance vectors and TLS, the jar TLS"
 scripts/arm64-test.sh
 
-step "musl (Alpine): the C suite as static musl executables (x86_64, and aarch64 under qemu-user); the jar's musl native under musl's loader"
+step "musl (Alpine): the musllinux wheel in a musl CPython (vectors, TLS); the C suite as static musl executables (x86_64, and aarch64 under qemu-user); the jar's musl native under musl's loader"
 scripts/musl-test.sh
 
 step "CPython 3.14 and 3.15, Debian sid's: the whole Python suite on 3.15, the smoke test on 3.14 (x86_64, chroot); both decide over TLS under qemu-user (aarch64)"

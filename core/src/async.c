@@ -4,12 +4,9 @@
  * means), replies handed out, timeouts kept. What may block is the dialer
  * thread's (dialer.c); a request's completion is requests.c's. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <hiredis/sds.h>
 
@@ -18,7 +15,7 @@
 /* Wakes the I/O thread out of poll. */
 void rl_async_wake(rl_async *a)
 {
-    if (write(a->wake_fds[1], "", 1) < 0) {
+    if (!rl_pipe_signal(a->wake_fds[1])) {
         /* a full pipe: a wake-up is pending anyway */
     }
 }
@@ -79,7 +76,7 @@ static void conn_attach(rl_aconn *ac, rl_conn *conn)
 {
     redisContext *ctx = conn->ctx;
     ctx->flags &= ~REDIS_BLOCK;
-    fcntl(ctx->fd, F_SETFL, fcntl(ctx->fd, F_GETFL) | O_NONBLOCK);
+    rl_socket_nonblocking(ctx->fd, 1);
     ac->conn = conn;
     ac->last_read_ms = rl_now_ms();
 }
@@ -641,10 +638,10 @@ void *rl_async_io_thread(void *arg)
         a->polls[0] = (struct pollfd){.fd = a->wake_fds[0], .events = POLLIN};
         for (int i = 0; i < nconns; i++) {
             rl_aconn *ac = a->conns[i];
-            a->polls[i + 1] = (struct pollfd){.fd = ac->conn ? ac->conn->ctx->fd : -1,
+            a->polls[i + 1] = (struct pollfd){.fd = ac->conn ? ac->conn->ctx->fd : RL_NO_FD,
                                               .events = POLLIN | (ac->polling_out ? POLLOUT : 0)};
         }
-        int n = poll(a->polls, (nfds_t)nconns + 1, idle ? timeout : 0);
+        int n = rl_poll(a->polls, (rl_nfds)nconns + 1, idle ? timeout : 0);
         if (n > 0) a->now_ms = rl_now_ms();
         pthread_mutex_lock(&a->mutex);
         a->sleeping = 0;
@@ -652,7 +649,7 @@ void *rl_async_io_thread(void *arg)
         if (n <= 0) continue;
         if (a->polls[0].revents) {
             char drained[64];
-            while (read(a->wake_fds[0], drained, sizeof drained) == sizeof drained) {
+            while (rl_pipe_read(a->wake_fds[0], drained, sizeof drained) == sizeof drained) {
             }
         }
         /* a->polls, not a copy: handling may grow it (rl_async_find_conn) */

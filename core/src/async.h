@@ -7,7 +7,6 @@
 #ifndef RL_ASYNC_H
 #define RL_ASYNC_H
 
-#include <poll.h>
 
 #include "internal.h"
 
@@ -170,7 +169,7 @@ struct rl_async {
     int joined; /* the I/O thread was joined (rl_async_stop) */
     int sleeping; /* in poll: a submit must wake it */
     int io_submitted; /* its own callbacks submitted since (set and read on the I/O thread) */
-    int wake_fds[2]; /* a pipe: rl_async_wake writes, the I/O thread polls */
+    rl_fd wake_fds[2]; /* a pipe (rl_pipe): rl_async_wake writes, the I/O thread polls */
     /* the I/O thread's own */
     int64_t now_ms; /* rl_now_ms, read once per turn of its loop and per read (sent_ms) */
     rl_aconn **conns; /* one per server, never moved */

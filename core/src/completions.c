@@ -2,11 +2,9 @@
  * event loop, which watches the read end of a pipe (see rl_completions in
  * ratelimit.h). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "internal.h"
 
@@ -16,7 +14,7 @@ struct rl_completions {
     rl_completion *items;
     size_t head, count, cap;
     size_t reserved; /* slots held for requests submitted and not completed yet */
-    int fd, write_fd; /* a pipe's ends */
+    rl_fd fds[2];  /* a pipe's ends (rl_pipe): read, write */
     int signalled;    /* the pipe holds a byte nobody took yet */
 };
 
@@ -38,15 +36,7 @@ static void queue_unlock(rl_fork_hooks *h)
 static void queue_start_afresh(rl_fork_hooks *h)
 {
     rl_completions *q = (rl_completions *)h;
-    int fds[2];
-    if (rl_pipe(fds) == 0) {
-        for (int i = 0; i < 2; i++) {
-            int old = i == 0 ? q->fd : q->write_fd;
-            if (dup2(fds[i], old) >= 0) fcntl(old, F_SETFD, FD_CLOEXEC);
-            close(fds[i]);
-        }
-        q->signalled = q->count > 0 && write(q->write_fd, "", 1) == 1;
-    }
+    if (rl_pipe_renew(q->fds) == 0) q->signalled = q->count > 0 && rl_pipe_signal(q->fds[1]);
     queue_unlock(h);
 }
 
@@ -56,13 +46,11 @@ int rl_completions_open(rl_completions **out)
     rl_clear_error();
     if (!out) return rl_fail(RL_ERR_INVALID, "out must not be NULL");
     if (!(q = calloc(1, sizeof *q))) return rl_fail(RL_ERR_NOMEM, "out of memory");
-    int fds[2];
-    if (rl_pipe(fds) < 0) {
+    if (rl_pipe(q->fds) < 0) {
+        int err = errno;
         free(q);
-        return rl_fail(RL_ERR_NOMEM, "pipe: %s", strerror(errno));
+        return rl_fail(RL_ERR_NOMEM, "pipe: %s", strerror(err));
     }
-    q->fd = fds[0];
-    q->write_fd = fds[1];
     pthread_mutex_init(&q->mutex, NULL);
     q->fork_hooks.lock = queue_lock;
     q->fork_hooks.unlock = queue_unlock;
@@ -74,7 +62,7 @@ int rl_completions_open(rl_completions **out)
 
 int rl_completions_fd(const rl_completions *q)
 {
-    return q ? q->fd : -1;
+    return q ? (int)q->fds[0] : -1; /* Windows: a SOCKET, whose values fit an int */
 }
 
 /* Room for every completion is made when its request is submitted, where
@@ -113,7 +101,7 @@ void rl_completions_push(rl_completions *q, const rl_completion *c)
     pthread_mutex_lock(&q->mutex);
     q->reserved--; /* its room, made by rl_completions_reserve */
     q->items[(q->head + q->count++) % q->cap] = *c;
-    if (!q->signalled) q->signalled = write(q->write_fd, "", 1) == 1;
+    if (!q->signalled) q->signalled = rl_pipe_signal(q->fds[1]);
     pthread_mutex_unlock(&q->mutex);
 }
 
@@ -129,7 +117,7 @@ size_t rl_completions_take(rl_completions *q, rl_completion *out, size_t max)
     }
     if (q->count == 0 && q->signalled) {
         char byte;
-        if (read(q->fd, &byte, 1) == 1 || errno == EAGAIN) q->signalled = 0;
+        if (rl_pipe_read(q->fds[0], &byte, 1) == 1 || errno == EAGAIN) q->signalled = 0;
     }
     pthread_mutex_unlock(&q->mutex);
     return n;
@@ -139,8 +127,8 @@ void rl_completions_close(rl_completions *q)
 {
     if (!q) return;
     rl_fork_untrack(&q->fork_hooks);
-    close(q->fd);
-    close(q->write_fd);
+    rl_fd_close(q->fds[0]);
+    rl_fd_close(q->fds[1]);
     free(q->items);
     pthread_mutex_destroy(&q->mutex);
     free(q);

@@ -1,21 +1,17 @@
 /* Connections: connecting (TCP, unix, TLS), authenticating, SIGPIPE-safe
  * I/O, the pool per server, and pacing reconnects while a server is down. */
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
+#include <unistd.h> /* access */
 
 #include <hiredis/sds.h>
 
 #include "internal.h"
 
 #ifdef RL_HAVE_TLS
-#include <arpa/inet.h>
 #include <hiredis/hiredis_ssl.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -117,50 +113,21 @@ int rl_conn_error(rl_conn *conn, const char *what)
     return rl_fail(RL_ERR_CONNECTION, "%s: %s", what, ctx->err ? ctx->errstr : "connection lost");
 }
 
-/* A plain socket is written with RL_MSG_NOSIGNAL (platform.h): a peer that
+/* A plain socket is written by rl_socket_send (platform.h): a peer that
  * hung up must not kill a program that does not ignore SIGPIPE (hiredis
- * writes with plain send/write). OpenSSL writes for itself, so around TLS I/O
- * the calling thread blocks SIGPIPE and swallows one it caused, as libpq
- * does (sigwait: macOS has no sigtimedwait; it returns at once, the signal
- * being pending for this thread). */
-typedef struct {
-    sigset_t old;
-    int was_pending;
-} sigpipe_guard;
+ * writes with plain send/write). OpenSSL writes for itself: around TLS I/O
+ * rl_sigpipe_block and rl_sigpipe_restore. */
 
-static void sigpipe_block(sigpipe_guard *g)
-{
-    sigset_t pipe_only, pending;
-    sigemptyset(&pipe_only);
-    sigaddset(&pipe_only, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_only, &g->old);
-    sigpending(&pending);
-    g->was_pending = sigismember(&pending, SIGPIPE);
-}
-
-static void sigpipe_restore(sigpipe_guard *g)
-{
-    sigset_t pipe_only, pending;
-    sigemptyset(&pipe_only);
-    sigaddset(&pipe_only, SIGPIPE);
-    if (!g->was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
-        int saved = errno, sig;
-        sigwait(&pipe_only, &sig);
-        errno = saved;
-    }
-    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
-}
-
-/* Writes the output buffer of a plain socket; with MSG_DONTWAIT (the I/O
- * thread) only what the socket takes now. */
-static int flush_plain(redisContext *ctx, int flags)
+/* Writes the output buffer of a plain socket; dontwait (the I/O thread):
+ * only what the socket takes now. */
+static int flush_plain(redisContext *ctx, int dontwait)
 {
     size_t len;
     while (!ctx->err && (len = sdslen(ctx->obuf)) > 0) {
-        ssize_t n = send(ctx->fd, ctx->obuf, len, RL_MSG_NOSIGNAL | flags);
+        ssize_t n = rl_socket_send(ctx->fd, ctx->obuf, len, dontwait);
         if (n < 0) {
             if (errno == EINTR) continue;
-            if ((flags & MSG_DONTWAIT) && (errno == EAGAIN || errno == EWOULDBLOCK)) return REDIS_OK;
+            if (dontwait && (errno == EAGAIN || errno == EWOULDBLOCK)) return REDIS_OK;
             int err = errno;
             ctx->err = REDIS_ERR_IO;
             snprintf(ctx->errstr, sizeof ctx->errstr, "%s", strerror(err));
@@ -180,12 +147,12 @@ static int flush_plain(redisContext *ctx, int flags)
 /* TLS: hiredis writes through OpenSSL; until done, or once when non-blocking. */
 static int flush_tls(rl_conn *conn, int until_done)
 {
-    sigpipe_guard g;
+    rl_sigpipe_guard g;
     int done = 0, rc;
-    sigpipe_block(&g);
+    rl_sigpipe_block(&g);
     do rc = redisBufferWrite(conn->ctx, &done);
     while (rc == REDIS_OK && !done && until_done);
-    sigpipe_restore(&g);
+    rl_sigpipe_restore(&g);
     return rc;
 }
 
@@ -196,26 +163,26 @@ int rl_conn_flush(rl_conn *conn)
 
 int rl_conn_flush_some(rl_conn *conn)
 {
-    return conn->ssl ? flush_tls(conn, 0) : flush_plain(conn->ctx, MSG_DONTWAIT);
+    return conn->ssl ? flush_tls(conn, 0) : flush_plain(conn->ctx, 1);
 }
 
 int rl_conn_buffer_read(rl_conn *conn)
 {
     if (!conn->ssl) return redisBufferRead(conn->ctx);
-    sigpipe_guard g;
-    sigpipe_block(&g);
+    rl_sigpipe_guard g;
+    rl_sigpipe_block(&g);
     int rc = redisBufferRead(conn->ctx);
-    sigpipe_restore(&g);
+    rl_sigpipe_restore(&g);
     return rc;
 }
 
 int rl_conn_read(rl_conn *conn, void **reply)
 {
     if (!conn->ssl) return redisGetReply(conn->ctx, reply);
-    sigpipe_guard g;
-    sigpipe_block(&g);
+    rl_sigpipe_guard g;
+    rl_sigpipe_block(&g);
     int rc = redisGetReply(conn->ctx, reply);
-    sigpipe_restore(&g);
+    rl_sigpipe_restore(&g);
     return rc;
 }
 
@@ -249,15 +216,13 @@ int rl_conn_read_by(rl_conn *conn, void **reply, int64_t read_by_ms, int timeout
             break;
         }
         if (left < timeout_ms - 5) {
-            struct timeval tv = ms_to_tv((int)left);
-            setsockopt(ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            rl_socket_rcvtimeo(ctx->fd, (int)left);
             lowered = 1;
         }
         if ((rc = rl_conn_buffer_read(conn)) != REDIS_OK) break;
     }
     if (lowered && !ctx->err) {
-        struct timeval tv = ms_to_tv(timeout_ms);
-        setsockopt(ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        rl_socket_rcvtimeo(ctx->fd, timeout_ms);
     }
     return rc;
 }
@@ -448,7 +413,7 @@ void rl_conn_abandon(rl_conn *conn)
      * connection is left unfreed. Closing our copy of the socket leaves the
      * parent's open. */
     if (conn->ssl) {
-        close(conn->ctx->fd);
+        rl_socket_close(conn->ctx->fd);
         rl_fork_leave(conn);
     } else {
         rl_conn_close(conn);
@@ -469,6 +434,10 @@ int rl_conn_open(rl_client *c, rl_node *node, const char *password, const char *
 
     *out = NULL;
     if (!conn) return rl_fail(RL_ERR_NOMEM, "out of memory");
+    if (rl_net_init() < 0) {
+        free(conn);
+        return rl_fail(RL_ERR_CONNECTION, "cannot start the network (Winsock)");
+    }
     conn->node = node;
     if (node->port == 0) snprintf(where, sizeof where, "connect to %s", node->host);
     else if (strchr(node->host, ':')) snprintf(where, sizeof where, "connect to [%s]:%d", node->host, node->port);
@@ -527,21 +496,21 @@ static int still_open(rl_conn *conn)
     char byte;
     ssize_t n;
     if (conn->ctx->err) return 0;
-    n = recv(conn->ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK;
+    n = rl_socket_peek(conn->ctx->fd, &byte);
+    if (n < 0) return errno == EAGAIN;
     if (n == 0 || !conn->ssl) return 0; /* EOF, or bytes nobody asked for */
 #ifdef RL_HAVE_TLS
     /* TLS records arrive unasked (session tickets, close_notify): let
      * OpenSSL read them without blocking, and see what is left */
-    int flags = fcntl(conn->ctx->fd, F_GETFL);
-    if (flags < 0 || fcntl(conn->ctx->fd, F_SETFL, flags | O_NONBLOCK) < 0) return 0;
-    sigpipe_guard g;
-    sigpipe_block(&g);
+    int was = rl_socket_nonblocking(conn->ctx->fd, 1);
+    if (was < 0) return 0;
+    rl_sigpipe_guard g;
+    rl_sigpipe_block(&g);
     int got = SSL_peek(conn->ssl, &byte, 1);
     int err = got > 0 ? SSL_ERROR_NONE : SSL_get_error(conn->ssl, got);
-    sigpipe_restore(&g);
+    rl_sigpipe_restore(&g);
     ERR_clear_error();
-    fcntl(conn->ctx->fd, F_SETFL, flags);
+    rl_socket_nonblocking(conn->ctx->fd, was);
     return got <= 0 && err == SSL_ERROR_WANT_READ;
 #else
     return 0;

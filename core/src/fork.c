@@ -51,7 +51,7 @@ void rl_fork_leave(void *what)
 
 static void install_handlers(void)
 {
-    pthread_atfork(before_fork, in_parent, in_child);
+    rl_at_fork(before_fork, in_parent, in_child);
 }
 
 void rl_fork_track(rl_fork_hooks *h)

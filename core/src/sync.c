@@ -1,11 +1,9 @@
 /* Semaphore, lock and delay queue: the waiting side of the library (their
  * commands and replies: primitive_commands.c). */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "internal.h"
 
@@ -34,7 +32,7 @@ static int wait_message(rl_client *client, rl_conn *sub, int64_t ms, const rl_wa
         int64_t left = end - rl_now_ms();
         if (left <= 0) return 0;
         struct pollfd pfd = {sub->ctx->fd, POLLIN, 0};
-        int n = poll(&pfd, 1, (int)(left < 100 ? left : 100));
+        int n = rl_poll(&pfd, 1, (int)(left < 100 ? left : 100));
         if (n < 0 && errno != EINTR) return rl_fail(RL_ERR_CONNECTION, "poll: %s", strerror(errno));
         if (n <= 0) continue;
         void *reply = NULL;

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "async.h"
 
@@ -16,7 +15,7 @@ static int async_start(rl_client *c)
     a->client = c;
     pthread_mutex_init(&a->mutex, NULL);
     pthread_cond_init(&a->dial_wanted, NULL);
-    a->wake_fds[0] = a->wake_fds[1] = -1;
+    a->wake_fds[0] = a->wake_fds[1] = RL_NO_FD;
     a->polls = malloc(sizeof *a->polls); /* the wake pipe's; connections add theirs */
     int dialer_started = 0;
     if (!a->polls || rl_pipe(a->wake_fds) < 0 ||
@@ -44,8 +43,8 @@ static int async_start(rl_client *c)
 void rl_async_close_wake(rl_async *a)
 {
     for (int i = 0; i < 2; i++) {
-        if (a->wake_fds[i] >= 0) close(a->wake_fds[i]);
-        a->wake_fds[i] = -1;
+        if (a->wake_fds[i] != RL_NO_FD) rl_fd_close(a->wake_fds[i]);
+        a->wake_fds[i] = RL_NO_FD;
     }
 }
 

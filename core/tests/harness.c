@@ -1,17 +1,22 @@
 #include "harness.h"
 
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _WIN32
+#include <winsock2.h>
+#include <ws2tcpip.h>
+#else
 #include <poll.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+#endif
 
 int test_failures;
 int test_checks;
@@ -30,6 +35,78 @@ void sleep_ms(int64_t ms)
     }
 }
 
+#ifdef _WIN32
+/* Under Wine a test can neither start nor signal a Linux redis-server
+ * itself: core/tests/redis_ctl.py does it on request, one line each way, at
+ * 127.0.0.1:$RL_TEST_REDIS_CTL (scripts/windows-test.sh starts it). Its
+ * answer "ok N" gives N. */
+static long long ctl(const char *fmt, ...)
+{
+    WSADATA wsa;
+    char line[1000], answer[200];
+    const char *port = getenv("RL_TEST_REDIS_CTL");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (!port || WSAStartup(MAKEWORD(2, 2), &wsa)) {
+        fprintf(stderr, "no RL_TEST_REDIS_CTL (core/tests/redis_ctl.py) to start redis-server\n");
+        exit(2);
+    }
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((u_short)atoi(port))};
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    SOCKET s = socket(AF_INET, SOCK_STREAM, 0);
+    int got = 0, n;
+    if (s == INVALID_SOCKET || connect(s, (struct sockaddr *)&addr, sizeof addr) ||
+        send(s, line, (int)strlen(line), 0) != (int)strlen(line)) {
+        fprintf(stderr, "redis_ctl at port %s: error %d\n", port, WSAGetLastError());
+        exit(2);
+    }
+    while (got < (int)sizeof answer - 1 && (n = recv(s, answer + got, (int)sizeof answer - 1 - got, 0)) > 0) got += n;
+    closesocket(s);
+    answer[got] = 0;
+    if (strncmp(answer, "ok ", 3) != 0) {
+        fprintf(stderr, "redis_ctl: %s -> %s\n", line, answer);
+        exit(2);
+    }
+    return atoll(answer + 3);
+}
+
+int free_port(void)
+{
+    WSADATA wsa;
+    struct sockaddr_in addr;
+    int len = sizeof addr;
+    WSAStartup(MAKEWORD(2, 2), &wsa);
+    SOCKET fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd == INVALID_SOCKET || bind(fd, (struct sockaddr *)&addr, sizeof addr) ||
+        getsockname(fd, (struct sockaddr *)&addr, &len)) {
+        fprintf(stderr, "free_port: error %d\n", WSAGetLastError());
+        exit(2);
+    }
+    closesocket(fd);
+    return ntohs(addr.sin_port);
+}
+
+static void launch(test_redis *r)
+{
+    r->pid = (pid_t)ctl("start %d %s\n", r->port, r->tls_dir[0] ? r->tls_dir : "-");
+}
+
+static void signal_server(test_redis *r, const char *what)
+{
+    ctl("%s %lld\n", what, (long long)r->pid);
+}
+
+int wait_readable(int fd, int timeout_ms)
+{
+    WSAPOLLFD p = {.fd = (SOCKET)fd, .events = POLLIN};
+    return WSAPoll(&p, 1, timeout_ms);
+}
+#else
 int free_port(void)
 {
     struct sockaddr_in addr;
@@ -46,7 +123,7 @@ int free_port(void)
     return ntohs(addr.sin_port);
 }
 
-static void spawn(test_redis *r)
+static void launch(test_redis *r)
 {
     char port[16];
     snprintf(port, sizeof port, "%d", r->port);
@@ -69,6 +146,35 @@ static void spawn(test_redis *r)
         perror("exec redis-server");
         _exit(127);
     }
+}
+
+static void signal_server(test_redis *r, const char *what)
+{
+    if (!strcmp(what, "pause")) {
+        kill(r->pid, SIGSTOP);
+    } else if (!strcmp(what, "resume")) {
+        kill(r->pid, SIGCONT);
+    } else {
+        if (!strcmp(what, "stop")) {
+            kill(r->pid, SIGCONT);
+            kill(r->pid, SIGTERM);
+        } else {
+            kill(r->pid, SIGKILL);
+        }
+        waitpid(r->pid, NULL, 0);
+    }
+}
+
+int wait_readable(int fd, int timeout_ms)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, timeout_ms);
+}
+#endif
+
+static void spawn(test_redis *r)
+{
+    launch(r);
     for (int i = 0; i < 500 && r->tls_dir[0]; i++) {
         rl_client *client = NULL;
         if (rl_client_open(&client, r->url, NULL) == RL_OK) {
@@ -117,28 +223,25 @@ void redis_restart(test_redis *r)
 void redis_kill(test_redis *r)
 {
     if (r->pid > 0) {
-        kill(r->pid, SIGKILL);
-        waitpid(r->pid, NULL, 0);
+        signal_server(r, "kill");
         r->pid = 0;
     }
 }
 
 void redis_pause(test_redis *r)
 {
-    kill(r->pid, SIGSTOP);
+    signal_server(r, "pause");
 }
 
 void redis_resume(test_redis *r)
 {
-    kill(r->pid, SIGCONT);
+    signal_server(r, "resume");
 }
 
 void redis_stop(test_redis *r)
 {
     if (r->pid > 0) {
-        kill(r->pid, SIGCONT);
-        kill(r->pid, SIGTERM);
-        waitpid(r->pid, NULL, 0);
+        signal_server(r, "stop");
         r->pid = 0;
     }
 }
@@ -224,8 +327,7 @@ size_t drain_completions(rl_completions *q, rl_completion *out, size_t want, int
     size_t got = rl_completions_take(q, out, want);
     int64_t end = now_ms() + timeout_ms;
     while (got < want && now_ms() < end) {
-        struct pollfd pfd = {rl_completions_fd(q), POLLIN, 0};
-        poll(&pfd, 1, 20);
+        wait_readable(rl_completions_fd(q), 20);
         got += rl_completions_take(q, out + got, want - got);
     }
     return got;

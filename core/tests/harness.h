@@ -91,6 +91,9 @@ int test_summary(const char *name);
  * passed; returns how many. */
 size_t drain_completions(rl_completions *q, rl_completion *out, size_t want, int64_t timeout_ms);
 
+/* poll(2) for POLLIN on fd (rl_completions_fd's), as poll returns. */
+int wait_readable(int fd, int timeout_ms);
+
 int64_t now_ms(void);
 void sleep_ms(int64_t ms);
 /* an acquire of 1 on name/id with a lease of lease_ms (limit per period) */

@@ -14,7 +14,6 @@
  *   sliding_window: at most limit per aligned window (Redis time, mapped to
  *     the monotonic clock through TIME).
  * And the key is not starved: most of what the bound allows is admitted. */
-#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,8 +95,7 @@ static void run_async(actor *a)
         else flying++;
     }
     while (flying) {
-        struct pollfd p = {rl_completions_fd(q), POLLIN, 0};
-        poll(&p, 1, 100);
+        wait_readable(rl_completions_fd(q), 100);
         size_t n = rl_completions_take(q, done, IN_FLIGHT);
         int64_t hi = mono_us();
         for (size_t k = 0; k < n; k++) {

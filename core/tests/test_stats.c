@@ -3,7 +3,6 @@
  * fallback, errors; invalid calls not counted), latencies in the right
  * buckets, exact totals from many threads interning names at once, the
  * overflow entry, and metrics turned off. */
-#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
