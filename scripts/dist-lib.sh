@@ -46,6 +46,22 @@ fetch() { # package suite...
   return 1
 }
 
+# OpenSSL's (the newest bookworm serves: bookworm-security's, else the point
+# release's) and hiredis's (trixie's) source packages, as every binary is
+# built from them; sets openssl_dsc, hiredis_dsc and their versions
+fetch_dep_sources() {
+  . scripts/trixie-src.sh
+  trixie_sources hiredis
+  bookworm_sources openssl
+  # as root apt downloads as _apt: let it write there
+  if [ "$(id -u)" -eq 0 ] && id _apt >/dev/null 2>&1; then chown _apt "$cache/src"; fi
+  openssl_dsc=$(fetch openssl bookworm-security bookworm)
+  hiredis_dsc=$(fetch hiredis trixie)
+  openssl_version=$(sed -n 's/^Version: //p' "$openssl_dsc")
+  hiredis_version=$(sed -n 's/^Version: //p' "$hiredis_dsc")
+  echo "OpenSSL $openssl_version, hiredis $hiredis_version"
+}
+
 # unpacks a .dsc into a fresh directory (apt has verified the files)
 unpack() { rm -rf "$2"; dpkg-source -q --no-check -x "$1" "$2" >/dev/null; }
 

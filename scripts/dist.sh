@@ -113,18 +113,8 @@ printf '#!/bin/sh\nexec "%s" ranlib "$@"\n' "$zig" >"$cache/bin/ranlib"
 chmod +x "$cache/bin"/*
 
 step "sources: OpenSSL (Debian bookworm), hiredis (Debian trixie)"
-. scripts/trixie-src.sh
 . scripts/sid.sh
-trixie_sources hiredis
-bookworm_sources openssl
-# as root apt downloads as _apt: let it write there
-if [ "$(id -u)" -eq 0 ] && id _apt >/dev/null 2>&1; then chown _apt "$cache/src"; fi
-# the newest bookworm OpenSSL this mirror serves: bookworm-security's, else the point release's
-openssl_dsc=$(fetch openssl bookworm-security bookworm)
-hiredis_dsc=$(fetch hiredis trixie)
-openssl_version=$(sed -n 's/^Version: //p' "$openssl_dsc")
-hiredis_version=$(sed -n 's/^Version: //p' "$hiredis_dsc")
-echo "OpenSSL $openssl_version, hiredis $hiredis_version"
+fetch_dep_sources
 
 build_openssl() { # target (x86_64, aarch64, <arch>-macos) -> $cache/openssl-<version>-<target>
   local arch=$1 out=$cache/openssl-$openssl_version-$1 work=$cache/work/openssl-$1 config

@@ -27,15 +27,10 @@ fi
 trixie_sources python3.13
 bookworm_sources zlib
 mkdir -p "$cache/src"
+. scripts/dist-lib.sh # fetch
 if [ "$(id -u)" -eq 0 ] && id _apt >/dev/null 2>&1; then chown _apt "$cache/src"; fi
-dsc_of() { # package/suite: downloads it into $cache/src (apt verifies), prints its .dsc
-  local dsc
-  dsc=$(apt-get source -qq --print-uris "$1" | awk '/\.dsc /{print $2; exit}')
-  [ -f "$cache/src/$dsc" ] || (cd "$cache/src" && apt-get source -qq --download-only "$1" >/dev/null 2>&1)
-  echo "$cache/src/$dsc"
-}
-python_dsc=$(dsc_of python3.13/trixie)
-zlib_dsc=$(dsc_of zlib/bookworm)
+python_dsc=$(fetch python3.13 trixie)
+zlib_dsc=$(fetch zlib bookworm)
 version=$(sed -n 's/^Version: \([0-9.]*\).*/\1/p' "$python_dsc")
 out=$cache/cpython-$version-musl-x86_64
 # its ssl module: OpenSSL as scripts/dist.sh built it for musl (static, the wheels' own)

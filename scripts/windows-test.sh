@@ -97,16 +97,7 @@ trap cleanup EXIT
 
 if [ "$mode" = tests ]; then
 step "sources: OpenSSL (Debian bookworm), hiredis (Debian trixie), as dist.sh"
-. scripts/trixie-src.sh
-. scripts/sid.sh
-trixie_sources hiredis
-bookworm_sources openssl
-if [ "$(id -u)" -eq 0 ] && id _apt >/dev/null 2>&1; then chown _apt "$cache/src"; fi
-openssl_dsc=$(fetch openssl bookworm-security bookworm)
-hiredis_dsc=$(fetch hiredis trixie)
-openssl_version=$(sed -n 's/^Version: //p' "$openssl_dsc")
-hiredis_version=$(sed -n 's/^Version: //p' "$hiredis_dsc")
-echo "OpenSSL $openssl_version, hiredis $hiredis_version"
+fetch_dep_sources
 
 step "OpenSSL $openssl_version and hiredis $hiredis_version + hiredis_ssl for $win_target (cached in $wcache)"
 windows_deps "$wcache/work"
