@@ -119,7 +119,11 @@ class VirtualThreadsTest extends RedisTestBase {
      * a carrier would show a native frame (3) or a monitor (4) instead.
      */
     private static boolean jdksOwn(RecordedEvent e) {
-        String reason = e.hasField("pinnedReason") ? String.valueOf(e.getValue("pinnedReason")) : "";
+        // getString: String.valueOf(getValue(..)) would pick valueOf(char[]) and cast
+        String reason = e.hasField("pinnedReason") ? e.getString("pinnedReason") : null;
+        if (reason == null) {
+            return false;
+        }
         return reason.startsWith("Waited for initialization of ") || reason.equals("Freeze or preempt failed (2)");
     }
 
