@@ -47,10 +47,11 @@ IN_FLIGHT = 64
 
 
 def default_servers():
+    """Debian's redis-server, and Redis 8.0 and Valkey 9.1 where scripts/servers.sh has built them."""
     found = [shutil.which("redis-server")]
-    found.append(os.path.join(ROOT, "build/deps/redis8/redis-server"))
-    venv = os.path.join(ROOT, "build/deps/valkey-venv")
-    for dirpath, _, files in os.walk(venv):
+    cache = os.environ.get("RL_SERVERS_CACHE", os.path.expanduser("~/.cache/ratelimit-servers"))
+    found.append(os.path.join(cache, "redis8/redis-server"))
+    for dirpath, _, files in os.walk(os.path.join(cache, "valkey-venv")):
         if "valkey-server" in files:
             found.append(os.path.join(dirpath, "valkey-server"))
             break

