@@ -150,13 +150,14 @@ windows_jdk() { # pip scratch-directory
 }
 
 # Each file imports Windows' own DLLs only (the Universal C Runtime's
-# api-ms-win-crt-* sets ship with Windows 10); winpthreads, hiredis and
-# OpenSSL are linked in
-windows_imports_check() { # file...
-  local f bad
+# api-ms-win-crt-* sets ship with Windows 10), and the one DLL --also names
+# (a wheel's python3X); winpthreads, hiredis and OpenSSL are linked in
+windows_imports_check() { # [--also dll-name] file...
+  local f bad also=kernel32
+  [ "$1" != --also ] || { also=$2; shift 2; }
   for f; do
     bad=$(llvm-objdump -p "$f" | sed -n 's/^ *DLL Name: //p' | sed 's/\.dll$//I' |
-      grep -Eivx 'kernel32|advapi32|user32|crypt32|ws2_32|bcrypt|api-ms-win-crt-[a-z]+-l1-1-0' || true)
+      grep -Eivx "kernel32|advapi32|user32|crypt32|ws2_32|bcrypt|api-ms-win-crt-[a-z]+-l1-1-0|$also" || true)
     [ -z "$bad" ] || { echo "$(basename "$0"): $f imports $(echo $bad) (not Windows' own)" >&2; return 1; }
   done
 }

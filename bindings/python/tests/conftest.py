@@ -22,6 +22,9 @@ import pytest
 import ratelimit
 
 REDIS_SERVER = shutil.which("redis-server")
+# Under Wine (scripts/windows-test.sh python) a Windows Python can neither
+# start nor signal the Linux redis-server: core/tests/redis_ctl.py does it
+REDIS_CTL = os.environ.get("RL_TEST_REDIS_CTL")
 
 
 def free_port():
@@ -30,42 +33,76 @@ def free_port():
         return s.getsockname()[1]
 
 
+def redis_ctl(*words):
+    """One command to redis_ctl.py; its number (a pid, or 0)."""
+    with socket.create_connection(("127.0.0.1", int(REDIS_CTL)), timeout=30) as c:
+        c.sendall((" ".join(map(str, words)) + "\n").encode())
+        reply = b""
+        while not reply.endswith(b"\n"):
+            chunk = c.recv(1000)
+            if not chunk:
+                break
+            reply += chunk
+    status, _, value = reply.decode().strip().partition(" ")
+    if status != "ok":
+        raise RuntimeError("redis_ctl %s: %s" % (" ".join(map(str, words)), reply.decode().strip()))
+    return int(value)
+
+
 class RedisServer:
     """One throwaway redis-server; stop() kills it, pause()/resume() use
     SIGSTOP/SIGCONT to make it a slow (unresponsive) server."""
 
     def __init__(self, port=None):
-        if not REDIS_SERVER:
+        if not REDIS_SERVER and not REDIS_CTL:
             pytest.fail("redis-server is not installed (apt-get install redis-server): these tests need a real Redis")
         self.port = port or free_port()
         self.dir = tempfile.mkdtemp(prefix="rl-redis-")
-        self.proc = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.dir],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = self.pid = None
+        if REDIS_CTL:
+            self.pid = redis_ctl("start", self.port, "-")
+        else:
+            self.proc = subprocess.Popen(
+                [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--dir", self.dir],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.pid = self.proc.pid
         deadline = time.monotonic() + 10
         while True:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
                 break
             except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
+                if not self.running() or time.monotonic() > deadline:
                     raise RuntimeError("redis-server did not start")
                 time.sleep(0.02)
         self.url = "redis://127.0.0.1:%d/0" % self.port
+
+    def running(self):
+        return self.pid is not None if REDIS_CTL else self.proc.poll() is None
 
     def raw(self):
         import redis
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
 
     def pause(self):
-        os.kill(self.proc.pid, signal.SIGSTOP)
+        if REDIS_CTL:
+            redis_ctl("pause", self.pid)
+        else:
+            os.kill(self.pid, signal.SIGSTOP)
 
     def resume(self):
-        os.kill(self.proc.pid, signal.SIGCONT)
+        if REDIS_CTL:
+            redis_ctl("resume", self.pid)
+        else:
+            os.kill(self.pid, signal.SIGCONT)
 
     def stop(self):
-        if self.proc.poll() is None:
+        if REDIS_CTL:
+            if self.pid is not None:
+                redis_ctl("kill", self.pid)  # SIGCONT first is moot: SIGKILL ends a stopped process too
+                self.pid = None
+        elif self.proc.poll() is None:
             self.resume()
             self.proc.kill()
             self.proc.wait()
