@@ -15,10 +15,11 @@ acquire, try_acquire, release, refresh and extend, and the delay queue's
 push, pop and pop_ready are submitted to the client's I/O thread (which
 pipelines everything submitted meanwhile into one write per server) and
 complete into a queue of this event loop's; the loop watches the queue's
-file descriptor (loop.add_reader, so uvloop works too) and resolves the
-futures of every completion that waits in one wake-up. Errors are the
-blocking calls' exceptions, results the same objects; on_redis_error holds
-per decision.
+file descriptor (loop.add_reader, so uvloop works too; on a loop without it,
+such as Windows' ProactorEventLoop, a thread of the loop's selects on it)
+and resolves the futures of every completion that waits in one wake-up.
+Errors are the blocking calls' exceptions, results the same objects;
+on_redis_error holds per decision.
 
 Waits hold no thread either: a semaphore or lock acquire and a pop wait in
 the core, which tries again when a release or push is published (pub/sub)
@@ -59,6 +60,7 @@ from typing import (Any, Awaitable, Callable, Generator, Generic, Iterable, List
 
 import ratelimit as _sync
 from ratelimit import _ratelimit
+from ratelimit._fdwatch import FdWatcher
 from ratelimit.errors import _exceeded
 from ratelimit.limiter import _key_function, _reserved
 from ratelimit.primitives import _FOREVER_SLICE
@@ -124,7 +126,7 @@ class _LoopState:
     descriptor the loop watches, and the futures of the calls in flight by
     tag. Used only on its loop's thread."""
 
-    __slots__ = ("loop", "client", "queue", "futures", "give_backs", "next_tag", "closing", "fd")
+    __slots__ = ("loop", "client", "queue", "futures", "give_backs", "next_tag", "closing", "fd", "watcher")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, client: _sync.Client, first_tag: int) -> None:
         self.loop = loop
@@ -136,8 +138,12 @@ class _LoopState:
         self.next_tag = first_tag
         self.closing = False
         self.fd = self.queue.fileno()
+        self.watcher: Optional[FdWatcher] = None
         try:
-            loop.add_reader(self.fd, self.drain)
+            try:
+                loop.add_reader(self.fd, self.drain)
+            except NotImplementedError:  # ProactorEventLoop (Windows' default)
+                self.watcher = FdWatcher(loop, self.fd, self.drain)
         except BaseException:
             self.queue.close()
             raise
@@ -234,7 +240,9 @@ class _LoopState:
             self.teardown()
 
     def teardown(self) -> None:
-        if not self.loop.is_closed():
+        if self.watcher is not None:
+            self.watcher.close()
+        elif not self.loop.is_closed():
             self.loop.remove_reader(self.fd)
         self.futures.clear()
         self.give_backs.clear()

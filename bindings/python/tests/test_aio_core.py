@@ -14,24 +14,10 @@ import pytest
 import ratelimit
 from ratelimit import _ratelimit, aio
 
-try:
-    import uvloop
-except ImportError:  # optional: the tests run on asyncio's own loop anyway
-    uvloop = None
-
-LOOPS = ["asyncio", pytest.param("uvloop", marks=pytest.mark.skipif(uvloop is None, reason="uvloop not installed"))]
+from aioloops import LOOPS, run, uvloop
+from posixonly import needs_fork
 
 NOW = 1_700_000_000.0  # an explicit clock: every decision at a known instant
-
-
-def run(coro, kind="asyncio"):
-    if kind == "asyncio":
-        return asyncio.run(coro)
-    loop = uvloop.new_event_loop()
-    try:
-        return loop.run_until_complete(coro)
-    finally:
-        loop.close()
 
 
 def state_of(client):
@@ -470,11 +456,39 @@ def test_one_client_several_loops(server, raw):
     t.join()
     assert all(results)
     assert all(run(use(), "uvloop" if uvloop else "asyncio"))
+    assert all(run(use(), "no_add_reader"))
 
     async def close():
         await client.close()
     run(close())
     assert all(s.queue.freed for s in states) and client.closed
+
+
+def watchers():
+    return [t for t in threading.enumerate() if t.name == "ratelimit-aio-watch"]
+
+
+def test_a_loop_without_add_reader_leaves_no_thread(server, raw):
+    # Windows' ProactorEventLoop: a thread selects on the loop's queue, and
+    # ends with the loop's side of the client
+    before = len(watchers())
+    client = aio.AsyncClient(server.url)
+    lim = client.limiter("watched", "150/hour")
+
+    async def use():
+        rs = await asyncio.gather(*(lim.acquire("u") for _ in range(100)))
+        assert state_of(client).watcher is not None
+        return sum(map(bool, rs))
+    assert run(use(), "no_add_reader") == 100
+    assert len(watchers()) == before + 1
+    # a new loop: the closed loop's side is torn down at its first call
+    assert run(use(), "no_add_reader") == 50
+    assert len(watchers()) == before + 1
+
+    async def close():
+        await client.close()
+    run(close(), "no_add_reader")
+    assert len(watchers()) == before
 
 
 def _forked_child(client, out):
@@ -484,6 +498,7 @@ def _forked_child(client, out):
     out.put(asyncio.run(asyncio.wait_for(use(), 30)))
 
 
+@needs_fork
 def test_forked_children_use_the_parents_client(server, raw):
     # the parent used it on a loop of its own (I/O thread, queue) before the
     # fork: each child gets an I/O thread and, on its new loop, a queue

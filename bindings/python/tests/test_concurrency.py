@@ -10,6 +10,7 @@ import pytest
 
 import ratelimit
 from ratelimit import aio
+from posixonly import needs_fork, needs_sigalrm
 
 
 @pytest.mark.parametrize("algorithm", ratelimit.ALGORITHMS)
@@ -44,7 +45,10 @@ def _process_worker(url, algorithm, shared, start, out):
 @pytest.mark.parametrize("algorithm", ["sliding_log", "gcra"])
 @pytest.mark.parametrize("inherit", [False, True], ids=["own-client", "inherited-client"])
 def test_processes_never_over_admit(server, client, algorithm, inherit):
-    ctx = multiprocessing.get_context("fork")
+    if inherit and not hasattr(os, "fork"):
+        pytest.skip("a client inherited through fork(): Windows has none")
+    # Windows: processes of their own (spawn), each with its own client
+    ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
     client.limiter("warm", "1/s").acquire("u")  # the parent's pool holds a live connection
     start, out = ctx.Event(), ctx.Queue()
     procs = [ctx.Process(target=_process_worker,
@@ -61,6 +65,7 @@ def test_processes_never_over_admit(server, client, algorithm, inherit):
     assert client.limiter("warm", "1/s").peek("v")  # the parent's client still works
 
 
+@needs_fork
 def test_fork_child_uses_own_connections(client, raw):
     lim = client.limiter("fork", "1000/hour", algorithm="fixed_window")
     assert lim.acquire("u").remaining == 999
@@ -137,6 +142,7 @@ FORKS = 200
 
 
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+@needs_fork
 def test_forked_children_of_a_busy_process(server):
     # forks land while the parent's threads hold the core's locks, have
     # requests half-queued and connections checked out: each child must get
@@ -275,6 +281,7 @@ def test_redis_restart_is_survived(fresh_server):
     c.close()
 
 
+@needs_sigalrm
 def test_ctrl_c_interrupts_blocking_waits(client):
     sem = client.semaphore("sigint", permits=1, lease=30.0)
     held = sem.acquire(timeout=1.0)

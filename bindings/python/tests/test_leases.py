@@ -16,6 +16,7 @@ import pytest
 
 import ratelimit
 from ratelimit import aio
+from posixonly import needs_fork
 
 SCRIPT_COMMANDS = ("evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro")
 
@@ -392,6 +393,7 @@ print(json.dumps({"status": status, "held": held, "after_child": after_child, "l
 """
 
 
+@needs_fork
 def test_a_forked_child_exiting_leaves_the_parents_lease(server, raw):
     out = subprocess.run([sys.executable, "-c", FORKED, server.url], check=True, timeout=30,
                          capture_output=True, text=True).stdout
