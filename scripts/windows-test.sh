@@ -305,12 +305,18 @@ if [ "$mode" = jar ]; then
   (cd bindings/java/core && timeout 600 /usr/lib/wine/wine64 "$win_jdk/bin/java.exe" -Xcheck:jni \
     --enable-native-access=ALL-UNNAMED -Djava.net.preferIPv4Stack=true -Djava.security.properties="Z:$jt/wine.security" \
     -XX:ErrorFile="Z:$jt/hs_err_pid%p.log" -cp "$wcp" org.junit.platform.console.ConsoleLauncher execute \
-    --disable-banner --disable-ansi-colors --details=summary --reports-dir="Z:$jt/reports" \
+    --disable-banner --disable-ansi-colors --details=summary --fail-if-no-tests --reports-dir="Z:$jt/reports" \
     --select-package io.ratelimit --include-classname '.*' "${excludes[@]}" 2>&1 |
     tr -d '\r' | grep -v 'process group affinity failed' >"$jt/junit.log") || rc=$?
   took=$((SECONDS - start))
-  # per class, from the console launcher's XML report
-  python3 - "$jt/reports/TEST-junit-jupiter.xml" <<'PY' || rc=1
+  # per class, from the console launcher's XML report; every test class not
+  # skipped must have run
+  expected=()
+  for src in $(grep -lE '@(Test|ParameterizedTest|TestFactory)\b' bindings/java/core/src/test/java/io/ratelimit/*.java); do
+    c=$(basename "$src" .java)
+    [ -n "${java_skipped[$c]:-}" ] || expected+=("$c")
+  done
+  python3 - "$jt/reports/TEST-junit-jupiter.xml" "${expected[@]}" <<'PY' || rc=1
 import sys, xml.etree.ElementTree as ET
 from collections import defaultdict
 classes = defaultdict(lambda: [0, 0, 0, 0.0])  # run, failed, skipped, seconds
@@ -324,6 +330,9 @@ for name, (n, failed, skipped, secs) in sorted(classes.items()):
     state = "FAILED" if failed else "passed"
     print(f"  {name:<20} {state}  {n:3d} tests{f', {failed} failed' if failed else ''}"
           f"{f', {skipped} skipped' if skipped else ''}  {secs:5.1f}s")
+missing = sorted(set(sys.argv[2:]) - set(classes))
+if missing:
+    sys.exit(f"windows-test.sh: these test classes did not run: {' '.join(missing)}")
 PY
   for c in $(printf '%s\n' "${!java_skipped[@]}" | sort); do
     printf '  %-20s skipped: %s\n' "$c" "${java_skipped[$c]}"
