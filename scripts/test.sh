@@ -122,7 +122,7 @@ RL_DIST_FULL=$system_python scripts/dist-test.sh "${pythons[@]}"
 step "Free-threaded CPython 3.13 (built from trixie's source, cached): the cp313t wheel, the GIL off, the whole Python suite"
 scripts/ft-test.sh
 
-step "Windows, as a new user: the Windows JVM (Temurin 25, under wine64) runs the Demo from the shipped jar alone (its windows-x86_64 DLL), plain and over TLS"
+step "Windows, as a new user: the Windows JVM (Temurin 25, under wine64) runs the Demo from the shipped jar alone (its windows-x86_64 DLL), plain and over TLS, then the Java core's JUnit tests on that jar"
 scripts/windows-test.sh jar
 
 step "aarch64 under qemu-user (arm64 Debian root): the wheel runs the conformance vectors and TLS, the jar TLS"

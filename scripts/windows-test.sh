@@ -12,7 +12,11 @@
 #        scripts/windows-test.sh jar          after scripts/dist.sh: a new
 #   user's trial of the shipped jar: that Windows JVM runs io.ratelimit.Demo
 #   with only dist/ratelimit-*.jar on its class path (its own
-#   native/windows-x86_64/ratelimit_jni.dll), plain and over TLS
+#   native/windows-x86_64/ratelimit_jni.dll), plain and over TLS; then
+#   that JVM runs the Java core's JUnit tests (JUnit's console launcher) on
+#   that jar, every class of io.ratelimit but those listed as skipped, with
+#   their redis-servers from core/tests/redis_ctl.py and the TLS, Sentinel
+#   and Cluster topologies of tests/topology started here
 #        scripts/windows-test.sh python       after scripts/dist.sh: each
 #   Windows CPython dist.sh built a win_amd64 wheel for (Maven Central's)
 #   installs it with its own pip and decides, plain and over TLS; on 3.13
@@ -316,4 +320,109 @@ tls_server=(--port 0 --tls-port PORT --tls-cert-file "$tls/server.crt" --tls-key
 demo "$decided" "rediss://127.0.0.1:PORT?ssl_ca_certs=Z:$tls/ca.crt" "${tls_server[@]}"
 [ "$mode" = jar ] ||
   demo 'TLS certificate verify failed' "rediss://127.0.0.1:PORT?ssl_ca_certs=Z:$tls/other-ca.crt" "${tls_server[@]}"
+# ---- jar mode: the Java core's JUnit tests in the Windows JVM, on the jar ----
+if [ "$mode" = jar ]; then
+  step "the Java core's JUnit tests in that Windows JVM, on $(basename "$jar") (its own DLL)"
+  jt=$build/jar-junit
+  jtopo=$jt/topology
+  # servers an interrupted run left
+  python3 tests/topology/topology.py down "$jtopo" >/dev/null 2>&1 || true
+  rm -rf "$jt" && mkdir -p "$jt"
+  command -v mvn >/dev/null 2>&1 || apt_install maven
+  # the test dependencies (JUnit, Jackson, Micrometer) as Maven resolves them
+  quietly mvn -B -q -f bindings/java -pl core dependency:build-classpath -Dmdep.includeScope=test \
+    -Dmdep.outputFile="$jt/deps.txt"
+  # the console launcher of the pom's JUnit (Jupiter 5.x.y: Platform 1.x.y), cached
+  platform=$(sed -n 's|.*<junit.version>5\.\(.*\)</junit.version>.*|1.\1|p' bindings/java/pom.xml)
+  console=$wcache/junit/junit-platform-console-standalone-$platform.jar
+  [ -f "$console" ] || (cd "$wcache" && quietly mvn -B -q dependency:copy \
+    -Dartifact="org.junit.platform:junit-platform-console-standalone:$platform" -DoutputDirectory="$wcache/junit")
+  # compiled against the jar, not target/classes: the tests run on what ships
+  quietly javac -nowarn --release 17 -d "$jt/classes" -cp "$jar:$(cat "$jt/deps.txt")" \
+    $(find bindings/java/core/src/test/java -name '*.java')
+  wcp="Z:$jar;Z:$jt/classes;Z:$console"
+  for dep in $(tr ':' '\n' <"$jt/deps.txt" | grep -v '/org/junit/\|/org/opentest4j/\|/org/apiguardian/'); do
+    wcp+=";Z:$dep"
+  done
+  # Wine 8 lacks GetAnycastIpAddressTable, which Temurin 25's net.dll calls
+  # to list network interfaces: the JVM dies (0xc06d007f) where SUN's
+  # SecureRandom seeds itself (UUID.randomUUID, @TempDir), so the first
+  # provider is one that seeds it without (WineSecureRandom, a test class),
+  # and where InetAddress.getLoopbackAddress() asks whether ::1 is bound
+  # (the IPv4 stack never does). Windows itself has that call.
+  awk -F= '/^security\.provider\.[0-9]+=/ { split($1, k, "."); print "security.provider." k[3] + 1 "=" $2 }
+    END { print "security.provider.1=io.ratelimit.WineSecureRandom" }' \
+    "$win_jdk/conf/security/java.security" >"$jt/wine.security"
+  # the classes left out, and why (the rest of io.ratelimit runs)
+  declare -A java_skipped=(
+    [FaultsTest]="Toxiproxy: it starts toxiproxy-server itself, a Linux program Wine's CreateProcess gives no handle to (the C faults test is skipped under Wine too)"
+    [JarStandaloneIT]="Linux's jar trial (libratelimit_jni.so, deleted once loaded, a JVM per check): Windows' is the Demo trial above"
+    [VirtualThreadsTest]="Java 21 classes (src/test-vthreads, the vthreads profile) for a JVM of their own on two carriers, and DEBUG SLEEP, which redis_ctl.py's servers do not enable"
+  )
+  excludes=()
+  for c in "${!java_skipped[@]}"; do
+    [ -e "bindings/java/core/src/test/java/io/ratelimit/$c.java" ] ||
+      [ -e "bindings/java/core/src/test-vthreads/java/io/ratelimit/$c.java" ] ||
+      { echo "windows-test.sh: $c is listed as skipped but does not exist" >&2; exit 1; }
+    excludes+=(--exclude-classname "io\.ratelimit\.$c")
+  done
+  # servers: the TLS, Sentinel and Cluster topologies started here (Wine
+  # cannot start tests/topology's), their TLS paths as Windows paths; the
+  # tests' own redis-servers from redis_ctl.py, as for the C tests
+  trap 'python3 tests/topology/topology.py down "$jtopo" >/dev/null 2>&1 || true; cleanup' EXIT
+  eval "$(python3 tests/topology/topology.py up "$jtopo" --only tls,sentinel,cluster -q)"
+  export RL_TEST_TLS_DIR="Z:$RL_TEST_TLS_DIR" RL_TEST_TLS_URL="${RL_TEST_TLS_URL/ssl_ca_certs=/ssl_ca_certs=Z:}"
+  ctl_dir=$(mktemp -d)
+  python3 core/tests/redis_ctl.py "$ctl_dir/port" &
+  ctl_pid=$!
+  for _ in $(seq 100); do [ -f "$ctl_dir/port" ] && break; sleep 0.1; done
+  export RL_TEST_REDIS_CTL=$(cat "$ctl_dir/port")
+  start=$SECONDS
+  # from the core's module directory, as surefire runs them (LimiterTest
+  # reads ../../../lua); surefire's JVM flags
+  rc=0
+  (cd bindings/java/core && timeout 600 /usr/lib/wine/wine64 "$win_jdk/bin/java.exe" -Xcheck:jni \
+    --enable-native-access=ALL-UNNAMED -Djava.net.preferIPv4Stack=true -Djava.security.properties="Z:$jt/wine.security" \
+    -XX:ErrorFile="Z:$jt/hs_err_pid%p.log" -cp "$wcp" org.junit.platform.console.ConsoleLauncher execute \
+    --disable-banner --disable-ansi-colors --details=summary --fail-if-no-tests --reports-dir="Z:$jt/reports" \
+    --select-package io.ratelimit --include-classname '.*' "${excludes[@]}" 2>&1 |
+    tr -d '\r' | grep -v 'process group affinity failed' >"$jt/junit.log") || rc=$?
+  took=$((SECONDS - start))
+  # per class, from the console launcher's XML report; every test class not
+  # skipped must have run
+  expected=()
+  for src in $(grep -lE '@(Test|ParameterizedTest|TestFactory)\b' bindings/java/core/src/test/java/io/ratelimit/*.java); do
+    c=$(basename "$src" .java)
+    [ -n "${java_skipped[$c]:-}" ] || expected+=("$c")
+  done
+  python3 - "$jt/reports/TEST-junit-jupiter.xml" "${expected[@]}" <<'PY' || rc=1
+import sys, xml.etree.ElementTree as ET
+from collections import defaultdict
+classes = defaultdict(lambda: [0, 0, 0, 0.0])  # run, failed, skipped, seconds
+for case in ET.parse(sys.argv[1]).getroot().iter("testcase"):
+    c = classes[case.get("classname").rsplit(".", 1)[-1].split("$")[0]]
+    c[0] += 1
+    c[1] += case.find("failure") is not None or case.find("error") is not None
+    c[2] += case.find("skipped") is not None
+    c[3] += float(case.get("time") or 0)
+for name, (n, failed, skipped, secs) in sorted(classes.items()):
+    state = "FAILED" if failed else "passed"
+    print(f"  {name:<20} {state}  {n:3d} tests{f', {failed} failed' if failed else ''}"
+          f"{f', {skipped} skipped' if skipped else ''}  {secs:5.1f}s")
+missing = sorted(set(sys.argv[2:]) - set(classes))
+if missing:
+    sys.exit(f"windows-test.sh: these test classes did not run: {' '.join(missing)}")
+PY
+  for c in $(printf '%s\n' "${!java_skipped[@]}" | sort); do
+    printf '  %-20s skipped: %s\n' "$c" "${java_skipped[$c]}"
+  done
+  summary=$(sed -n 's/^\[ *\([0-9]*\) tests \(successful\|failed\|aborted\|skipped\) *\]$/\1 \2/p' "$jt/junit.log" |
+    paste -sd, | sed 's/,/, /g')
+  if [ "$rc" -ne 0 ]; then
+    sed 's/^/    /' "$jt/junit.log" | tail -n 150
+    echo "windows-test.sh: the Java tests failed under Wine (exit $rc; $summary; log: $jt/junit.log)" >&2
+    exit 1
+  fi
+  echo "  tests: $summary; the JVM's run ${took}s"
+fi
 step "Windows: done"
