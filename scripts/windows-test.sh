@@ -92,8 +92,9 @@ export WINEPREFIX=${RL_WINEPREFIX:-$wcache/wine-prefix} WINEDEBUG=-all WINEDLLOV
 # keep its standard output: started here, so that no later $(wine ...) waits
 # on them
 /usr/lib/wine/wine64 wineboot </dev/null >/dev/null 2>&1
-ctl_pid="" ctl_dir=""
+ctl_pid="" ctl_dir="" topology=""
 cleanup() {
+  [ -z "$topology" ] || python3 tests/topology/topology.py down "$topology" >/dev/null 2>&1 || true
   [ -z "$ctl_pid" ] || { kill "$ctl_pid" 2>/dev/null && wait "$ctl_pid" 2>/dev/null; }
   /usr/lib/wine/wineserver -k 2>/dev/null || true
   [ -z "$ctl_dir" ] || rm -rf "$ctl_dir"
@@ -107,6 +108,14 @@ start_redis_ctl() {
   ctl_pid=$!
   for _ in $(seq 100); do [ -f "$ctl_dir/port" ] && break; sleep 0.1; done
   export RL_TEST_REDIS_CTL=$(cat "$ctl_dir/port")
+}
+# the TLS, Sentinel and Cluster topologies (RL_TEST_*), started here for the
+# same reason, their TLS paths as Windows paths (Wine's Z: is /)
+start_topology() { # state directory
+  topology=$1
+  python3 tests/topology/topology.py down "$topology" >/dev/null 2>&1 || true # an interrupted run's
+  eval "$(python3 tests/topology/topology.py up "$topology" --only tls,sentinel,cluster -q)"
+  export RL_TEST_TLS_DIR="Z:$RL_TEST_TLS_DIR" RL_TEST_TLS_URL="${RL_TEST_TLS_URL/ssl_ca_certs=/ssl_ca_certs=Z:}"
 }
 
 if [ "$mode" = tests ]; then
@@ -242,6 +251,9 @@ if [ "$mode" = python ]; then
     echo "$out"
   done
   step "the Python suite on Windows CPython $suite_version under wine64 (redis-servers by redis_ctl.py)"
+  start_topology "$build/python-topology"
+  # test_tls.py may add its CA to the user's ROOT store: Wine asks nobody
+  export RL_TEST_WINDOWS_ROOT_STORE=1
   ignore=()
   for t in "${!wine_skips[@]}"; do
     case $t in *::*) ignore+=(--deselect "$t") ;; *) ignore+=(--ignore "$t") ;; esac
@@ -324,9 +336,6 @@ demo "$decided" "rediss://127.0.0.1:PORT?ssl_ca_certs=Z:$tls/ca.crt" "${tls_serv
 if [ "$mode" = jar ]; then
   step "the Java core's JUnit tests in that Windows JVM, on $(basename "$jar") (its own DLL)"
   jt=$build/jar-junit
-  jtopo=$jt/topology
-  # servers an interrupted run left
-  python3 tests/topology/topology.py down "$jtopo" >/dev/null 2>&1 || true
   rm -rf "$jt" && mkdir -p "$jt"
   command -v mvn >/dev/null 2>&1 || apt_install maven
   # the test dependencies (JUnit, Jackson, Micrometer) as Maven resolves them
@@ -366,17 +375,9 @@ if [ "$mode" = jar ]; then
       { echo "windows-test.sh: $c is listed as skipped but does not exist" >&2; exit 1; }
     excludes+=(--exclude-classname "io\.ratelimit\.$c")
   done
-  # servers: the TLS, Sentinel and Cluster topologies started here (Wine
-  # cannot start tests/topology's), their TLS paths as Windows paths; the
-  # tests' own redis-servers from redis_ctl.py, as for the C tests
-  trap 'python3 tests/topology/topology.py down "$jtopo" >/dev/null 2>&1 || true; cleanup' EXIT
-  eval "$(python3 tests/topology/topology.py up "$jtopo" --only tls,sentinel,cluster -q)"
-  export RL_TEST_TLS_DIR="Z:$RL_TEST_TLS_DIR" RL_TEST_TLS_URL="${RL_TEST_TLS_URL/ssl_ca_certs=/ssl_ca_certs=Z:}"
-  ctl_dir=$(mktemp -d)
-  python3 core/tests/redis_ctl.py "$ctl_dir/port" &
-  ctl_pid=$!
-  for _ in $(seq 100); do [ -f "$ctl_dir/port" ] && break; sleep 0.1; done
-  export RL_TEST_REDIS_CTL=$(cat "$ctl_dir/port")
+  # the tests' own redis-servers from redis_ctl.py, as for the C tests
+  start_topology "$jt/topology"
+  start_redis_ctl
   start=$SECONDS
   # from the core's module directory, as surefire runs them (LimiterTest
   # reads ../../../lua); surefire's JVM flags

@@ -1,6 +1,7 @@
 /* Connections: connecting (TCP, unix, TLS), authenticating, SIGPIPE-safe
  * I/O, the pool per server, and pacing reconnects while a server is down. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,10 +269,21 @@ static void openssl_init(void)
  * SSL_CERT_DIR when set, else OpenSSL's default file and directory (ours:
  * /etc/ssl/cert.pem, /etc/ssl/certs), else the distribution's bundle, found
  * where Go's crypto/x509 looks, so a verified rediss:// works on Fedora too.
+ * On Windows the roots of its ROOT certificate store come before those files
+ * (which Windows does not have; under Wine, the host's).
  * OpenSSL never reads the macOS keychain: there /etc/ssl/cert.pem is the
  * system's roots as macOS ships them, and a CA only in the keychain (a
  * company's, a self-signed one) needs ssl_ca_certs, which every refusal names.
  * Nothing to verify with at all is an error here, not a refusal later. */
+#define SYSTEM_ROOTS "the Windows certificate store (ROOT)" /* the only rl_system_roots there is */
+
+static void add_root(void *store, const unsigned char *der, size_t len)
+{
+    X509 *cert = len <= LONG_MAX ? d2i_X509(NULL, &der, (long)len) : NULL;
+    if (cert) X509_STORE_add_cert(store, cert); /* one it cannot parse: not a root OpenSSL could use */
+    X509_free(cert);
+}
+
 static int load_system_store(rl_client *c, SSL_CTX *ctx)
 {
     static const char *const bundles[] = {
@@ -289,6 +301,11 @@ static int load_system_store(rl_client *c, SSL_CTX *ctx)
                        strerror(errno));
     if (SSL_CTX_set_default_verify_paths(ctx) != 1) return tls_fail("load CA certificates from", "the system store");
     if (!trust && access(X509_get_default_cert_file(), R_OK) == 0) trust = X509_get_default_cert_file();
+    if (!trust) {
+        int roots = rl_system_roots(add_root, SSL_CTX_get_cert_store(ctx));
+        ERR_clear_error(); /* a root already there (X509_STORE_add_cert's duplicate) is no failure */
+        if (roots > 0) trust = SYSTEM_ROOTS;
+    }
     for (size_t i = 0; !trust && i < sizeof bundles / sizeof *bundles; i++) {
         if (access(bundles[i], R_OK) != 0) continue;
         if (SSL_CTX_load_verify_locations(ctx, bundles[i], NULL) != 1)

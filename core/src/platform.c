@@ -204,11 +204,21 @@ void rl_at_fork(void (*before)(void), void (*in_parent)(void), void (*in_child)(
     pthread_atfork(before, in_parent, in_child);
 }
 
+/* POSIX systems keep their roots in files (conn.c's bundles); macOS's
+ * keychain OpenSSL cannot read (docs/binaries.md, "Trust store"). */
+int rl_system_roots(void (*add)(void *arg, const unsigned char *der, size_t len), void *arg)
+{
+    (void)add;
+    (void)arg;
+    return 0;
+}
+
 #else /* _WIN32 */
 #include <limits.h>
 
 #include <bcrypt.h>
 #include <windows.h>
+#include <wincrypt.h> /* after windows.h */
 
 /* The interrupt time counts while the machine sleeps or hibernates (the
  * unbiased one and QueryUnbiasedInterruptTime do not; nor, per Microsoft,
@@ -253,6 +263,20 @@ int rl_random_bytes(void *buf, size_t len)
         len -= n;
     }
     return 0;
+}
+
+int rl_system_roots(void (*add)(void *arg, const unsigned char *der, size_t len), void *arg)
+{
+    HCERTSTORE store = CertOpenSystemStoreW(0, L"ROOT");
+    int n = 0;
+    if (!store) {
+        errno = EACCES;
+        return -1;
+    }
+    for (PCCERT_CONTEXT cert = NULL; (cert = CertEnumCertificatesInStore(store, cert)) != NULL; n++)
+        add(arg, cert->pbCertEncoded, cert->cbCertEncoded);
+    CertCloseStore(store, 0);
+    return n;
 }
 
 /* Winsock reports through WSAGetLastError: the core reads errno. */

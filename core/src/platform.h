@@ -34,6 +34,12 @@ int64_t rl_now_ms(void);
 /* len random bytes from the kernel; 0, or -1 with errno. */
 int rl_random_bytes(void *buf, size_t len);
 
+/* The roots the system trusts where it keeps them outside files OpenSSL
+ * reads: Windows' ROOT certificate store (the machine's and the user's, as
+ * Windows' own TLS uses it). Gives each one's DER to add; returns how many,
+ * 0 where the system has no such store, -1 (errno) when it cannot be read. */
+int rl_system_roots(void (*add)(void *arg, const unsigned char *der, size_t len), void *arg);
+
 /* Before the first socket: Winsock's start-up (once; nothing elsewhere).
  * 0, or -1 with errno. */
 int rl_net_init(void);

@@ -11,7 +11,8 @@ The harness (harness.c, _WIN32) sends one line per connection and reads
   pause PID / resume PID   SIGSTOP / SIGCONT
 
 Usage: redis_ctl.py PORT_FILE  (listens on a free loopback port, writes it
-to PORT_FILE; on SIGTERM stops every server it started)."""
+to PORT_FILE; on SIGTERM stops every server it started). ask() is the
+client's side, for Python tests."""
 import os
 import signal
 import socket
@@ -37,6 +38,23 @@ def start(port, tls_dir):
     with lock:
         servers[p.pid] = p
     return p.pid
+
+
+def ask(port, *words):
+    """A client's side: one command to the redis_ctl.py listening on port;
+    its number (a pid, or 0). The Python suites under Wine use it."""
+    with socket.create_connection(("127.0.0.1", int(port)), timeout=30) as c:
+        c.sendall((" ".join(map(str, words)) + "\n").encode())
+        reply = b""
+        while not reply.endswith(b"\n"):
+            chunk = c.recv(1000)
+            if not chunk:
+                break
+            reply += chunk
+    status, _, value = reply.decode().strip().partition(" ")
+    if status != "ok":
+        raise RuntimeError("redis_ctl %s: %s" % (" ".join(map(str, words)), reply.decode().strip()))
+    return int(value)
 
 
 def answer(words):

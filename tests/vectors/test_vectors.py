@@ -2,7 +2,7 @@
 runner (run_vectors.c) and the Java one (VectorsTest) read the same files."""
 import json
 import pathlib
-import subprocess
+import socket
 import time
 
 import pytest
@@ -16,8 +16,23 @@ ERRORS = {ratelimit.InvalidArgument: "invalid", ratelimit.ConnectionError: "conn
 
 
 def redis_cli(port, *args):
-    out = subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True, text=True, check=True)
-    return out.stdout.splitlines()
+    """A command's reply as redis-cli prints it, a line per value (over a
+    socket of its own: a Windows Python under Wine cannot run redis-cli)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(("*%d\r\n" % len(args) + "".join("$%d\r\n%s\r\n" % (len(a.encode()), a) for a in args)).encode())
+        reply = s.makefile("rb")
+
+        def values():
+            line = reply.readline()
+            kind, rest = line[:1], line[1:-2].decode()
+            if kind == b"-":
+                raise RuntimeError(rest)
+            if kind == b"*":
+                return [v for _ in range(int(rest)) for v in values()]
+            if kind == b"$":
+                return [] if int(rest) < 0 else [reply.read(int(rest) + 2)[:-2].decode()]
+            return [rest]
+        return values()
 
 
 def ms(seconds):

@@ -60,7 +60,7 @@ from typing import (Any, Awaitable, Callable, Generator, Generic, Iterable, List
 
 import ratelimit as _sync
 from ratelimit import _ratelimit
-from ratelimit._fdwatch import FdWatcher
+from ratelimit import _fdwatch
 from ratelimit.errors import _exceeded
 from ratelimit.limiter import _key_function, _reserved
 from ratelimit.primitives import _FOREVER_SLICE
@@ -138,12 +138,12 @@ class _LoopState:
         self.next_tag = first_tag
         self.closing = False
         self.fd = self.queue.fileno()
-        self.watcher: Optional[FdWatcher] = None
+        self.watcher: Optional[_fdwatch.FdWatcher] = None
         try:
             try:
                 loop.add_reader(self.fd, self.drain)
             except NotImplementedError:  # ProactorEventLoop (Windows' default)
-                self.watcher = FdWatcher(loop, self.fd, self.drain)
+                self.watcher = _fdwatch.FdWatcher(loop, self.fd, self.drain)
         except BaseException:
             self.queue.close()
             raise

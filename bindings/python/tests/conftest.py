@@ -34,19 +34,9 @@ def free_port():
 
 
 def redis_ctl(*words):
-    """One command to redis_ctl.py; its number (a pid, or 0)."""
-    with socket.create_connection(("127.0.0.1", int(REDIS_CTL)), timeout=30) as c:
-        c.sendall((" ".join(map(str, words)) + "\n").encode())
-        reply = b""
-        while not reply.endswith(b"\n"):
-            chunk = c.recv(1000)
-            if not chunk:
-                break
-            reply += chunk
-    status, _, value = reply.decode().strip().partition(" ")
-    if status != "ok":
-        raise RuntimeError("redis_ctl %s: %s" % (" ".join(map(str, words)), reply.decode().strip()))
-    return int(value)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "core" / "tests"))
+    from redis_ctl import ask
+    return ask(REDIS_CTL, *words)
 
 
 class RedisServer:
