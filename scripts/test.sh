@@ -125,6 +125,9 @@ scripts/ft-test.sh
 step "Windows, as a new user: the Windows JVM (Temurin 25, under wine64) runs the Demo from the shipped jar alone (its windows-x86_64 DLL), plain and over TLS, then the Java core's JUnit tests on that jar"
 scripts/windows-test.sh jar
 
+step "Windows, as a new user: each Windows CPython (Maven Central's 3.9, 3.11, 3.13, 3.14, under wine64) installs its win_amd64 wheel with its own pip and decides, plain and over TLS; the Python suite on 3.13"
+scripts/windows-test.sh python
+
 step "aarch64 under qemu-user (arm64 Debian root): the wheel runs the conformance vectors and TLS, the jar TLS"
 scripts/arm64-test.sh
 
