@@ -86,21 +86,30 @@ windows_toolchain() { # zig binary
   printf '#!/bin/sh\nexec "%s" ranlib "$@"\n' "$zig" >"$wcache/bin/ranlib"
   # Zig names an object x.obj for Windows; hiredis's Makefile compiles with
   # "-c x.c", its source last, and archives x.o
-  printf '%s\n' '#!/bin/sh' \
-    'case " $* " in *" -c "*) case " $* " in *" -o "*) ;; *) for a; do src=$a; done; set -- "$@" -o "${src%.c}.o" ;; esac ;; esac' \
-    "exec \"$wcache/bin/cc\" \"\$@\"" >"$wcache/bin/cc-o"
+  # arm64 (built, never run): OpenSSL's mingw64 configuration passes -m64,
+  # which only x86 takes
+  printf '#!/bin/sh\nfor a do shift; [ "$a" = -m64 ] || set -- "$@" "$a"; done\nexec "%s" cc -target aarch64-windows-gnu "$@"\n' \
+    "$zig" >"$wcache/bin/aarch64-cc"
+  local cc
+  for cc in cc aarch64-cc; do
+    printf '%s\n' '#!/bin/sh' \
+      'case " $* " in *" -c "*) case " $* " in *" -o "*) ;; *) for a; do src=$a; done; set -- "$@" -o "${src%.c}.o" ;; esac ;; esac' \
+      "exec \"$wcache/bin/$cc\" \"\$@\"" >"$wcache/bin/$cc-o"
+  done
   chmod +x "$wcache/bin"/*
 }
 
 # OpenSSL (its mingw64 target) and hiredis 1.2 + hiredis_ssl for Windows,
 # static, built once per source version; sets win_openssl, win_hiredis
-windows_deps() { # scratch directory (created, then removed)
-  local scratch=$1 work
+windows_deps() { # scratch-directory [aarch64]: sets win_openssl, win_hiredis (and win_cc) for that target
+  local scratch=$1 target=${2:-x86_64}-windows-gnu work
+  win_cc=$wcache/bin/cc
+  [ "${2:-x86_64}" = x86_64 ] || win_cc=$wcache/bin/$2-cc
   mkdir -p "$scratch"
-  win_openssl=$wcache/openssl-$openssl_version-$win_target
-  win_hiredis=$wcache/hiredis-$hiredis_version-$win_target
+  win_openssl=$wcache/openssl-$openssl_version-$target
+  win_hiredis=$wcache/hiredis-$hiredis_version-$target
   if [ ! -f "$win_openssl/lib/libssl.a" ]; then
-    echo "building OpenSSL $openssl_version for $win_target (minutes; cached in $win_openssl)"
+    echo "building OpenSSL $openssl_version for $target (minutes; cached in $win_openssl)"
     work=$scratch/openssl
     unpack "$openssl_dsc" "$work"
     rm -rf "$win_openssl" "$win_openssl.stage"
@@ -109,14 +118,14 @@ windows_deps() { # scratch directory (created, then removed)
     (cd "$work" &&
       quietly ./Configure mingw64 no-shared no-tests no-module no-dso no-engine no-legacy no-asm \
         --prefix="$win_openssl" --libdir=lib \
-        CC="$wcache/bin/cc" AR="$wcache/bin/ar" RANLIB="$wcache/bin/ranlib" RC=false &&
+        CC="$win_cc" AR="$wcache/bin/ar" RANLIB="$wcache/bin/ranlib" RC=false &&
       quietly make -j2 build_libs &&
       quietly make install_dev DESTDIR="$win_openssl.stage")
     mv "$win_openssl.stage$win_openssl" "$win_openssl"
     rm -rf "$win_openssl.stage" "$work"
   fi
   if [ ! -f "$win_hiredis/lib/libhiredis_ssl.a" ] || [ "$(cat "$win_hiredis/openssl" 2>/dev/null)" != "$openssl_version" ]; then
-    echo "building hiredis $hiredis_version for $win_target (cached in $win_hiredis)"
+    echo "building hiredis $hiredis_version for $target (cached in $win_hiredis)"
     work=$scratch/hiredis
     unpack "$hiredis_dsc" "$work"
     rm -rf "$win_hiredis"
@@ -127,7 +136,7 @@ windows_deps() { # scratch directory (created, then removed)
     # makes an error of its own
     quietly make -C "$work" -j2 USE_SSL=1 OPENSSL_PREFIX="$win_openssl" \
       WARNINGS="-Wall -Wextra -Wstrict-prototypes -Wwrite-strings -Wno-missing-field-initializers -Wno-error=int-conversion" \
-      CC="$wcache/bin/cc-o" AR="$wcache/bin/ar" PREFIX="$win_hiredis" libhiredis.a libhiredis_ssl.a hiredis.pc hiredis_ssl.pc
+      CC="$win_cc-o" AR="$wcache/bin/ar" PREFIX="$win_hiredis" libhiredis.a libhiredis_ssl.a hiredis.pc hiredis_ssl.pc
     mkdir -p "$win_hiredis/lib/pkgconfig" "$win_hiredis/include/hiredis"
     cp "$work"/libhiredis.a "$work"/libhiredis_ssl.a "$win_hiredis/lib/"
     cp "$work"/hiredis.pc "$work"/hiredis_ssl.pc "$win_hiredis/lib/pkgconfig/"
@@ -165,11 +174,11 @@ windows_imports_check() { # [--also dll-name] file...
 # ratelimit_jni.dll with TLS, against $win_openssl, $win_hiredis and
 # $win_jdk's JNI headers; checked: exports JNI_OnLoad and JNI_OnUnload only
 # (what JNIEXPORT marks dllexport), imports Windows' own DLLs only
-windows_jni() { # build-directory native-directory
+windows_jni() { # build-directory native-directory: against windows_deps' libraries and compiler
   local build=$1 native=$2 exports
   # FindJNI wants a JVM library too: found, never linked
   quietly cmake -S "$root/bindings/java/core/src/main/c" -B "$build" -G Ninja \
-    -DCMAKE_TOOLCHAIN_FILE="$root/cmake/windows-x86_64.cmake" -DCMAKE_C_COMPILER="$wcache/bin/cc" \
+    -DCMAKE_TOOLCHAIN_FILE="$root/cmake/windows-x86_64.cmake" -DCMAKE_C_COMPILER="$win_cc" \
     -DCMAKE_AR="$wcache/bin/ar" -DCMAKE_RANLIB="$wcache/bin/ranlib" -DCMAKE_BUILD_TYPE=Release \
     -DRL_HIREDIS_PREFIX="$win_hiredis" -DOPENSSL_ROOT_DIR="$win_openssl" -DRLJ_OUTPUT_DIR="$native" \
     -DJAVA_HOME="$win_jdk" -DJAVA_INCLUDE_PATH="$win_jdk/include" -DJAVA_INCLUDE_PATH2="$win_jdk/include/win32" \

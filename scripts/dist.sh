@@ -630,7 +630,17 @@ windows_jni "$work/jni-windows-x86_64" "$work/jni-natives/native/windows-x86_64"
 rm -f "$work/jni-natives/native/windows-x86_64/ratelimit_jni.pdb"
 [ "${RL_DIST_WINDOWS_WHEELS:-1}" = 0 ] || windows_wheels
 
-step "jar: natives for ${targets[*]/#/linux-} ${targets[*]/#/linux-musl-} ${macs[*]/#/darwin-} windows-x86_64 (Maven ${RL_DIST_JAVA_GOALS:-package})"
+# Windows on arm64: the same sources for aarch64-windows-gnu (OpenSSL's
+# mingw64 configuration, no-asm); no arm64 Windows here to run it on
+step "JNI library, windows-aarch64 (cross-built, checked, never run)"
+windows_deps "$work/windows" aarch64
+windows_jni "$work/jni-windows-aarch64" "$work/jni-natives/native/windows-aarch64"
+rm -f "$work/jni-natives/native/windows-aarch64/ratelimit_jni.pdb"
+llvm-objdump -f "$work/jni-natives/native/windows-aarch64/ratelimit_jni.dll" | grep -q 'file format coff-arm64' ||
+  { echo "dist.sh: native/windows-aarch64/ratelimit_jni.dll is not an arm64 DLL" >&2; exit 1; }
+echo "  ratelimit_jni.dll: coff-arm64"
+
+step "jar: natives for ${targets[*]/#/linux-} ${targets[*]/#/linux-musl-} ${macs[*]/#/darwin-} windows-x86_64 windows-aarch64 (Maven ${RL_DIST_JAVA_GOALS:-package})"
 goals=${RL_DIST_JAVA_GOALS:-package}
 mvn_args=()
 [ "$goals" = package ] && mvn_args=(-DskipTests)

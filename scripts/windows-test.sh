@@ -239,7 +239,8 @@ if [ "$mode" = python ]; then
     # platform's WMI query (3.12+, pip asks it) calls propsys' VariantToString,
     # which Wine 8 lacks: without _wmi, platform asks the version API instead
     rm -f "$py/lib/_wmi.pyd"
-    pip_args=(-m pip install -q --disable-pip-version-check --no-index --only-binary=:all: --find-links "Z:$root/dist")
+    # --no-compile: byte-compiling django and the rest under Wine costs a minute
+    pip_args=(-m pip install -q --disable-pip-version-check --no-compile --no-index --only-binary=:all: --find-links "Z:$root/dist")
     want=(ratelimit-core)
     if [ "$v" = "$suite_version" ]; then
       # the suite's own dependencies, fetched once as win_amd64 or pure wheels

@@ -72,11 +72,13 @@ def test_ls_show_reset(server, raw):
     url = server.url
     c = ratelimit.Client(url, client_id="web-1")
     try:
-        c.configure("sms", "5/minute", algorithm="fixed_window")
+        # hours: neither the window nor the refill moves while the test runs
+        # (a python start per command: seconds each under Wine)
+        c.configure("sms", "5/hour", algorithm="fixed_window")
         c.limiter("sms").acquire("user:42", 2)
         # windows that outlast the test: a 1 s one could expire before `ls` reads it
         c.limiter("two", "3/10 seconds;10/minute", algorithm="sliding_window").acquire("a b")
-        c.limiter("mine", (4, 60), algorithm="token_bucket", per_client=True).acquire("x")
+        c.limiter("mine", (4, 3600), algorithm="token_bucket", per_client=True).acquire("x")
         c.semaphore("db", 2, 30).try_acquire()
     finally:
         c.close()
@@ -98,7 +100,7 @@ def test_ls_show_reset(server, raw):
     code, docs, err = js(url, "show", "sms", "user:42")
     assert code == 0, err
     d = docs[0]
-    assert d["spec"] == "fixed_window 5/minute" and d["peek"]["remaining"] == 3 and d["peek"]["limit"] == 5
+    assert d["spec"] == "fixed_window 5/hour" and d["peek"]["remaining"] == 3 and d["peek"]["limit"] == 5
     assert d["keys"][0]["key"] == "rl:{sms:user:42}:fixed_window" and d["keys"][0]["fields"]["count"] == "2"
     code, out, _ = run(url, "show", "sms", "user:42")
     assert code == 0 and "remaining 3 of 5" in out and "rl:{sms:user:42}:fixed_window (hash" in out
@@ -107,12 +109,12 @@ def test_ls_show_reset(server, raw):
     assert code == 0 and [k["key"] for k in docs[0]["keys"]] == [
         "rl:{two:a%20b}:sliding_window", "rl:{two:a%20b}:sliding_window:2"]
     # per-client state is seen as that client
-    code, docs, _ = js(url, "--client-id", "web-1", "show", "mine", "x", "--rate", "4/minute",
+    code, docs, _ = js(url, "--client-id", "web-1", "show", "mine", "x", "--rate", "4/hour",
                        "--algorithm", "token_bucket", "--per-client")
     assert code == 0 and docs[0]["peek"]["remaining"] == 3
     # a given spec that disagrees with the stored one: usage error naming both
     code, out, err = run(url, "show", "sms", "u", "--rate", "9/minute")
-    assert code == 2 and out == "" and len(err.splitlines()) == 1 and "fixed_window 5/minute" in err
+    assert code == 2 and out == "" and len(err.splitlines()) == 1 and "fixed_window 5/hour" in err
     # no spec stored nor given, no state
     code, _, err = run(url, "show", "unknown", "u")
     assert code == 1 and "give --rate" in err and len(err.splitlines()) == 1

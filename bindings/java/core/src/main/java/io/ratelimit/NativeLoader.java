@@ -80,8 +80,7 @@ final class NativeLoader {
                 } catch (UnsatisfiedLinkError e) {
                     throw new UnsatisfiedLinkError("ratelimit: the jar's " + platform + " native library does not "
                             + "load here (the linux ones need glibc >= 2.17, the linux-musl ones musl's libc, "
-                            + "the macOS ones macOS 11 on arm64, 10.13 on x86_64, the Windows one Windows 10 "
-                            + "on x86_64): " + e.getMessage() + "; " + FROM_SOURCE);
+                            + "the macOS ones macOS 11 on arm64, 10.13 on x86_64, the Windows ones Windows 10): " + e.getMessage() + "; " + FROM_SOURCE);
                 }
                 loadedFrom = "jar:" + resource;
             } finally {
@@ -165,7 +164,7 @@ final class NativeLoader {
 
     /** The platforms a jar may carry, as scripts/dist.sh and the Maven build name them. */
     static final List<String> KNOWN = List.of("linux-x86_64", "linux-aarch64", "linux-musl-x86_64",
-            "linux-musl-aarch64", "darwin-x86_64", "darwin-aarch64", "windows-x86_64");
+            "linux-musl-aarch64", "darwin-x86_64", "darwin-aarch64", "windows-x86_64", "windows-aarch64");
 
     static final String FROM_SOURCE = "build the native library from source (bindings/java/README.md) and pass "
             + "-D" + PATH_PROPERTY + "=/path/to/" + System.mapLibraryName(LIBRARY);

@@ -23,6 +23,7 @@ class NativeLoaderTest {
         assertEquals("linux-riscv64", NativeLoader.platform("Linux", "riscv64"));
         assertEquals("windows-x86_64", NativeLoader.platform("Windows 11", "amd64"));
         assertEquals("windows-x86_64", NativeLoader.platform("Windows Server 2022", "amd64"));
+        assertEquals("windows-aarch64", NativeLoader.platform("Windows 11", "aarch64"));
     }
 
     @Test
@@ -105,7 +106,8 @@ class NativeLoaderTest {
         assertTrue(NativeLoader.available().contains(NativeLoader.platform()), NativeLoader.available().toString());
         // a jar from scripts/dist.sh carries every platform, each seen from here whatever its file's name
         if (NativeLoader.available().size() > 1) {
-            assertTrue(NativeLoader.available().contains("windows-x86_64"), NativeLoader.available().toString());
+            assertTrue(NativeLoader.available().containsAll(List.of("windows-x86_64", "windows-aarch64")),
+                    NativeLoader.available().toString());
         }
     }
 
