@@ -1,14 +1,15 @@
-# Sourced by scripts/dist.sh and scripts/windows-test.sh: what both builds
-# of the binaries do alike. Debian source packages are downloaded by apt
-# (signature and hashes checked) into $cache/src, shared by every build that
-# compiles them. Needs $cache and $sudo.
+# Sourced by scripts/dist.sh, scripts/windows-test.sh and the scripts that
+# build or try the binaries: what they do alike. Debian source packages are
+# downloaded by apt (signature and hashes checked) into $cache/src, shared
+# by every build that compiles them. Needs $cache and $sudo.
 
-# chatter goes to a log shown only when the command fails
+# chatter goes to a log shown only when the command fails (on stderr: some
+# scripts print their answer on stdout)
 quietly() {
   local log
   log=$(mktemp)
   if ! "$@" >"$log" 2>&1; then
-    tail -n 60 "$log"
+    tail -n 60 "$log" >&2
     rm -f "$log"
     return 1
   fi

@@ -14,16 +14,7 @@ cache=${RL_DIST_CACHE:-$HOME/.cache/ratelimit-dist}
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
-quietly() {
-  local log
-  log=$(mktemp)
-  if ! "$@" >"$log" 2>&1; then
-    tail -n 60 "$log" >&2
-    rm -f "$log"
-    return 1
-  fi
-  rm -f "$log"
-}
+. scripts/dist-lib.sh # quietly
 . scripts/trixie-src.sh
 trixie_sources python3.13 >&2
 # the orig tarball is CPython's release (python3.13_3.13.5.orig.tar.xz)

@@ -20,17 +20,7 @@ cache=${RL_DIST_CACHE:-$HOME/.cache/ratelimit-dist}
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 . scripts/sid.sh
-# pip's chatter goes to a log shown only when it fails
-quietly() {
-  local log
-  log=$(mktemp)
-  if ! "$@" >"$log" 2>&1; then
-    cat "$log"
-    rm -f "$log"
-    return 1
-  fi
-  rm -f "$log"
-}
+. scripts/dist-lib.sh # quietly
 for v in 3.14 3.15; do
   for arch in x86_64 aarch64; do
     ls dist/*-cp${v/./}-cp${v/./}-manylinux*"$arch"*.whl >/dev/null 2>&1 ||

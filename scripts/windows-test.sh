@@ -186,12 +186,20 @@ fi
 step "the C tests passed under Wine (${#tests[@]} run, ${#posix_only[@]} skipped)"
 fi
 
-make_tls() { # a CA and a server certificate in $tls, as tests/topology makes them
+make_tls() { # a CA and a server certificate in $tls, as tests/topology makes them; tls_server: its args
   tls=$build/tls
   [ -f "$tls/server.crt" ] || python3 -c 'import sys; sys.path.insert(0, "tests/topology")
 from pathlib import Path; from starters import _make_certs; _make_certs(Path(sys.argv[1]))' "$tls"
+  tls_server=(--port 0 --tls-port PORT --tls-cert-file "$tls/server.crt" --tls-key-file "$tls/server.key"
+    --tls-ca-cert-file "$tls/ca.crt" --tls-auth-clients no)
 }
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+redis_on() { # port [redis-server args, PORT in them the port]: a throwaway redis-server; sets redis_pid
+  local port=$1
+  shift
+  redis-server "${@//PORT/$port}" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null &
+  redis_pid=$!
+}
 
 if [ "$mode" = python ]; then
   wheels=()
@@ -217,15 +225,13 @@ if [ "$mode" = python ]; then
   )
   # Windows' CPython under Wine 8 cannot use a Linux regular file as its
   # stdout ("init_sys_streams ... Invalid handle"): a pipe it can
-  wpy() { /usr/lib/wine/wine64 "$@" </dev/null 2>&1 | stdbuf -oL tr -d '\r'; return "${PIPESTATUS[0]}"; }
+  wpy() { timeout 1200 /usr/lib/wine/wine64 "$@" </dev/null 2>&1 | stdbuf -oL tr -d '\r'; return "${PIPESTATUS[0]}"; }
   start_redis_ctl
   plain_port=$(free_port) tls_port=$(free_port)
-  redis-server --port "$plain_port" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null &
-  plain_pid=$!
-  redis-server --port 0 --tls-port "$tls_port" --tls-cert-file "$tls/server.crt" --tls-key-file "$tls/server.key" \
-    --tls-ca-cert-file "$tls/ca.crt" --tls-auth-clients no --bind 127.0.0.1 --save "" --appendonly no \
-    --loglevel warning >/dev/null &
-  tls_pid=$!
+  redis_on "$plain_port" --port PORT
+  plain_pid=$redis_pid
+  redis_on "$tls_port" "${tls_server[@]}"
+  tls_pid=$redis_pid
   trap 'kill $plain_pid $tls_pid 2>/dev/null || true; cleanup' EXIT
   for wheel in "${wheels[@]}"; do
     tag=$(basename "$wheel" | cut -d- -f3)
@@ -266,8 +272,8 @@ if [ "$mode" = python ]; then
     [ -e "${t%%::*}" ] || { echo "windows-test.sh: ${t%%::*} is listed as not run but does not exist" >&2; exit 1; }
     case $t in *::*) ignore+=(--deselect "$t") ;; *) ignore+=(--ignore "$t") ;; esac
   done
-  (cd "$root" && timeout 1200 bash -c "$(declare -f wpy); wpy \"\$@\"" _ "$build/python-$suite_version/python.exe" \
-    -m pytest -q -p no:cacheprovider -rs --timeout 180 "${ignore[@]}" tests/vectors/test_vectors.py bindings/python/tests)
+  (cd "$root" && wpy "$build/python-$suite_version/python.exe" -m pytest -q -p no:cacheprovider -rs --timeout 180 \
+    "${ignore[@]}" tests/vectors/test_vectors.py bindings/python/tests)
   for t in $(printf '%s\n' "${!wine_skips[@]}" | sort); do printf '  not run: %s: %s\n' "$t" "${wine_skips[$t]}"; done
   step "Windows CPython: done"
   exit 0
@@ -307,8 +313,7 @@ demo() { # expected url [redis-server args...]: the Demo against a redis-server 
   shift 2
   port=$(free_port)
   url=${url//PORT/$port}
-  redis-server "${@//PORT/$port}" --bind 127.0.0.1 --save "" --appendonly no --loglevel warning >/dev/null &
-  redis_pid=$!
+  redis_on "$port" "$@"
   sleep 0.5
   out=$(cd "$build/${jar:+jar-trial}" && timeout 300 /usr/lib/wine/wine64 "$win_jdk/bin/java.exe" \
     --enable-native-access=ALL-UNNAMED "${java_args[@]}" io.ratelimit.Demo "$url" 2>&1 | tr -d '\r') || true
@@ -335,8 +340,6 @@ demo() { # expected url [redis-server args...]: the Demo against a redis-server 
 demo "$decided" "redis://127.0.0.1:PORT" --port PORT
 # TLS, verified against the CA given (a Windows path: Wine's Z: is /), and
 # refused against another
-tls_server=(--port 0 --tls-port PORT --tls-cert-file "$tls/server.crt" --tls-key-file "$tls/server.key"
-  --tls-ca-cert-file "$tls/ca.crt" --tls-auth-clients no)
 demo "$decided" "rediss://127.0.0.1:PORT?ssl_ca_certs=Z:$tls/ca.crt" "${tls_server[@]}"
 [ "$mode" = jar ] ||
   demo 'TLS certificate verify failed' "rediss://127.0.0.1:PORT?ssl_ca_certs=Z:$tls/other-ca.crt" "${tls_server[@]}"

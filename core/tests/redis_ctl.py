@@ -40,20 +40,26 @@ def start(port, tls_dir):
     return p.pid
 
 
+def read_line(conn):
+    """One line of the protocol (a command or its answer), without its end."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(1000)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode().strip()
+
+
 def ask(port, *words):
     """A client's side: one command to the redis_ctl.py listening on port;
     its number (a pid, or 0). The Python suites under Wine use it."""
     with socket.create_connection(("127.0.0.1", int(port)), timeout=30) as c:
         c.sendall((" ".join(map(str, words)) + "\n").encode())
-        reply = b""
-        while not reply.endswith(b"\n"):
-            chunk = c.recv(1000)
-            if not chunk:
-                break
-            reply += chunk
-    status, _, value = reply.decode().strip().partition(" ")
+        reply = read_line(c)
+    status, _, value = reply.partition(" ")
     if status != "ok":
-        raise RuntimeError("redis_ctl %s: %s" % (" ".join(map(str, words)), reply.decode().strip()))
+        raise RuntimeError("redis_ctl %s: %s" % (" ".join(map(str, words)), reply))
     return int(value)
 
 
@@ -85,14 +91,8 @@ def answer(words):
 
 def serve(conn):
     with conn:
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = conn.recv(1000)
-            if not chunk:
-                break
-            data += chunk
         try:
-            reply = f"ok {answer(data.decode().split())}\n"
+            reply = f"ok {answer(read_line(conn).split())}\n"
         except Exception as e:  # the test prints it and fails
             reply = f"error {e}\n"
         conn.sendall(reply.encode())

@@ -2,7 +2,7 @@
 runner (run_vectors.c) and the Java one (VectorsTest) read the same files."""
 import json
 import pathlib
-import socket
+import sys
 import time
 
 import pytest
@@ -10,29 +10,13 @@ import pytest
 import ratelimit
 
 HERE = pathlib.Path(__file__).parent
+# keys read over a socket of its own, not redis-cli: a Windows Python under Wine cannot run it
+sys.path.insert(0, str(HERE.parent / "topology"))
+from resp_client import call  # noqa: E402
+
 FILES = sorted(p for p in HERE.glob("*.json") if "skeleton" not in p.name)
 ERRORS = {ratelimit.InvalidArgument: "invalid", ratelimit.ConnectionError: "connection",
           ratelimit.Timeout: "timeout", ratelimit.RedisError: "redis"}
-
-
-def redis_cli(port, *args):
-    """A command's reply as redis-cli prints it, a line per value (over a
-    socket of its own: a Windows Python under Wine cannot run redis-cli)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(("*%d\r\n" % len(args) + "".join("$%d\r\n%s\r\n" % (len(a.encode()), a) for a in args)).encode())
-        reply = s.makefile("rb")
-
-        def values():
-            line = reply.readline()
-            kind, rest = line[:1], line[1:-2].decode()
-            if kind == b"-":
-                raise RuntimeError(rest)
-            if kind == b"*":
-                return [v for _ in range(int(rest)) for v in values()]
-            if kind == b"$":
-                return [] if int(rest) < 0 else [reply.read(int(rest) + 2)[:-2].decode()]
-            return [rest]
-        return values()
 
 
 def ms(seconds):
@@ -147,12 +131,12 @@ def primitive_step(client, step, saved):
 
 
 def keys_step(port, step, where):
-    names = sorted(k for k in redis_cli(port, "KEYS", "*") if k)
+    names = sorted(call(port, "KEYS", "*"))
     expect = step["expect_keys"]
     assert names == [k["key"] for k in expect], where
     for k in expect:
-        assert redis_cli(port, "TYPE", k["key"]) == [k["type"]], where
-        pttl = int(redis_cli(port, "PTTL", k["key"])[0])
+        assert call(port, "TYPE", k["key"]) == k["type"], where
+        pttl = call(port, "PTTL", k["key"])
         assert k["pttl_min"] <= pttl <= k["pttl_max"], f"{where}: {k['key']} PTTL {pttl}"
         # stored specs live until deleted; everything else expires
         assert pttl >= 0 or ":config:" in k["key"], f"{where}: {k['key']} has no TTL"
@@ -167,7 +151,7 @@ def cases():
 
 @pytest.mark.parametrize("doc,case", list(cases()))
 def test_vector(redis_port, doc, case):
-    redis_cli(redis_port, "FLUSHALL")
+    call(redis_port, "FLUSHALL")
     all_fields = doc.get("fields") == "all"
     client = ratelimit.Client(f"redis://127.0.0.1:{redis_port}", prefix=doc["prefix"], timeout=5.0,
                               client_id=doc.get("client_id"))

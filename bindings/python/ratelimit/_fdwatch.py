@@ -27,8 +27,6 @@ class FdWatcher:
     def _watch(self) -> None:
         while True:
             self.ran.wait()
-            if self.stopping:
-                return
             readable, _, _ = select.select([self.fd, self.stop_r], [], [])
             if self.stop_r in readable:
                 return

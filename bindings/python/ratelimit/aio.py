@@ -59,8 +59,7 @@ from typing import (Any, Awaitable, Callable, Generator, Generic, Iterable, List
                     Union, overload)
 
 import ratelimit as _sync
-from ratelimit import _ratelimit
-from ratelimit import _fdwatch
+from ratelimit import _fdwatch, _ratelimit
 from ratelimit.errors import _exceeded
 from ratelimit.limiter import _key_function, _reserved
 from ratelimit.primitives import _FOREVER_SLICE

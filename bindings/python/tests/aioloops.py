@@ -4,6 +4,7 @@ ProactorEventLoop on Windows), a loop without add_reader as Windows' is
 installed."""
 import asyncio
 import sys
+import threading
 
 import pytest
 
@@ -40,3 +41,8 @@ def run(coro, kind="asyncio"):
 def takes_reader(kind):
     """Whether the loop of that kind watches descriptors (add_reader)."""
     return kind != "no_add_reader" and not (kind == "asyncio" and sys.platform == "win32")
+
+
+def watchers():
+    """The threads ratelimit.aio watches queues with on loops without add_reader."""
+    return [t for t in threading.enumerate() if t.name == "ratelimit-aio-watch"]

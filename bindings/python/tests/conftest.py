@@ -25,6 +25,9 @@ REDIS_SERVER = shutil.which("redis-server")
 # Under Wine (scripts/windows-test.sh python) a Windows Python can neither
 # start nor signal the Linux redis-server: core/tests/redis_ctl.py does it
 REDIS_CTL = os.environ.get("RL_TEST_REDIS_CTL")
+if REDIS_CTL:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "core" / "tests"))
+    from redis_ctl import ask
 
 
 def free_port():
@@ -34,8 +37,6 @@ def free_port():
 
 
 def redis_ctl(*words):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "core" / "tests"))
-    from redis_ctl import ask
     return ask(REDIS_CTL, *words)
 
 
@@ -63,13 +64,10 @@ class RedisServer:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
                 break
             except OSError:
-                if not self.running() or time.monotonic() > deadline:
+                if (self.proc and self.proc.poll() is not None) or time.monotonic() > deadline:
                     raise RuntimeError("redis-server did not start")
                 time.sleep(0.02)
         self.url = "redis://127.0.0.1:%d/0" % self.port
-
-    def running(self):
-        return self.pid is not None if REDIS_CTL else self.proc.poll() is None
 
     def raw(self):
         import redis
@@ -90,7 +88,7 @@ class RedisServer:
     def stop(self):
         if REDIS_CTL:
             if self.pid is not None:
-                redis_ctl("kill", self.pid)  # SIGCONT first is moot: SIGKILL ends a stopped process too
+                redis_ctl("kill", self.pid)
                 self.pid = None
         elif self.proc.poll() is None:
             self.resume()

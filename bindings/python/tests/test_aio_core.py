@@ -14,7 +14,7 @@ import pytest
 import ratelimit
 from ratelimit import _ratelimit, aio
 
-from aioloops import LOOPS, run, uvloop
+from aioloops import LOOPS, run, uvloop, watchers
 from posixonly import needs_fork
 
 NOW = 1_700_000_000.0  # an explicit clock: every decision at a known instant
@@ -462,10 +462,6 @@ def test_one_client_several_loops(server, raw):
         await client.close()
     run(close())
     assert all(s.queue.freed for s in states) and client.closed
-
-
-def watchers():
-    return [t for t in threading.enumerate() if t.name == "ratelimit-aio-watch"]
 
 
 def test_a_loop_without_add_reader_leaves_no_thread(server, raw):

@@ -14,7 +14,7 @@ import pytest
 import ratelimit
 from ratelimit import _ratelimit, aio
 
-from aioloops import LOOPS, run, takes_reader
+from aioloops import LOOPS, run, takes_reader, watchers
 from posixonly import needs_fork
 
 # A waiter that stopped checking in drops out of the semaphore's queue after
@@ -663,7 +663,7 @@ def test_reset_counts_and_remove_run_on_the_core_without_a_thread(server, raw, l
     """reset, available / holders, size / remove: one round trip each on the
     asynchronous core (no executor thread ever starts), the blocking answers."""
     def threads():  # but a loop without add_reader's one watching thread
-        return sum(t.name != "ratelimit-aio-watch" for t in threading.enumerate())
+        return threading.active_count() - len(watchers())
 
     async def main():
         async with aio.AsyncClient(server.url) as client:

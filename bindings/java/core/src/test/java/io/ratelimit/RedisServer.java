@@ -32,10 +32,6 @@ public final class RedisServer implements AutoCloseable {
     /** Closed once already: closing again does nothing, as destroy() on an ended process. */
     private boolean ctlStopped;
 
-    private RedisServer(int port, Process process) {
-        this(port, process, 0);
-    }
-
     private RedisServer(int port, Process process, long ctlPid) {
         this.port = port;
         this.process = process;
@@ -55,13 +51,10 @@ public final class RedisServer implements AutoCloseable {
 
     /** A server on this port (e.g. one a client was already pointed at while it was dead). */
     public static RedisServer start(int port) throws Exception {
-        if (CTL != null) {
-            return startByCtl(port);
-        }
-        Process p = new ProcessBuilder("redis-server", "--port", String.valueOf(port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no", "--enable-debug-command", "local").redirectErrorStream(true)
-                .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
-        RedisServer server = new RedisServer(port, p);
+        RedisServer server = CTL != null ? new RedisServer(port, null, ctl("start " + port + " -"))
+                : new RedisServer(port, new ProcessBuilder("redis-server", "--port", String.valueOf(port), "--bind",
+                        "127.0.0.1", "--save", "", "--appendonly", "no", "--enable-debug-command", "local")
+                        .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start(), 0);
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (true) {
             try {
@@ -69,26 +62,13 @@ public final class RedisServer implements AutoCloseable {
                     return server;
                 }
             } catch (IOException e) {
-                if (!p.isAlive() || System.nanoTime() > deadline) {
-                    p.destroyForcibly();
-                    throw new IllegalStateException("redis-server did not start on port " + port, e);
-                }
-                Thread.sleep(20);
-            }
-        }
-    }
-
-    private static RedisServer startByCtl(int port) throws Exception {
-        RedisServer server = new RedisServer(port, null, ctl("start " + port + " -"));
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (true) {
-            try {
-                if ("PONG".equals(server.command("PING"))) {
-                    return server;
-                }
-            } catch (IOException e) {
-                if (System.nanoTime() > deadline) {
-                    ctl("kill " + server.ctlPid);
+                boolean exited = server.process != null && !server.process.isAlive();
+                if (exited || System.nanoTime() > deadline) {
+                    if (server.process != null) {
+                        server.process.destroyForcibly();
+                    } else {
+                        ctl("kill " + server.ctlPid);
+                    }
                     throw new IllegalStateException("redis-server did not start on port " + port, e);
                 }
                 Thread.sleep(20);
